@@ -1,0 +1,163 @@
+"""The ``fsm`` command: a thin shell over the Python API.
+
+``main(argv) -> int`` parses arguments, calls the API and maps outcomes and errors to exit codes:
+0 done, 1 internal error, 2 bad input, 3 event or command refused, 4 ended in a failure state,
+5 stopped before a final state, 6 store error. Errors are one line on stderr; tracebacks never
+reach the terminal (set ``FSM_DEBUG=1`` to see them), they are in the instance's log file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fsm import commands
+from fsm.errors import FsmError
+
+__all__ = ["build_parser", "main", "main_entry"]
+
+
+def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> None:
+    """Global options, accepted before or after the command (SUPPRESS keeps the first value)."""
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "-C", "--workspace", default=argparse.SUPPRESS, metavar="DIR",
+        help="workspace folder (default: the current directory)",
+    )
+    group.add_argument(
+        "--log-format", choices=["console", "json"], default=argparse.SUPPRESS,
+        help="log output on stderr (default: console)",
+    )
+    group.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], default=argparse.SUPPRESS,
+        help="least severe log level shown (default: info)",
+    )
+    flags = ["-o", "--option"] if with_option else ["--option"]
+    group.add_argument(
+        *flags, dest="options", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
+        help="machine option (repeatable); VALUE is JSON when it parses",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = argparse.ArgumentParser(
+        prog="fsm", description="Drive explicit finite-state machines (see README.md)."
+    )
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_text: str, *, with_option: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _common(p, with_option=with_option)
+        return p
+
+    def instance(p: argparse.ArgumentParser) -> None:
+        p.add_argument("machine", help="machine name")
+        p.add_argument("id", help="instance id")
+
+    p = command("machines", "list the registered machines")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = command("check", "static checks of machines (names or paths; default: all registered)")
+    p.add_argument("targets", nargs="*", metavar="TARGET")
+
+    p = command("diagram", "write machine diagrams, or one instance's diagram", with_option=False)
+    p.add_argument("machines", nargs="*", metavar="MACHINE")
+    p.add_argument("-o", "--output", metavar="DIR_OR_FILE", help="output folder (or file with --run)")
+    p.add_argument("-f", "--formats", default="dot,svg,png,mmd", help="comma-separated formats")
+    p.add_argument("--run", metavar="ID", help="draw this instance of MACHINE")
+
+    p = command("new", "create an instance in its initial state and print its id")
+    p.add_argument("machine")
+    p.add_argument("--id", dest="instance_id", help="instance id (default: generated)")
+    p.add_argument("--set", dest="values", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--input", type=Path, metavar="FILE.json", help="initial values as JSON")
+
+    for name, text in (
+        ("start", "control: start a created (or paused) instance"),
+        ("pause", "control: pause a running instance"),
+        ("resume", "control: resume a paused instance"),
+        ("stop", "control: stop an instance for good"),
+    ):
+        p = command(name, text)
+        instance(p)
+        p.add_argument("--reason", help="why (journaled)")
+        p.add_argument("--actor", default="cli", help="who (journaled; default: cli)")
+
+    p = command("run", "drive an instance until a final state, a pause or stop, or the limit")
+    instance(p)
+    p.add_argument("--max-steps", type=int, metavar="N")
+    p.add_argument("--interactive", action="store_true", help="offer a menu when input is needed")
+
+    p = command("step", "take one automatic step")
+    instance(p)
+
+    p = command("fire", "fire a named event")
+    instance(p)
+    p.add_argument("event")
+
+    p = command("status", "state, status, progress and allowed events of an instance")
+    instance(p)
+    p.add_argument("--json", action="store_true")
+
+    p = command("ls", "instances in the workspace, newest first")
+    p.add_argument("machine", nargs="?")
+    p.add_argument("--status", dest="status_filter", metavar="S")
+    p.add_argument("--json", action="store_true")
+
+    p = command("history", "the journal of an instance")
+    instance(p)
+    p.add_argument("--json", action="store_true")
+
+    p = command("replay", "check that the journal reproduces the document")
+    instance(p)
+
+    p = command("recover", "rebuild a corrupt document where the machine supports it")
+    instance(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    try:
+        return commands.dispatch(args, vars(args))
+    except FsmError as exc:
+        _error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if os.environ.get("FSM_DEBUG"):
+            traceback.print_exc()
+        _error(f"internal error: {type(exc).__name__}: {exc} (set FSM_DEBUG=1 for the traceback)")
+        return 1
+
+
+def _error(message: str) -> None:
+    first = message.splitlines()[0] if message else "error"
+    print(f"fsm: error: {first}", file=sys.stderr)
+
+
+def main_entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as indented JSON on stdout."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))

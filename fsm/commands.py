@@ -1,0 +1,360 @@
+"""The implementation of each ``fsm`` command over the Python API.
+
+Heavy modules (the engine and its ``transitions`` kernel, Graphviz) are imported inside the
+commands that need them, so that ``fsm status`` and ``fsm ls`` start quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fsm.config import parse_assignments
+from fsm.errors import DocumentInputError, InputError
+from fsm.instance import Instance, Workspace
+
+__all__ = ["dispatch"]
+
+
+def dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Run the command named in ``args``; return its exit code."""
+    from fsm.log import configure
+
+    configure(values.get("log_format", "console"), values.get("log_level", "info"))
+    handler = _HANDLERS[args.command]
+    return handler(args, values)
+
+
+def _workspace(values: dict[str, Any]) -> Workspace:
+    options = parse_assignments(values.get("options") or [], what="option")
+    path = Path(values.get("workspace", "."))
+    if not path.is_dir():
+        raise InputError(f"workspace {path} is not a folder")
+    return Workspace(path, options=options)
+
+
+def _instance(args: argparse.Namespace, values: dict[str, Any], *, must_exist: bool = True) -> Instance:
+    workspace = _workspace(values)
+    instance = workspace.instance(args.machine, args.id)
+    if must_exist and not instance.exists():
+        from fsm.errors import UnknownInstanceError
+
+        raise UnknownInstanceError(
+            f"no {instance.machine.name} instance '{args.id}' in {workspace.path} "
+            f"(expected {instance.paths.document}); 'fsm ls' lists them"
+        )
+    return instance
+
+
+def _out(text: str = "") -> None:
+    print(text)
+
+
+def _json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """List registered machines."""
+    from fsm.discovery import open_machine, registered_machines
+
+    rows = []
+    for name, entry in sorted(registered_machines().items()):
+        machine = open_machine(name)
+        rows.append(
+            {
+                "name": name,
+                "description": machine.spec.description,
+                "version": machine.spec.version,
+                "source": entry.source,
+                "path": str(entry.path),
+            }
+        )
+    if args.json:
+        _json(rows)
+    else:
+        for row in rows:
+            _out(f"{row['name']:<16} {row['description']}  [{row['source']}]")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Static checks."""
+    from fsm.check import check_all, check_target
+
+    reports = [check_target(t) for t in args.targets] if args.targets else check_all()
+    code = 0
+    for report in reports:
+        for finding in report.findings:
+            _out(finding.render())
+        if not report.findings:
+            _out(f"{report.target}: ok")
+        code = max(code, report.exit_code)
+    return code
+
+
+def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Write diagrams."""
+    from fsm import diagram
+    from fsm.discovery import open_machine, registered_machines
+
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    unknown = sorted(set(formats) - {"dot", "svg", "png", "mmd"})
+    if unknown:
+        raise InputError(f"unknown diagram format '{unknown[0]}' (use dot, svg, png, mmd)")
+    if args.run:
+        if len(args.machines) != 1:
+            raise InputError("--run needs exactly one MACHINE")
+        args.machine, args.id = args.machines[0], args.run
+        instance = _instance(args, values)
+        loaded = instance.load()
+        overlay = diagram.overlay_from_journal(instance.journal.read().records, loaded.state)
+        dot = diagram.to_dot(instance.machine, run=overlay)
+        target = Path(args.output) if args.output else Path(f"{instance.id}.svg")
+        fmt = target.suffix.lstrip(".") or "svg"
+        if fmt == "dot":
+            target.write_text(dot, encoding="utf-8")
+        elif fmt in {"svg", "png"}:
+            target.write_bytes(diagram.render(dot, fmt))  # type: ignore[arg-type]
+        else:
+            raise InputError(f"--run writes .dot, .svg or .png, not '{target.suffix}'")
+        _out(str(target))
+        return 0
+    names = args.machines or sorted(registered_machines())
+    out_dir = Path(args.output or "diagrams")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        report = diagram.write_diagrams(open_machine(name), out_dir, formats)
+        for path in report.written:
+            _out(str(path))
+        for fmt, reason in report.skipped:
+            print(f"fsm: warning: {name}.{fmt} not written: {reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Create an instance."""
+    workspace = _workspace(values)
+    machine = workspace.machine(args.machine)
+    inputs: dict[str, Any] = {}
+    if args.input is not None:
+        try:
+            inputs = json.loads(args.input.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
+        if not isinstance(inputs, dict):
+            raise DocumentInputError(f"{args.input} must hold a JSON object")
+    _merge(inputs, parse_assignments(args.values, what="value"))
+    instance_id = args.instance_id or workspace.new_id(machine)
+    workspace.instance(machine, instance_id).create(inputs)
+    _out(instance_id)
+    return 0
+
+
+def _merge(target: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def cmd_control(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """start / pause / resume / stop."""
+    from fsm.control import ControlPlane
+
+    instance = _instance(args, values)
+    saved = ControlPlane(instance).apply(args.command, actor=args.actor, reason=args.reason)
+    _out(f"{instance.id}: {saved.status} ({saved.state})")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Drive an instance."""
+    from fsm.engine import Engine
+
+    instance = _instance(args, values)
+    if args.max_steps is not None and args.max_steps < 0:
+        raise InputError("--max-steps must be 0 or more")
+    engine = Engine(instance, interactive=args.interactive)
+    chooser = _menu if args.interactive else None
+    result = engine.run(max_steps=args.max_steps, chooser=chooser)
+    _out(f"{instance.id}: {result.outcome} in state '{result.state}' after {len(result.steps)} steps")
+    if result.outcome in {"error", "waiting", "paused", "stopped", "limit"} and result.message:
+        print(f"fsm: {result.message}", file=sys.stderr)
+    return result.exit_code
+
+
+def _menu(state: str, choices: Sequence[Any]) -> str | None:
+    print(f"\nstate '{state}': choose an action", file=sys.stderr)
+    for number, choice in enumerate(choices, start=1):
+        print(f"  {number}. {choice.event:<14} {choice.description}", file=sys.stderr)
+    print("  q. quit (leave the instance as it is)", file=sys.stderr)
+    while True:
+        try:
+            answer = input("> ").strip()
+        except EOFError:
+            return None
+        if answer in {"q", "quit", ""}:
+            return None
+        if answer.isdigit() and 1 <= int(answer) <= len(choices):
+            return str(choices[int(answer) - 1].event)
+        for choice in choices:
+            if answer == choice.event:
+                return str(choice.event)
+        print(f"  unknown choice '{answer}'", file=sys.stderr)
+
+
+def _step_exit(instance: Instance, result: Any) -> int:
+    machine = instance.machine
+    if result.outcome == "failed":
+        print(f"fsm: error: {result.error}", file=sys.stderr)
+        return 1
+    if result.outcome in {"waiting", "blocked"}:
+        reason = "no automatic transition is enabled" if result.outcome == "waiting" else f"instance is {result.status}"
+        print(f"fsm: {reason}", file=sys.stderr)
+        return 5
+    _out(f"{instance.id}: {result.source or result.state} -> {result.state}" + (f" ({result.event})" if result.event else ""))
+    if machine.is_final(result.state):
+        return 0 if machine.is_success(result.state) else 4
+    return 0
+
+
+def cmd_step(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """One automatic step."""
+    from fsm.engine import Engine
+
+    instance = _instance(args, values)
+    result = Engine(instance).step(actor="cli")
+    return _step_exit(instance, result)
+
+
+def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Fire a named event."""
+    from fsm.engine import Engine
+
+    instance = _instance(args, values)
+    result = Engine(instance).fire(args.event, actor="cli")
+    return _step_exit(instance, result)
+
+
+def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Show an instance."""
+    from fsm.inspect import status
+
+    info = status(_instance(args, values))
+    if args.json:
+        _json(info.to_json())
+        return 0
+    _out(f"{info.machine} {info.id}")
+    _out(f"  state:   {info.state} ({info.state_description})")
+    if info.status is not None:
+        _out(f"  status:  {info.status}")
+    if info.outcome:
+        _out(f"  outcome: {info.outcome}")
+    for key, value in info.summary.items():
+        _out(f"  {key + ':':<8} {value}")
+    enabled = [e.event + ("" if e.auto else " (manual)") for e in info.events if e.enabled]
+    _out(f"  events:  {', '.join(enabled) or 'none'}")
+    if info.control:
+        _out(f"  control: {', '.join(info.control)}")
+    _out(f"  file:    {info.document}")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """List instances."""
+    from fsm.discovery import open_machine, registered_machines
+    from fsm.inspect import list_instances
+
+    workspace = _workspace(values)
+    names = [args.machine] if args.machine else sorted(registered_machines())
+    rows = list_instances(workspace, [open_machine(n) for n in names], args.status_filter)
+    if args.json:
+        _json([row.to_json() for row in rows])
+        return 0
+    for row in rows:
+        shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
+        _out(f"{row.machine:<14} {row.id:<44} {shown}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Print the journal."""
+    instance = _instance(args, values)
+    read = instance.journal.read()
+    if args.json:
+        for record in read.records:
+            print(json.dumps(record, ensure_ascii=False))
+    else:
+        for record in read.records:
+            _out(_history_line(record))
+    for line in read.bad_lines:
+        print(f"fsm: warning: journal line {line} is unreadable and was skipped", file=sys.stderr)
+    return 0
+
+
+def _history_line(record: dict[str, Any]) -> str:
+    kind = record.get("kind", "?")
+    event = record.get("event") or ""
+    move = f"{record.get('source') or '-'} -> {record.get('dest') or '-'}"
+    extra = ""
+    if kind == "control":
+        extra = f" status {record.get('status_from')} -> {record.get('status_to')}"
+    if kind == "error":
+        extra = f" {record.get('error', '')}"
+    who = f" by {record['actor']}" if record.get("actor") else ""
+    why = f" ({record['reason']})" if record.get("reason") else ""
+    return f"{record.get('time', '?')} {kind:<10} {event:<12} {move}{extra}{who}{why}"
+
+
+def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Replay check."""
+    from fsm.inspect import check_replay
+
+    report = check_replay(_instance(args, values))
+    for note in report.notes:
+        _out(f"note: {note}")
+    _out(f"{args.id}: journal of {report.records} records reproduces state '{report.state}'")
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Rebuild a corrupt document."""
+    from fsm.recovery import recover
+
+    instance = _instance(args, values, must_exist=False)
+    report = recover(instance)
+    if report.moved_aside:
+        _out(f"corrupt document kept as {report.moved_aside}")
+    for note in report.notes:
+        _out(f"note: {note}")
+    if report.recovered:
+        _out(f"{instance.id}: recovered in state '{report.state}'")
+    return 0
+
+
+_HANDLERS = {
+    "machines": cmd_machines,
+    "check": cmd_check,
+    "diagram": cmd_diagram,
+    "new": cmd_new,
+    "start": cmd_control,
+    "pause": cmd_control,
+    "resume": cmd_control,
+    "stop": cmd_control,
+    "run": cmd_run,
+    "step": cmd_step,
+    "fire": cmd_fire,
+    "status": cmd_status,
+    "ls": cmd_ls,
+    "history": cmd_history,
+    "replay": cmd_replay,
+    "recover": cmd_recover,
+}

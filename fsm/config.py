@@ -1,0 +1,145 @@
+"""Workspace configuration (``fsm.toml``) and ``KEY=VALUE`` inputs.
+
+``fsm.toml`` in the workspace may hold ``[machine.<name>]`` option tables and
+``[agent.<tool>]`` tables (``command`` and optional ``analysis_command``, argv lists in which
+``{prompt}`` becomes the prompt as one argument). Options are layered: the machine's option
+model defaults, then its fsm.toml table, then ``-o KEY=VALUE``; the result is validated by the
+machine's options model, and every problem is reported in one error.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fsm.definition import format_location
+from fsm.errors import DocumentInputError, OptionsError
+from fsm.executor import AgentCommand
+
+__all__ = [
+    "NoOptions",
+    "WorkspaceConfig",
+    "load_config",
+    "parse_assignments",
+    "parse_value",
+    "resolve_options",
+    "set_dotted",
+]
+
+
+class NoOptions(BaseModel):
+    """The options model of a machine that declares none: accepts no keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """What ``fsm.toml`` says."""
+
+    machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    agents: Mapping[str, AgentCommand] = field(default_factory=dict)
+
+
+def load_config(workspace: Path) -> WorkspaceConfig:
+    """Read ``workspace/fsm.toml`` (an absent file is an empty configuration)."""
+    path = workspace / "fsm.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return WorkspaceConfig()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionsError(f"{path}: cannot read: {exc}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise OptionsError(f"{path}: malformed TOML: {exc}") from exc
+    unknown = sorted(set(data) - {"machine", "agent"})
+    if unknown:
+        raise OptionsError(f"{path}: unknown table '{unknown[0]}' (use [machine.NAME] or [agent.TOOL])")
+    machines = data.get("machine", {})
+    if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
+        raise OptionsError(f"{path}: [machine.NAME] entries must be tables")
+    agents: dict[str, AgentCommand] = {}
+    for tool, table in data.get("agent", {}).items():
+        agents[tool] = _agent(path, tool, table)
+    return WorkspaceConfig(machines, agents)
+
+
+def _agent(path: Path, tool: str, table: Any) -> AgentCommand:
+    if not isinstance(table, dict):
+        raise OptionsError(f"{path}: [agent.{tool}] must be a table")
+    unknown = sorted(set(table) - {"command", "analysis_command"})
+    if unknown:
+        raise OptionsError(f"{path}: [agent.{tool}] has unknown key '{unknown[0]}'")
+    command = _argv(path, tool, "command", table.get("command"))
+    if command is None:
+        raise OptionsError(f"{path}: [agent.{tool}] needs command = [\"program\", ..., \"{{prompt}}\"]")
+    analysis = _argv(path, tool, "analysis_command", table.get("analysis_command"))
+    return AgentCommand(command, analysis)
+
+
+def _argv(path: Path, tool: str, key: str, value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise OptionsError(f"{path}: [agent.{tool}] {key} must be a non-empty list of strings")
+    return tuple(value)
+
+
+def parse_value(text: str) -> Any:
+    """JSON when ``text`` parses as JSON, else the text itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def set_dotted(target: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in nested dicts, creating the intermediate ones."""
+    parts = path.split(".")
+    for part in parts[:-1]:
+        child = target.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            target[part] = child
+        target = child
+    target[parts[-1]] = value
+
+
+def parse_assignments(items: Iterable[str], *, what: str) -> dict[str, Any]:
+    """``["a.b=1", "c=x"]`` -> ``{"a": {"b": 1}, "c": "x"}``; a malformed item is an input error."""
+    result: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            error = OptionsError if what == "option" else DocumentInputError
+            raise error(f"invalid {what} '{item}': expected KEY=VALUE")
+        set_dotted(result, key, parse_value(value))
+    return result
+
+
+def resolve_options(
+    model: type[BaseModel],
+    machine: str,
+    table: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+) -> BaseModel:
+    """Validate fsm.toml's table for ``machine`` overlaid with ``-o`` overrides."""
+    merged = {**table, **overrides}
+    try:
+        return model.model_validate(merged)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            where = format_location(error["loc"]) or "options"
+            message = "unknown option" if error["type"] == "extra_forbidden" else error["msg"]
+            problems.append(f"{where}: {message}")
+        raise OptionsError(f"options of machine '{machine}': " + "; ".join(problems)) from exc

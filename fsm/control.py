@@ -1,0 +1,150 @@
+"""The control plane: start, pause, resume and stop, from any process.
+
+A machine declares its commands in ``control.commands``: the statuses each may be given in, the
+status it sets, optionally the FSM state it moves the instance to, and actions producing extra
+updates (a ``failure_reason``, a ``completed_at``). A command is applied under the document lock
+to the document as it is on disk, journaled with actor and reason, and seen by a running
+``fsm run`` before its next step. A command given in any other status is refused and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from fsm.errors import ControlRefusedError, FsmError
+from fsm.update import apply_update
+
+if TYPE_CHECKING:
+    from fsm.definition import ControlCommandSpec
+    from fsm.instance import Instance, Loaded
+
+__all__ = ["ControlPlane"]
+
+
+class ControlPlane:
+    """Control commands of one instance."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.spec = instance.machine.spec.control
+
+    def is_active(self, loaded: Loaded) -> bool:
+        """True when steps may run (always, for machines without a control block)."""
+        return self.spec is None or loaded.status == self.spec.active
+
+    def can_resume(self, loaded: Loaded) -> bool:
+        """True when ``resume`` or ``start`` could make the instance active again."""
+        if self.spec is None:
+            return False
+        return any(
+            name in self.spec.commands and loaded.status in self.spec.commands[name].sources
+            for name in ("resume", "start")
+        )
+
+    def allowed(self, loaded: Loaded) -> list[str]:
+        """Control commands legal in the instance's current status."""
+        if self.spec is None or self.instance.machine.is_final(loaded.state):
+            return []
+        return [
+            name for name, command in self.spec.commands.items() if loaded.status in command.sources
+        ]
+
+    def start_if_needed(self, loaded: Loaded, *, actor: str) -> Loaded:
+        """Apply ``start`` when the instance has not been started yet (status allows start
+        but not resume)."""
+        if self.spec is None or self.is_active(loaded):
+            return loaded
+        start = self.spec.commands.get("start")
+        resume = self.spec.commands.get("resume")
+        if start is None or loaded.status not in start.sources:
+            return loaded
+        if resume is not None and loaded.status in resume.sources:
+            return loaded
+        return self.apply("start", actor=actor, reason="run started a new instance")
+
+    def apply(self, command: str, *, actor: str = "cli", reason: str | None = None) -> Loaded:
+        """Apply ``command``; raise ControlRefusedError when it is illegal now."""
+        instance = self.instance
+        machine = instance.machine
+        if self.spec is None:
+            raise ControlRefusedError(f"machine '{machine.name}' has no control commands")
+        spec = self.spec.commands.get(command)  # type: ignore[call-overload]
+        if spec is None:
+            raise ControlRefusedError(
+                f"machine '{machine.name}' has no '{command}' command "
+                f"(it has: {', '.join(self.spec.commands)})"
+            )
+        started = time.monotonic()
+        with instance.store.document_lock(instance.id):
+            current = instance.load()
+            self._check(command, spec, current)
+            saved = instance.commit(
+                self._updated(command, spec, current),
+                {
+                    "kind": "control",
+                    "event": command,
+                    "source": current.state,
+                    "dest": spec.state or current.state,
+                    "status_from": current.status,
+                    "status_to": spec.dest,
+                    "actor": actor,
+                    "reason": reason,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 3),
+                },
+                base=None,
+                locked=True,
+            )
+        instance.log.info(
+            f"control_{command}_applied",
+            actor=actor,
+            reason=reason,
+            status=saved.status,
+            state=saved.state,
+        )
+        return saved
+
+    def _check(self, command: str, spec: ControlCommandSpec, current: Loaded) -> None:
+        machine = self.instance.machine
+        if machine.is_final(current.state):
+            raise ControlRefusedError(
+                f"cannot {command} instance '{self.instance.id}': it has ended in "
+                f"final state '{current.state}'"
+            )
+        if current.status not in spec.sources:
+            raise ControlRefusedError(
+                f"cannot {command} instance '{self.instance.id}': it is {current.status} "
+                f"({command} is allowed only when {' or '.join(spec.sources)})"
+            )
+
+    def _updated(self, command: str, spec: ControlCommandSpec, current: Loaded) -> dict[str, object]:
+        instance = self.instance
+        field = self.spec.field if self.spec is not None else "status"
+        ctx = instance.context().for_transition(command, current.state, spec.state or current.state)
+        try:
+            data = apply_update(current.data, {field: spec.dest})
+            doc = instance.validate(data)
+            for name in spec.actions:
+                update = instance.machine.registry.actions[name](doc, ctx)
+                if update:
+                    data = apply_update(data, update)
+                    doc = instance.validate(data)
+            if spec.state is not None:
+                data = apply_update(data, instance.machine.codec.write(doc, spec.state))
+                data = instance.entered(data, spec.state)
+        except ValidationError as exc:
+            from fsm.instance import describe_validation
+
+            raise FsmError(
+                f"{command} of '{instance.id}' would write an invalid document: "
+                f"{describe_validation(exc)}; nothing was changed"
+            ) from exc
+        except Exception as exc:
+            raise FsmError(
+                f"{command} of '{instance.id}' failed: {type(exc).__name__}: {exc}; "
+                "nothing was changed"
+            ) from exc
+        return data

@@ -1,0 +1,93 @@
+"""Finding machines: bundled ones, third-party ones, and machine files named by path.
+
+Bundled machines are the packages listed in ``machines.BUNDLED``; their name is the package name
+with ``_`` written as ``-`` (``ccw_loop`` is ``ccw-loop``). Third-party machines register an entry
+point in the ``fsm.machines`` group whose name is the machine name and whose object is the module
+(or package) holding ``machine.yaml`` beside it, or the path of the machine file itself::
+
+    [project.entry-points."fsm.machines"]
+    my-machine = "my_package.my_machine"
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from fsm.definition import did_you_mean
+from fsm.errors import DefinitionError, UnknownMachineError
+from fsm.machine import Machine, load_machine
+
+__all__ = ["MachineEntry", "find_machine", "open_machine", "registered_machines"]
+
+ENTRY_POINT_GROUP = "fsm.machines"
+
+
+@dataclass(frozen=True)
+class MachineEntry:
+    """A registered machine: its name, machine file, and where it came from."""
+
+    name: str
+    path: Path
+    source: str
+
+
+def registered_machines() -> dict[str, MachineEntry]:
+    """Every registered machine by name: bundled first, then entry points."""
+    import machines
+
+    found: dict[str, MachineEntry] = {}
+    base = Path(machines.__file__).parent
+    for package in machines.BUNDLED:
+        name = package.replace("_", "-")
+        found[name] = MachineEntry(name, base / package / "machine.yaml", f"bundled (machines.{package})")
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name in found:
+            continue
+        found[entry.name] = MachineEntry(entry.name, _entry_path(entry), f"entry point {entry.value}")
+    return found
+
+
+def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
+    try:
+        target = entry.load()
+    except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, not fatal
+        raise DefinitionError(entry.value, [f"cannot load entry point '{entry.name}': {exc}"]) from exc
+    if isinstance(target, ModuleType) and target.__file__:
+        return Path(target.__file__).parent / "machine.yaml"
+    if isinstance(target, str | Path):
+        return Path(target)
+    raise DefinitionError(entry.value, [f"entry point '{entry.name}' is neither a module nor a path"])
+
+
+def find_machine(target: str) -> MachineEntry:
+    """The machine named ``target``, or the machine file at path ``target``."""
+    machines = registered_machines()
+    if target in machines:
+        return machines[target]
+    path = Path(target)
+    if path.suffix in {".yaml", ".yml"} or path.is_dir():
+        if path.is_dir():
+            path = path / "machine.yaml"
+        if not path.exists():
+            raise UnknownMachineError(f"no machine file at {path}")
+        return MachineEntry(path.stem, path, str(path))
+    raise UnknownMachineError(
+        f"unknown machine '{target}'{did_you_mean(target, machines)}; "
+        "'fsm machines' lists the registered ones"
+    )
+
+
+_CACHE: dict[Path, Machine] = {}
+
+
+def open_machine(target: str) -> Machine:
+    """Load the machine named (or at) ``target``, once per process."""
+    entry = find_machine(target)
+    key = entry.path.resolve()
+    if key not in _CACHE:
+        expected = entry.name if entry.source != str(entry.path) else None
+        _CACHE[key] = load_machine(entry.path, expected_name=expected)
+    return _CACHE[key]

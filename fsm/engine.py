@@ -1,0 +1,465 @@
+"""The engine: steps, named events and runs, each step one transaction.
+
+This is the only module that imports ``transitions``. The kernel hands it callables only: every
+declared transition becomes a ``transitions`` transition with its own internal trigger, whose
+``before`` callback runs the actions (so an action that raises cancels the state change), and
+guards are evaluated here first so that every result can be journaled.
+
+A step (:meth:`Engine.step`, :meth:`Engine.fire`):
+
+1. re-reads the document; when the control status is not active, nothing runs;
+2. chooses a transition: the named event's first enabled transition, or the first enabled
+   automatic transition of the current state, in declared order;
+3. runs its actions, each returning an update, and writes the destination state;
+4. validates the result, merges what other writers changed meanwhile, writes it atomically and
+   journals it;
+5. on failure (an action raised, the result did not validate) writes only the error bookkeeping
+   of the machine's ``on_error`` hook; the traceback goes to the journal and the instance log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+from transitions import Machine as _KernelMachine
+
+from fsm.context import Context
+from fsm.control import ControlPlane
+from fsm.errors import EventNotAllowedError, FsmError, GuardRejectedError
+from fsm.instance import Instance, Loaded, describe_validation
+from fsm.machine import Machine, Transition
+from fsm.update import apply_update
+
+__all__ = ["Choice", "Engine", "Kernel", "RunResult", "StepResult"]
+
+StepOutcome = Literal["applied", "failed", "blocked", "final", "waiting"]
+RunOutcome = Literal["completed", "failed", "paused", "stopped", "waiting", "limit", "error"]
+
+_EXIT_CODES: dict[RunOutcome, int] = {
+    "completed": 0,
+    "failed": 4,
+    "stopped": 4,
+    "paused": 5,
+    "waiting": 5,
+    "limit": 5,
+    "error": 1,
+}
+
+MAX_CONSECUTIVE_FAILURES = 100
+"""A run gives up after this many failed steps in a row, whatever the machine's own limits."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did."""
+
+    outcome: StepOutcome
+    state: str
+    status: str | None
+    event: str | None = None
+    source: str | None = None
+    dest: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended, with the steps it took."""
+
+    outcome: RunOutcome
+    state: str
+    status: str | None
+    steps: list[StepResult] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """The command-line exit code of this outcome."""
+        return _EXIT_CODES[self.outcome]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An event a person may choose in interactive mode."""
+
+    event: str
+    description: str
+
+
+Chooser = Callable[[str, Sequence[Choice]], "str | None"]
+
+
+class _KernelModel:
+    """The object whose ``state`` attribute the transitions kernel moves."""
+
+    state: str
+
+
+class Kernel:
+    """The machine's graph in ``transitions``: one internal trigger per declared transition."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.model = _KernelModel()
+        self._machine = _KernelMachine(
+            model=self.model,
+            states=list(machine.states),
+            initial=machine.spec.initial,
+            auto_transitions=False,
+            send_event=True,
+            ignore_invalid_triggers=False,
+        )
+        for transition in machine.transitions:
+            self._machine.add_transition(
+                trigger=f"_t{transition.index}",
+                source=list(transition.sources),
+                dest=transition.dest,
+                before=self._before,
+            )
+        self._pending: Callable[[], None] | None = None
+
+    def take(self, state: str, transition: Transition, run_actions: Callable[[], None]) -> str:
+        """Move from ``state`` through ``transition``, running ``run_actions`` before the move.
+
+        If ``run_actions`` raises, the exception propagates and the state does not change.
+        """
+        self._machine.set_state(state, model=self.model)
+        self._pending = run_actions
+        try:
+            self.model.trigger(f"_t{transition.index}")  # type: ignore[attr-defined]
+        finally:
+            self._pending = None
+        return self.model.state
+
+    def _before(self, event: Any) -> None:
+        if self._pending is not None:
+            self._pending()
+
+
+class _ActionsFailed(Exception):
+    """Carries the failure of an action or of validation out of the kernel."""
+
+    def __init__(self, action: str | None, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.action = action
+        self.error = error
+
+
+class Engine:
+    """Drives one instance: step, fire, run."""
+
+    def __init__(self, instance: Instance, *, interactive: bool = False) -> None:
+        self.instance = instance
+        self.machine = instance.machine
+        self.interactive = interactive
+        self.kernel = Kernel(self.machine)
+        self.control = ControlPlane(instance)
+        self._lock_held = False
+
+    def step(self, *, actor: str = "engine") -> StepResult:
+        """Take the first enabled automatic transition of the current state."""
+        with self._run_lock():
+            return self._step(None, actor)
+
+    def fire(self, event: str, *, actor: str = "cli") -> StepResult:
+        """Take the first enabled transition for ``event``; refuse when there is none."""
+        with self._run_lock():
+            return self._step(event, actor)
+
+    @contextlib.contextmanager
+    def _run_lock(self) -> Iterator[None]:
+        """Hold the instance's run lock (refused with LockHeldError when another run has it)."""
+        if self._lock_held:
+            yield
+            return
+        lock = self.instance.store.run_lock(self.instance.id)
+        self._lock_held = True
+        try:
+            yield
+        finally:
+            self._lock_held = False
+            lock.release()
+
+    def allowed_events(self, loaded: Loaded | None = None) -> list[Choice]:
+        """Events of the current state whose guards hold now."""
+        current = loaded or self.instance.load()
+        ctx = self.instance.context(interactive=self.interactive)
+        choices: list[Choice] = []
+        for transition in self.machine.transitions_from(current.state):
+            if any(c.event == transition.event for c in choices):
+                continue
+            tctx = ctx.for_transition(
+                transition.event, current.state, transition.dest_from(current.state)
+            )
+            try:
+                enabled = all(g.holds(current.doc, tctx) for g in transition.guards)
+            except Exception:  # noqa: BLE001 - a raising guard means "not enabled" here
+                enabled = False
+            if enabled:
+                choices.append(Choice(transition.event, transition.description))
+        return choices
+
+    def run(
+        self,
+        *,
+        max_steps: int | None = None,
+        chooser: Chooser | None = None,
+        actor: str = "run",
+    ) -> RunResult:
+        """Step until a final state, a pause or stop, waiting for input, or ``max_steps``."""
+        steps: list[StepResult] = []
+        with self._run_lock():
+            loaded = self.instance.load()
+            loaded = self.control.start_if_needed(loaded, actor=actor)
+            self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
+            failures = 0
+            while True:
+                loaded = self.instance.load()
+                ended = self._ended(loaded, steps, max_steps)
+                if ended is not None:
+                    self.instance.log.info(
+                        f"run_{ended.outcome}", state=ended.state, status=ended.status
+                    )
+                    return ended
+                result = self._step(None, actor, loaded=loaded)
+                if result.outcome == "waiting" and chooser is not None:
+                    choices = self.allowed_events()
+                    event = chooser(result.state, choices) if choices else None
+                    if event is not None:
+                        result = self._step(event, "person")
+                if result.outcome == "waiting":
+                    return RunResult(
+                        "waiting",
+                        result.state,
+                        result.status,
+                        steps,
+                        f"no automatic transition is enabled in state '{result.state}'",
+                    )
+                steps.append(result)
+                failures = failures + 1 if result.outcome == "failed" else 0
+                if failures and "on_error" not in self.machine.hooks:
+                    return RunResult("error", result.state, result.status, steps, result.error or "")
+                if failures >= MAX_CONSECUTIVE_FAILURES:
+                    return RunResult(
+                        "error",
+                        result.state,
+                        result.status,
+                        steps,
+                        f"gave up after {failures} consecutive failed steps: {result.error}",
+                    )
+
+    def _ended(
+        self, loaded: Loaded, steps: list[StepResult], max_steps: int | None
+    ) -> RunResult | None:
+        state, status = loaded.state, loaded.status
+        if self.machine.is_final(state):
+            outcome: RunOutcome = "completed" if self.machine.is_success(state) else "failed"
+            return RunResult(outcome, state, status, steps, f"ended in final state '{state}'")
+        if not self.control.is_active(loaded):
+            if self.control.can_resume(loaded):
+                return RunResult("paused", state, status, steps, f"instance is {status}")
+            return RunResult("stopped", state, status, steps, f"instance is {status}")
+        if max_steps is not None and len(steps) >= max_steps:
+            return RunResult("limit", state, status, steps, f"stopped after {max_steps} steps")
+        return None
+
+    def _step(self, event: str | None, actor: str, loaded: Loaded | None = None) -> StepResult:
+        instance = self.instance
+        current = loaded or instance.load()
+        state, status = current.state, current.status
+        if self.machine.is_final(state):
+            if event is not None:
+                raise EventNotAllowedError(
+                    f"instance '{instance.id}' is in final state '{state}': no events are accepted"
+                )
+            return StepResult("final", state, status)
+        if not self.control.is_active(current):
+            instance.log.info("step_blocked", state=state, status=status)
+            if event is not None:
+                raise EventNotAllowedError(
+                    f"instance '{instance.id}' is {status}: events are not accepted "
+                    "until it is running"
+                )
+            return StepResult("blocked", state, status)
+        ctx = instance.context(interactive=self.interactive)
+        candidates = self.machine.transitions_from(state, event)
+        if event is None:
+            candidates = [t for t in candidates if t.auto]
+        elif not candidates:
+            allowed = ", ".join(self.machine.events_from(state)) or "none"
+            raise EventNotAllowedError(
+                f"event '{event}' is not allowed in state '{state}' (allowed: {allowed})"
+            )
+        evaluated: list[dict[str, Any]] = []
+        chosen: Transition | None = None
+        for transition in candidates:
+            tctx = ctx.for_transition(transition.event, state, transition.dest_from(state))
+            try:
+                holds = self._guards_hold(transition, current.doc, tctx, evaluated)
+            except _ActionsFailed as failure:
+                return self._failed(
+                    current, transition, ctx, failure, evaluated, actor, time.monotonic()
+                )
+            if holds:
+                chosen = transition
+                break
+        if chosen is None:
+            instance.log.info("guard_rejected", state=state, trigger=event, guards=evaluated)
+            if event is not None:
+                shown = ", ".join(f"{e['guard']}={e['result']}" for e in evaluated)
+                raise GuardRejectedError(
+                    f"event '{event}' refused in state '{state}' by its guards ({shown})"
+                )
+            return StepResult("waiting", state, status)
+        return self._apply(current, chosen, ctx, evaluated, actor)
+
+    def _guards_hold(
+        self, transition: Transition, doc: BaseModel, ctx: Context, evaluated: list[dict[str, Any]]
+    ) -> bool:
+        for guard in transition.guards:
+            try:
+                result = guard.holds(doc, ctx)
+            except Exception as exc:
+                evaluated.append(
+                    {"transition": transition.index, "guard": guard.label, "result": None}
+                )
+                raise _ActionsFailed(f"guard {guard.name}", exc) from exc
+            evaluated.append(
+                {"transition": transition.index, "guard": guard.label, "result": result}
+            )
+            if not result:
+                return False
+        if not transition.guards:
+            evaluated.append({"transition": transition.index, "guard": None, "result": True})
+        return True
+
+    def _apply(
+        self,
+        current: Loaded,
+        transition: Transition,
+        ctx: Context,
+        evaluated: list[dict[str, Any]],
+        actor: str,
+    ) -> StepResult:
+        instance = self.instance
+        source = current.state
+        dest = transition.dest_from(source)
+        tctx = ctx.for_transition(transition.event, source, dest)
+        started = time.monotonic()
+        outcome: dict[str, Any] = {}
+
+        def run_actions() -> None:
+            data, doc = current.data, current.doc
+            for name, action in transition.actions:
+                try:
+                    update = action(doc, tctx)
+                    if update:
+                        data = apply_update(data, update)
+                        doc = instance.validate(data)
+                except Exception as exc:
+                    raise _ActionsFailed(name, exc) from exc
+            try:
+                data = apply_update(data, self.machine.codec.write(doc, dest))
+                data = instance.entered(data, dest)
+                instance.validate(data)
+            except ValidationError as exc:
+                raise _ActionsFailed(None, exc) from exc
+            outcome["data"] = data
+
+        try:
+            self.kernel.take(source, transition, run_actions)
+        except _ActionsFailed as failure:
+            return self._failed(current, transition, ctx, failure, evaluated, actor, started)
+        record = {
+            "kind": "transition",
+            "event": transition.event,
+            "transition": transition.index,
+            "source": source,
+            "dest": dest,
+            "guards": evaluated,
+            "actions": [name for name, _ in transition.actions],
+            "actor": actor,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+        }
+        saved = instance.commit(outcome["data"], record, base=current)
+        instance.log.info(
+            "transition_applied",
+            trigger=transition.event,
+            source=source,
+            dest=saved.state,
+            duration_ms=record["duration_ms"],
+        )
+        return StepResult(
+            "applied", saved.state, saved.status, transition.event, source, saved.state
+        )
+
+    def _failed(
+        self,
+        current: Loaded,
+        transition: Transition,
+        ctx: Context,
+        failure: _ActionsFailed,
+        evaluated: list[dict[str, Any]],
+        actor: str,
+        started: float,
+    ) -> StepResult:
+        instance = self.instance
+        error = failure.error
+        if isinstance(error, ValidationError):
+            message = f"the step's result does not validate: {describe_validation(error)}"
+        elif isinstance(error, FsmError):
+            message = str(error)
+        else:
+            message = f"{type(error).__name__}: {error}"
+        where = failure.action or "validation"
+        trace = "".join(traceback.format_exception(error))
+        instance.log.error(
+            "action_failed",
+            traceback=trace,
+            trigger=transition.event,
+            state=current.state,
+            action=where,
+            error=message,
+        )
+        record = {
+            "kind": "error",
+            "event": transition.event,
+            "transition": transition.index,
+            "source": current.state,
+            "dest": current.state,
+            "guards": evaluated,
+            "action": where,
+            "error": message,
+            "traceback": trace,
+            "actor": actor,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+        }
+        hook = self.machine.hooks.get("on_error")
+        saved = current
+        if hook is not None:
+            tctx = ctx.for_transition(transition.event, current.state, current.state)
+            try:
+                update = hook(current.doc, tctx, error)
+                data = apply_update(current.data, update or {})
+                saved = instance.commit(data, record, base=current)
+            except Exception as exc:  # noqa: BLE001 - bookkeeping must not hide the first error
+                instance.log.error(
+                    "error_bookkeeping_failed", traceback=traceback.format_exc(), error=str(exc)
+                )
+                instance.journal.append({"time": instance.clock.iso(), **record})
+        else:
+            instance.journal.append({"time": instance.clock.iso(), **record})
+        return StepResult(
+            "failed",
+            saved.state,
+            saved.status,
+            transition.event,
+            current.state,
+            current.state,
+            error=f"{where} failed: {message}",
+        )

@@ -1,0 +1,127 @@
+"""The one exception tree of fsm.
+
+Every error knows the exit code the command line maps it to, and its message is one readable
+line saying what went wrong, where, and (when there is one) what to do::
+
+    FsmError                      exit 1   internal error: a bug, or an environment failure
+    ├── InputError                exit 2   bad input from the user
+    │   ├── UnknownMachineError            no machine of that name is registered
+    │   ├── UnknownInstanceError           no instance of that id in the workspace
+    │   ├── InvalidIdError                 an instance id that would escape its folder
+    │   ├── DefinitionError                a machine file with problems (all of them listed)
+    │   ├── OptionsError                   machine options or fsm.toml that do not validate
+    │   └── DocumentInputError             --set / --input values that do not make a document
+    ├── RefusedError              exit 3   the request is legal input but not allowed now
+    │   ├── EventNotAllowedError           no transition for that event from the current state
+    │   ├── GuardRejectedError             transitions exist, every guard said no
+    │   └── ControlRefusedError            a control command illegal in the current status
+    └── StoreError                exit 6   the persisted instance cannot be used
+        ├── CorruptDocumentError           the document does not parse or does not validate
+        ├── LockHeldError                  another run holds the instance
+        └── JournalMismatchError           the journal does not reproduce the document
+
+Exit codes 0, 4 and 5 are outcomes of a run, not errors (see :class:`fsm.engine.RunOutcome`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ControlRefusedError",
+    "CorruptDocumentError",
+    "DefinitionError",
+    "DocumentInputError",
+    "EventNotAllowedError",
+    "FsmError",
+    "GuardRejectedError",
+    "InputError",
+    "InvalidIdError",
+    "JournalMismatchError",
+    "LockHeldError",
+    "OptionsError",
+    "RefusedError",
+    "StoreError",
+    "UnknownInstanceError",
+    "UnknownMachineError",
+]
+
+
+class FsmError(Exception):
+    """Root of every error fsm raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(FsmError):
+    """The user gave input that cannot be used."""
+
+    exit_code = 2
+
+
+class UnknownMachineError(InputError):
+    """No machine of that name is registered."""
+
+
+class UnknownInstanceError(InputError):
+    """No instance of that id exists in the workspace."""
+
+
+class InvalidIdError(InputError):
+    """An instance id that is unsafe to use as a file name."""
+
+
+class OptionsError(InputError):
+    """Machine options (from fsm.toml or -o) or fsm.toml itself are invalid."""
+
+
+class DocumentInputError(InputError):
+    """Values given to create a document do not validate."""
+
+
+class DefinitionError(InputError):
+    """A machine definition has problems; ``problems`` lists every one of them."""
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        count = len(self.problems)
+        first = self.problems[0] if self.problems else "unknown problem"
+        more = f" (and {count - 1} more; run 'fsm check {source}')" if count > 1 else ""
+        super().__init__(f"{source}: {first}{more}")
+
+
+class RefusedError(FsmError):
+    """The request is well-formed but not allowed in the instance's current state."""
+
+    exit_code = 3
+
+
+class EventNotAllowedError(RefusedError):
+    """No transition for that event leaves the current state."""
+
+
+class GuardRejectedError(RefusedError):
+    """Transitions for the event exist, but every one of them was refused by a guard."""
+
+
+class ControlRefusedError(RefusedError):
+    """A control command (start, pause, resume, stop) is illegal in the current status."""
+
+
+class StoreError(FsmError):
+    """The persisted instance cannot be read, locked or trusted."""
+
+    exit_code = 6
+
+
+class CorruptDocumentError(StoreError):
+    """The instance document does not parse as JSON or does not validate."""
+
+
+class LockHeldError(StoreError):
+    """Another process holds the instance's run lock."""
+
+
+class JournalMismatchError(StoreError):
+    """Replaying the journal does not reproduce the persisted document."""

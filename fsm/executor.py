@@ -1,0 +1,270 @@
+"""Executors: run a shell command or an agent CLI in the workspace, never raising for failure.
+
+Every run has a timeout that kills the whole process group (the command's children too), captures
+stdout and stderr, and returns an :class:`ExecResult`. A program that cannot be found or started
+is a failed result with a clear ``error``, not an exception: an action decides what a failure
+means for its machine.
+
+Agent commands come from ``fsm.toml``::
+
+    [agent.codex]
+    command = ["codex", "exec", "--full-auto", "{prompt}"]
+    analysis_command = ["codex", "exec", "--sandbox", "read-only", "{prompt}"]
+
+``{prompt}`` is replaced by the prompt as one argument (no shell is involved) and ``{mode}`` by
+the task's mode. ``command`` is used for ``write`` tasks, and for ``analysis`` tasks unless an
+``analysis_command`` is given. Without a table, a known agent CLI found on ``PATH`` runs in its
+documented non-interactive mode (see :data:`KNOWN_AGENTS`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+__all__ = [
+    "KNOWN_AGENTS",
+    "AgentCommand",
+    "ExecResult",
+    "Executor",
+    "SubprocessExecutor",
+]
+
+AgentMode = Literal["analysis", "write"]
+
+KNOWN_AGENTS: Mapping[str, Mapping[AgentMode, tuple[str, ...]]] = {
+    "claude": {
+        "analysis": ("claude", "-p", "{prompt}", "--permission-mode", "plan"),
+        "write": ("claude", "-p", "{prompt}", "--permission-mode", "acceptEdits"),
+    },
+    "codex": {
+        "analysis": ("codex", "exec", "--sandbox", "read-only", "{prompt}"),
+        "write": ("codex", "exec", "--full-auto", "{prompt}"),
+    },
+    "gemini": {
+        "analysis": ("gemini", "-p", "{prompt}"),
+        "write": ("gemini", "--approval-mode", "auto_edit", "-p", "{prompt}"),
+    },
+    "qwen": {
+        "analysis": ("qwen", "-p", "{prompt}"),
+        "write": ("qwen", "--approval-mode", "auto_edit", "-p", "{prompt}"),
+    },
+}
+"""Non-interactive invocations of the agent CLIs fsm knows, used when fsm.toml has no table."""
+
+_OUTPUT_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one run of a command produced."""
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    duration_ms: int = 0
+    timed_out: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the command ran to the end and exited 0."""
+        return self.error is None and not self.timed_out and self.exit_code == 0
+
+    def describe(self) -> str:
+        """One line saying how the run ended."""
+        if self.error is not None:
+            return self.error
+        if self.timed_out:
+            return f"timed out after {self.duration_ms / 1000:.1f}s: {_show(self.argv)}"
+        if self.exit_code == 0:
+            return f"exited 0: {_show(self.argv)}"
+        tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
+        detail = f" ({tail[0][:200]})" if tail[0] else ""
+        return f"exited {self.exit_code}: {_show(self.argv)}{detail}"
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """How to invoke one agent tool (a table ``[agent.<tool>]`` of fsm.toml)."""
+
+    command: tuple[str, ...]
+    analysis_command: tuple[str, ...] | None = None
+
+    def argv(self, prompt: str, mode: AgentMode) -> tuple[str, ...]:
+        """The argv for ``prompt`` in ``mode``, with placeholders replaced."""
+        template = self.command
+        if mode == "analysis" and self.analysis_command is not None:
+            template = self.analysis_command
+        return tuple(part.replace("{prompt}", prompt).replace("{mode}", mode) for part in template)
+
+
+class Executor(Protocol):
+    """Runs commands for actions. The seam tests replace with a scripted double."""
+
+    def shell(
+        self,
+        command: str,
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` through bash."""
+        ...
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` directly, without a shell."""
+        ...
+
+    def agent(
+        self,
+        tool: str,
+        prompt: str,
+        *,
+        mode: AgentMode = "analysis",
+        cwd: Path | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run the agent ``tool`` with ``prompt``."""
+        ...
+
+    def has_agent(self, tool: str) -> bool:
+        """True when ``tool`` is configured or found on PATH."""
+        ...
+
+
+@dataclass
+class SubprocessExecutor:
+    """Runs commands as subprocesses of this process, in their own process group."""
+
+    workspace: Path
+    agents: Mapping[str, AgentCommand] = field(default_factory=dict)
+    default_timeout: float = 600.0
+
+    def shell(
+        self,
+        command: str,
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` with ``bash -c`` in ``cwd`` (default: the workspace)."""
+        bash = shutil.which("bash") or "/bin/sh"
+        return self.run([bash, "-c", command], cwd=cwd, timeout=timeout, env=env)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``argv``; kill its process group when ``timeout`` seconds pass."""
+        args = tuple(argv)
+        limit = self.default_timeout if timeout is None else timeout
+        merged_env = {**os.environ, **env} if env else None
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                args,
+                cwd=cwd or self.workspace,
+                env=merged_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                text=True,
+                errors="replace",
+            )
+        except FileNotFoundError:
+            return ExecResult(args, None, error=f"program not found: {args[0]}")
+        except OSError as exc:
+            return ExecResult(args, None, error=f"cannot start {args[0]}: {exc.strerror or exc}")
+        try:
+            out, err = proc.communicate(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            timed_out = True
+        duration = int((time.monotonic() - started) * 1000)
+        return ExecResult(
+            args,
+            proc.returncode,
+            _clip(out),
+            _clip(err),
+            duration,
+            timed_out=timed_out,
+        )
+
+    def agent(
+        self,
+        tool: str,
+        prompt: str,
+        *,
+        mode: AgentMode = "analysis",
+        cwd: Path | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run agent ``tool`` non-interactively with ``prompt`` as one argument."""
+        command = self._agent_command(tool)
+        if command is None:
+            return ExecResult(
+                (tool,),
+                None,
+                error=(
+                    f"agent '{tool}' is not configured: add [agent.{tool}] command = [...] "
+                    f"to fsm.toml or put '{tool}' on PATH"
+                ),
+            )
+        return self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
+
+    def has_agent(self, tool: str) -> bool:
+        """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH."""
+        return self._agent_command(tool) is not None
+
+    def _agent_command(self, tool: str) -> AgentCommand | None:
+        if tool in self.agents:
+            return self.agents[tool]
+        known = KNOWN_AGENTS.get(tool)
+        if known is None or shutil.which(known["write"][0]) is None:
+            return None
+        return AgentCommand(known["write"], known["analysis"])
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _clip(text: str | None) -> str:
+    if not text:
+        return ""
+    if len(text) <= _OUTPUT_LIMIT:
+        return text
+    return text[:_OUTPUT_LIMIT] + f"\n... [{len(text) - _OUTPUT_LIMIT} characters cut]"
+
+
+def _show(argv: Sequence[str]) -> str:
+    shown = " ".join(argv)
+    return shown if len(shown) <= 120 else shown[:117] + "..."

@@ -1,0 +1,231 @@
+"""Reading instances without changing them: status, listing, history and the replay check."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fsm.clock import iso_utc
+from fsm.control import ControlPlane
+from fsm.errors import JournalMismatchError
+from fsm.instance import Instance, Workspace
+from fsm.machine import Machine
+from fsm.update import canonical_hash
+
+__all__ = [
+    "EventInfo",
+    "InstanceStatus",
+    "ListedInstance",
+    "ReplayReport",
+    "check_replay",
+    "list_instances",
+    "replay",
+    "status",
+]
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    """An event leaving the current state, and whether its guards hold now."""
+
+    event: str
+    description: str
+    enabled: bool
+    auto: bool
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    """What ``fsm status`` shows."""
+
+    machine: str
+    id: str
+    state: str
+    state_description: str
+    status: str | None
+    final: bool
+    outcome: str | None
+    events: list[EventInfo]
+    control: list[str]
+    summary: dict[str, str]
+    document: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def status(instance: Instance) -> InstanceStatus:
+    """The state, status, summary and allowed events of ``instance``."""
+    loaded = instance.load()
+    machine = instance.machine
+    ctx = instance.context()
+    events: list[EventInfo] = []
+    seen: set[str] = set()
+    for transition in machine.transitions_from(loaded.state):
+        tctx = ctx.for_transition(
+            transition.event, loaded.state, transition.dest_from(loaded.state)
+        )
+        try:
+            enabled = all(g.holds(loaded.doc, tctx) for g in transition.guards)
+        except Exception:  # noqa: BLE001 - a guard that raises is shown as not enabled
+            enabled = False
+        if transition.event in seen:
+            if enabled:
+                events = [
+                    EventInfo(e.event, e.description, True, e.auto)
+                    if e.event == transition.event
+                    else e
+                    for e in events
+                ]
+            continue
+        seen.add(transition.event)
+        events.append(EventInfo(transition.event, transition.description, enabled, transition.auto))
+    summary_hook = machine.hooks.get("summary")
+    summary = {str(k): str(v) for k, v in (summary_hook(loaded.doc) if summary_hook else {}).items()}
+    final = machine.is_final(loaded.state)
+    outcome = None
+    if final:
+        outcome = "success" if machine.is_success(loaded.state) else "failure"
+    return InstanceStatus(
+        machine=machine.name,
+        id=instance.id,
+        state=loaded.state,
+        state_description=machine.states[loaded.state].description,
+        status=loaded.status,
+        final=final,
+        outcome=outcome,
+        events=events,
+        control=ControlPlane(instance).allowed(loaded),
+        summary=summary,
+        document=str(instance.paths.document),
+    )
+
+
+@dataclass(frozen=True)
+class ListedInstance:
+    """One line of ``fsm ls``."""
+
+    machine: str
+    id: str
+    status: str | None
+    state: str | None
+    updated: str
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def list_instances(
+    workspace: Workspace, machines: list[Machine], status_filter: str | None = None
+) -> list[ListedInstance]:
+    """Instances of ``machines`` in ``workspace``, newest first (by document modification)."""
+    rows: list[tuple[int, ListedInstance]] = []
+    for machine in machines:
+        store = workspace.store_for(machine)
+        for instance_id in store.list_ids():
+            path = store.paths(instance_id).document
+            try:
+                stat = path.stat()
+                data = json.loads(path.read_bytes())
+                if not isinstance(data, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                row = ListedInstance(machine.name, instance_id, None, None, "", f"unreadable: {exc}")
+                rows.append((0, row))
+                continue
+            instance_status = _status_of(machine, data)
+            if status_filter is not None and instance_status != status_filter:
+                continue
+            state = _state_of(machine, data)
+            updated = iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
+            rows.append((stat.st_mtime_ns, ListedInstance(machine.name, instance_id, instance_status, state, updated)))
+    rows.sort(key=lambda item: (item[0], item[1].id), reverse=True)
+    return [row for _, row in rows]
+
+
+def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:
+    control = machine.spec.control
+    if control is None:
+        return None
+    current: Any = data
+    for part in control.field.split("."):
+        current = current.get(part) if isinstance(current, dict) else None
+    return None if current is None else str(current)
+
+
+def _state_of(machine: Machine, data: dict[str, Any]) -> str | None:
+    try:
+        return machine.codec.read(machine.document_model.model_validate(data))
+    except Exception:  # noqa: BLE001 - a listing shows what it can
+        return None
+
+
+@dataclass
+class ReplayReport:
+    """What replaying the journal found."""
+
+    records: int
+    state: str
+    status: str | None
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def replay(instance: Instance) -> ReplayReport:
+    """Check that the journal reproduces the persisted document.
+
+    Each record must start where the previous one ended (the state chain), the last record's
+    state and status must be the document's, and the last record's hash must be the document's
+    hash; a document changed since by another writer (a dashboard edit) is reported as a note
+    when only external fields differ, and as a problem otherwise.
+    """
+    loaded = instance.load()
+    read = instance.journal.read()
+    report = ReplayReport(len(read.records), loaded.state, loaded.status)
+    if read.bad_lines:
+        report.problems.append(f"unreadable journal lines: {read.bad_lines}")
+    if not read.records:
+        report.problems.append("the journal is empty")
+        return report
+    if read.records[0].get("kind") != "create" and read.records[0].get("kind") != "recover":
+        report.notes.append("the journal does not start with the instance's creation")
+    state: str | None = None
+    for number, record in enumerate(read.records, start=1):
+        kind = record.get("kind")
+        if kind in {"create", "recover"}:
+            state = record.get("dest")
+            continue
+        if state is not None and record.get("source") != state:
+            report.problems.append(
+                f"record {number} ({kind} {record.get('event')}) starts in "
+                f"'{record.get('source')}' but the previous record ended in '{state}'"
+            )
+        state = record.get("state", record.get("dest"))
+    last = read.records[-1]
+    if state != loaded.state:
+        report.problems.append(
+            f"the journal ends in state '{state}' but the document is in '{loaded.state}'"
+        )
+    if last.get("doc_hash") and last["doc_hash"] != canonical_hash(loaded.data):
+        report.notes.append(
+            "the document was changed after the last journal record (by another writer)"
+        )
+        if last.get("status") != loaded.status:
+            report.notes.append(
+                f"status changed outside fsm: '{last.get('status')}' -> '{loaded.status}'"
+            )
+    return report
+
+
+def check_replay(instance: Instance) -> ReplayReport:
+    """Replay and raise JournalMismatchError when there are problems."""
+    report = replay(instance)
+    if report.problems:
+        raise JournalMismatchError(f"journal of '{instance.id}': " + "; ".join(report.problems))
+    return report
+

@@ -1,0 +1,304 @@
+"""Workspaces and instances: loading, validating and committing instance documents.
+
+A :class:`Workspace` is a folder plus its configuration (fsm.toml, option overrides, clock,
+executor). An :class:`Instance` is one machine instance in it: it reads its document (validated),
+knows its FSM state and control status, and commits new versions (validated, merged with what
+other writers changed meanwhile, written atomically, journaled, followed by the ``after_save``
+hook). The engine (:mod:`fsm.engine`) and the control plane (:mod:`fsm.control`) build on it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from fsm.clock import Clock, SystemClock
+from fsm.config import WorkspaceConfig, load_config, resolve_options
+from fsm.context import Context
+from fsm.definition import format_location
+from fsm.discovery import open_machine
+from fsm.errors import CorruptDocumentError, DocumentInputError, InputError, StoreError
+from fsm.executor import Executor, SubprocessExecutor
+from fsm.journal import Journal, LineLog
+from fsm.log import EventLog
+from fsm.machine import Machine
+from fsm.store import FileStore, InstancePaths, validate_id
+from fsm.update import apply_update, canonical_hash, keep_external
+
+__all__ = ["Instance", "Loaded", "Workspace", "describe_validation"]
+
+
+def describe_validation(exc: ValidationError, limit: int = 3) -> str:
+    """The first few validation errors as ``location: message`` text."""
+    parts = [
+        f"{format_location(e['loc']) or 'document'}: {e['msg']}"
+        for e in exc.errors(include_url=False)[:limit]
+    ]
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A version of an instance document: JSON data, exact bytes, model, state and status."""
+
+    data: dict[str, Any]
+    raw: bytes
+    doc: BaseModel
+    state: str
+    status: str | None
+
+
+class Workspace:
+    """A folder that instances live in, with its configuration."""
+
+    def __init__(
+        self,
+        path: Path | str = ".",
+        *,
+        options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        executor: Executor | None = None,
+        config: WorkspaceConfig | None = None,
+    ) -> None:
+        self.path = Path(path).resolve()
+        self.config = config if config is not None else load_config(self.path)
+        self.option_overrides = dict(options or {})
+        self.clock: Clock = clock or SystemClock()
+        self.executor: Executor = executor or SubprocessExecutor(self.path, self.config.agents)
+
+    def machine(self, name: str) -> Machine:
+        """The machine named (or at path) ``name``."""
+        return open_machine(name)
+
+    def options_for(self, machine: Machine) -> BaseModel:
+        """The validated options of ``machine`` in this workspace."""
+        table = self.config.machines.get(machine.name, {})
+        return resolve_options(machine.options_model, machine.name, table, self.option_overrides)
+
+    def store_for(self, machine: Machine, options: BaseModel | None = None) -> FileStore:
+        """The store of ``machine``'s instances in this workspace."""
+        opts = options if options is not None else self.options_for(machine)
+        storage = machine.spec.storage
+        return FileStore(
+            self.path,
+            storage.document,
+            storage.meta,
+            opts.model_dump(),
+            read_retries=storage.read_retries,
+            retry_interval=storage.retry_interval_ms / 1000,
+            indent=storage.indent,
+        )
+
+    def instance(self, machine: Machine | str, instance_id: str) -> Instance:
+        """An existing-or-not instance handle (nothing is read yet)."""
+        resolved = self.machine(machine) if isinstance(machine, str) else machine
+        return Instance(self, resolved, validate_id(instance_id))
+
+    def new_id(self, machine: Machine) -> str:
+        """A fresh id: ``<prefix>-YYYYMMDDTHHMMSS-<8 hex>`` in UTC."""
+        prefix = machine.spec.storage.id_prefix or machine.name
+        stamp = self.clock.now().strftime("%Y%m%dT%H%M%S")
+        return f"{prefix}-{stamp}-{secrets.token_hex(4)}"
+
+
+class Instance:
+    """One instance of a machine in a workspace."""
+
+    def __init__(self, workspace: Workspace, machine: Machine, instance_id: str) -> None:
+        self.workspace = workspace
+        self.machine = machine
+        self.id = instance_id
+        self.options = workspace.options_for(machine)
+        self.store = workspace.store_for(machine, self.options)
+        self.paths: InstancePaths = self.store.paths(instance_id)
+        self.journal = Journal(self.paths.journal)
+        self.log = EventLog(
+            structlog.get_logger("fsm"),
+            LineLog(self.paths.log),
+            workspace.clock,
+            machine=machine.name,
+            instance=instance_id,
+        )
+        control = machine.spec.control
+        self.external_paths: list[str] = list(machine.spec.external_fields)
+        if control is not None:
+            self.external_paths += [control.field, *control.owned]
+
+    @property
+    def clock(self) -> Clock:
+        """The workspace clock."""
+        return self.workspace.clock
+
+    def context(self, *, interactive: bool = False) -> Context:
+        """The context handed to guards, actions and hooks."""
+        return Context(
+            machine=self.machine.name,
+            instance_id=self.id,
+            workspace=self.workspace.path,
+            document_path=self.paths.document,
+            meta_dir=self.paths.meta,
+            options=self.options,
+            clock=self.workspace.clock,
+            log=self.log.logger,
+            executor=self.workspace.executor,
+            interactive=interactive,
+        )
+
+    def exists(self) -> bool:
+        """True when the document exists."""
+        return self.paths.document.exists()
+
+    def validate(self, data: Mapping[str, Any]) -> BaseModel:
+        """Validate JSON data with the document model (raises ValidationError)."""
+        return self.machine.document_model.model_validate(data)
+
+    def load(self) -> Loaded:
+        """Read and validate the document; corrupt or invalid ones raise CorruptDocumentError."""
+        snapshot = self.store.read(self.id)
+        return self._loaded(snapshot.data, snapshot.raw)
+
+    def _loaded(self, data: dict[str, Any], raw: bytes) -> Loaded:
+        try:
+            doc = self.validate(data)
+        except ValidationError as exc:
+            raise CorruptDocumentError(
+                f"document {self.paths.document} does not validate: {describe_validation(exc)}"
+            ) from exc
+        state = self.machine.codec.read(doc)
+        if state not in self.machine.states:
+            raise CorruptDocumentError(
+                f"document {self.paths.document} is in unknown state '{state}'"
+            )
+        return Loaded(data, raw, doc, state, self.status_of(data))
+
+    def status_of(self, data: Mapping[str, Any]) -> str | None:
+        """The control status in ``data`` (None for machines without a control block)."""
+        control = self.machine.spec.control
+        if control is None:
+            return None
+        current: Any = data
+        for part in control.field.split("."):
+            current = current.get(part) if isinstance(current, Mapping) else None
+        return None if current is None else str(current)
+
+    def entered(self, data: dict[str, Any], state: str) -> dict[str, Any]:
+        """``data`` with the control status that entering ``state`` sets, if it sets one."""
+        status = self.machine.states[state].status
+        control = self.machine.spec.control
+        if status is None or control is None:
+            return data
+        return apply_update(data, {control.field: status})
+
+    def touched(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """``data`` with the storage ``touch`` fields set to now."""
+        touch = self.machine.spec.storage.touch
+        if not touch:
+            return dict(data)
+        now = self.clock.iso()
+        return apply_update(data, dict.fromkeys(touch, now))
+
+    def commit(
+        self,
+        data: Mapping[str, Any],
+        record: Mapping[str, Any],
+        *,
+        base: Loaded | None,
+        locked: bool = False,
+    ) -> Loaded:
+        """Validate ``data``, merge other writers' changes since ``base``, write and journal it.
+
+        With ``locked`` the caller already holds the document lock and read the document under
+        it, so no merge is needed.
+        """
+        if locked:
+            return self._write(self.touched(data), record)
+        with self.store.document_lock(self.id):
+            merged = dict(data)
+            if base is not None:
+                current = self.store.read_raw_bytes(self.id)
+                if current is not None and current != base.raw:
+                    theirs = self.store.read(self.id).data
+                    merged = keep_external(merged, base.data, theirs, self.external_paths)
+            return self._write(self.touched(merged), record)
+
+    def _write(self, data: dict[str, Any], record: Mapping[str, Any]) -> Loaded:
+        try:
+            doc = self.validate(data)
+        except ValidationError as exc:
+            raise StoreError(
+                f"refusing to write an invalid document for '{self.id}': {describe_validation(exc)}"
+            ) from exc
+        state = self.machine.codec.read(doc)
+        raw = self.store.write(self.id, data)
+        status = self.status_of(data)
+        entry = {
+            "time": self.clock.iso(),
+            **record,
+            "state": state,
+            "status": status,
+            "doc_hash": canonical_hash(data),
+        }
+        self.journal.append(entry)
+        loaded = Loaded(data, raw, doc, state, status)
+        self.after_save(loaded)
+        return loaded
+
+    def after_save(self, loaded: Loaded) -> None:
+        """Run the machine's ``after_save`` hook; its failure is logged, never fatal."""
+        hook = self.machine.hooks.get("after_save")
+        if hook is None:
+            return
+        try:
+            hook(loaded.doc, self.context())
+        except Exception as exc:  # noqa: BLE001 - side files must not undo a committed step
+            import traceback
+
+            self.log.error(
+                "after_save_failed", traceback=traceback.format_exc(), error=str(exc)
+            )
+
+    def create(self, inputs: Mapping[str, Any], *, actor: str = "cli") -> Loaded:
+        """Create the document from ``inputs`` in the machine's initial state."""
+        if self.exists():
+            raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
+        hook = self.machine.hooks.get("create")
+        started = time.monotonic()
+        try:
+            created = hook(dict(inputs), self.context()) if hook else dict(inputs)
+            if isinstance(created, BaseModel):
+                data = created.model_dump(mode="json")
+            else:
+                data = json.loads(json.dumps(created))
+            doc = self.validate(data)
+        except ValidationError as exc:
+            raise DocumentInputError(
+                f"cannot create {self.machine.name} instance: {describe_validation(exc)}"
+            ) from exc
+        except (TypeError, ValueError) as exc:
+            raise DocumentInputError(f"cannot create {self.machine.name} instance: {exc}") from exc
+        initial = self.machine.spec.initial
+        if self.machine.codec.read(doc) != initial:
+            data = apply_update(data, self.machine.codec.write(doc, initial))
+        with self.store.document_lock(self.id):
+            if self.exists():
+                raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
+            record = {
+                "kind": "create",
+                "event": None,
+                "source": None,
+                "dest": initial,
+                "actor": actor,
+                "duration_ms": round((time.monotonic() - started) * 1000, 3),
+            }
+            loaded = self.commit(data, record, base=None, locked=True)
+        self.log.info("instance_created", state=loaded.state, status=loaded.status)
+        return loaded

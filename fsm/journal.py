@@ -1,0 +1,78 @@
+"""The journal: one NDJSON record per applied transition, control command and failed step.
+
+Records are appended, never rewritten. Each one says when (``time``), what (``kind``: ``create``,
+``transition``, ``control``, ``error``, ``recover``), the event, source and destination states,
+the guards evaluated with their results, the actions run, the duration, the actor and reason,
+and the hash of the document that resulted (``doc_hash``), so that ``fsm replay`` can check that
+the journal reproduces the persisted document. A torn last line (a crash mid-append) is skipped
+on reading and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Journal", "JournalRead", "LineLog"]
+
+
+@dataclass
+class JournalRead:
+    """The records of a journal, and the line numbers that could not be read."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)
+
+
+class LineLog:
+    """An append-only file of JSON lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Append one record as a line."""
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def read(self) -> JournalRead:
+        """Every record; unreadable lines are listed by number instead."""
+        result = JournalRead()
+        try:
+            handle = open(self.path, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return result
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    result.bad_lines.append(number)
+                    continue
+                if isinstance(record, dict):
+                    result.records.append(record)
+                else:
+                    result.bad_lines.append(number)
+        return result
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.read().records)
+
+
+class Journal(LineLog):
+    """The instance journal (see the module docstring for the record fields)."""
+
+    def transitions(self) -> list[dict[str, Any]]:
+        """Records that moved or kept the FSM state through a transition."""
+        return [r for r in self.read().records if r.get("kind") == "transition"]

@@ -1,0 +1,334 @@
+"""A machine: its definition with every name resolved to a Python object.
+
+:func:`load_machine` reads a machine file, imports its module, and resolves the document model,
+options model, codec, hooks, guards and actions by name. Every reference problem is collected and
+raised at once as a :class:`~fsm.errors.DefinitionError`; nothing is resolved later, at fire time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel
+
+from fsm.config import NoOptions
+from fsm.definition import (
+    MachineSpec,
+    Problem,
+    StateSpec,
+    TransitionSpec,
+    did_you_mean,
+    format_location,
+    guard_name,
+    read_definition,
+)
+from fsm.errors import DefinitionError
+from fsm.registry import Action, Codec, GuardInfo, Registry, Update
+from fsm.yaml_loader import LoadedYaml
+
+__all__ = [
+    "FieldCodec",
+    "GuardRef",
+    "Machine",
+    "Transition",
+    "import_registry",
+    "load_machine",
+    "resolve",
+]
+
+
+@dataclass(frozen=True)
+class GuardRef:
+    """A guard as used on a transition: its name, negation and the registered function."""
+
+    name: str
+    negated: bool
+    info: GuardInfo
+
+    @property
+    def label(self) -> str:
+        """``name`` or ``not name``."""
+        return f"not {self.name}" if self.negated else self.name
+
+    def holds(self, doc: Any, ctx: Any) -> bool:
+        """Evaluate the guard (negated when declared with ``not``)."""
+        return bool(self.info.func(doc, ctx)) != self.negated
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A transition with its sources expanded and its names resolved."""
+
+    index: int
+    event: str
+    sources: tuple[str, ...]
+    dest: str | None
+    guards: tuple[GuardRef, ...]
+    actions: tuple[tuple[str, Action], ...]
+    auto: bool
+    description: str
+
+    def dest_from(self, source: str) -> str:
+        """The destination when taken from ``source`` (``"="`` stays in place)."""
+        return source if self.dest is None else self.dest
+
+
+class FieldCodec:
+    """The FSM state kept in one dotted field of the document."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def read(self, doc: Any) -> str:
+        """The field's value ("" when absent)."""
+        current: Any = doc
+        for part in self.path.split("."):
+            if isinstance(current, BaseModel):
+                current = getattr(current, part, None)
+            elif isinstance(current, dict):
+                current = current.get(part)
+            else:
+                return ""
+        if isinstance(current, Enum):
+            current = current.value
+        return "" if current is None else str(current)
+
+    def write(self, doc: Any, state: str) -> Update:
+        """Set the field to ``state``."""
+        return {self.path: state}
+
+
+@dataclass
+class Machine:
+    """A loaded machine: definition, resolved names, and indexes the engine uses."""
+
+    spec: MachineSpec
+    path: Path
+    registry: Registry
+    document_model: type[BaseModel]
+    options_model: type[BaseModel]
+    codec: Codec
+    hooks: dict[str, Callable[..., Any]]
+    transitions: list[Transition]
+    lines: LoadedYaml | None = None
+
+    @property
+    def name(self) -> str:
+        """The machine's name."""
+        return self.spec.name
+
+    @property
+    def states(self) -> dict[str, StateSpec]:
+        """States by name, in the order written."""
+        return self.spec.states
+
+    def is_final(self, state: str) -> bool:
+        """True for a final state."""
+        spec = self.spec.states.get(state)
+        return spec is not None and spec.final
+
+    def is_success(self, state: str) -> bool:
+        """True for a final state tagged ``success``."""
+        spec = self.spec.states.get(state)
+        return spec is not None and spec.final and "success" in spec.tags
+
+    def transitions_from(self, state: str, event: str | None = None) -> list[Transition]:
+        """Transitions leaving ``state`` (for ``event`` when given), in declared order."""
+        return [
+            t
+            for t in self._by_source.get(state, ())
+            if event is None or t.event == event
+        ]
+
+    def events_from(self, state: str) -> list[str]:
+        """Distinct events leaving ``state``, in declared order."""
+        return list(dict.fromkeys(t.event for t in self._by_source.get(state, ())))
+
+    def __post_init__(self) -> None:
+        by_source: dict[str, list[Transition]] = {}
+        for transition in self.transitions:
+            for source in transition.sources:
+                by_source.setdefault(source, []).append(transition)
+        self._by_source = by_source
+
+
+def load_machine(path: Path, *, expected_name: str | None = None) -> Machine:
+    """Load the machine file at ``path``; raise DefinitionError listing every problem."""
+    spec, lines = read_definition(path)
+    registry, problems = import_registry(spec, path)
+    machine = None
+    if registry is not None:
+        machine, resolve_problems = resolve(spec, registry, path, lines)
+        problems.extend(resolve_problems)
+    if expected_name is not None and spec.name != expected_name:
+        problems.append(
+            Problem("name", lines.line_of(("name",)), f"is '{spec.name}', registered as '{expected_name}'")
+        )
+    if problems or machine is None:
+        raise DefinitionError(str(path), [p.render(str(path)) for p in problems])
+    return machine
+
+
+def import_registry(spec: MachineSpec, path: Path) -> tuple[Registry | None, list[Problem]]:
+    """Import the machine's module and return its ``registry``."""
+    try:
+        module = _import(spec.module, path)
+    except Exception as exc:  # noqa: BLE001 - any import failure is a definition problem
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return None, [Problem("module", None, f"cannot import '{spec.module}': {detail}")]
+    registry = getattr(module, "registry", None)
+    if not isinstance(registry, Registry):
+        return None, [Problem("module", None, f"'{spec.module}' defines no 'registry = Registry()'")]
+    return registry, []
+
+
+def _import(module: str, path: Path) -> ModuleType:
+    if not module.endswith(".py"):
+        return importlib.import_module(module)
+    file = (path.parent / module).resolve()
+    digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
+    name = f"_fsm_machine_{file.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no Python file at {file}")
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[name] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return loaded
+
+
+def resolve(
+    spec: MachineSpec, registry: Registry, path: Path, lines: LoadedYaml | None = None
+) -> tuple[Machine | None, list[Problem]]:
+    """Resolve every name of ``spec`` in ``registry``; return the machine or the problems."""
+    problems: list[Problem] = []
+
+    def problem(loc: Sequence[str | int], message: str) -> None:
+        line = lines.line_of(tuple(loc)) if lines is not None else None
+        problems.append(Problem(format_location(loc), line, message))
+
+    def lookup(kind: str, table: dict[str, Any], name: str, loc: Sequence[str | int]) -> Any:
+        if name in table:
+            return table[name]
+        problem(loc, f"unknown {kind} '{name}'{did_you_mean(name, table)}")
+        return None
+
+    states = spec.states
+    document = lookup("document model", registry.documents, spec.document, ["document"])
+    options: Any = NoOptions
+    if spec.options is not None:
+        options = lookup("options model", registry.options_models, spec.options, ["options"])
+    codec: Any = None
+    if (spec.state.field is None) == (spec.state.codec is None):
+        problem(["state"], "give exactly one of 'field' or 'codec'")
+    elif spec.state.codec is not None:
+        codec = lookup("codec", registry.codecs, spec.state.codec, ["state", "codec"])
+    else:
+        codec = FieldCodec(spec.state.field or "")
+    if spec.initial not in states:
+        problem(["initial"], f"unknown state '{spec.initial}'{did_you_mean(spec.initial, states)}")
+    hooks: dict[str, Callable[..., Any]] = {}
+    for hook, name in spec.hooks.model_dump().items():
+        if name is not None:
+            found = lookup("hook", registry.hooks, name, ["hooks", hook])
+            if found is not None:
+                hooks[hook] = found
+    final_states = {name for name, state in states.items() if state.final}
+    transitions = [
+        _resolve_transition(index, t, registry, states, final_states, problem, lookup)
+        for index, t in enumerate(spec.transitions)
+    ]
+    if spec.control is not None:
+        for command, command_spec in spec.control.commands.items():
+            if command_spec.state is not None and command_spec.state not in states:
+                problem(
+                    ["control", "commands", command, "state"],
+                    f"unknown state '{command_spec.state}'{did_you_mean(command_spec.state, states)}",
+                )
+            for position, action in enumerate(command_spec.actions):
+                lookup("action", registry.actions, action, ["control", "commands", command, "actions", position])
+    for group_index, group in enumerate(spec.exclusive):
+        for position, name in enumerate(group):
+            lookup("guard", registry.guards, name, ["exclusive", group_index, position])
+    if problems or document is None or options is None or codec is None:
+        return None, problems
+    machine = Machine(
+        spec=spec,
+        path=path,
+        registry=registry,
+        document_model=document,
+        options_model=options,
+        codec=codec,
+        hooks=hooks,
+        transitions=[t for t in transitions if t is not None],
+        lines=lines,
+    )
+    return machine, problems
+
+
+def _resolve_transition(
+    index: int,
+    spec: TransitionSpec,
+    registry: Registry,
+    states: dict[str, StateSpec],
+    final_states: set[str],
+    problem: Callable[[Sequence[str | int], str], None],
+    lookup: Callable[[str, dict[str, Any], str, Sequence[str | int]], Any],
+) -> Transition | None:
+    loc: list[str | int] = ["transitions", index]
+    ok = True
+    if spec.sources == ["*"]:
+        sources = tuple(name for name in states if name not in final_states)
+    else:
+        sources = tuple(spec.sources)
+        for position, source in enumerate(sources):
+            if source not in states:
+                where = [*loc, "source", position] if isinstance(spec.source, list) else [*loc, "source"]
+                problem(where, f"unknown state '{source}'{did_you_mean(source, states)}")
+                ok = False
+    dest = None if spec.dest == "=" else spec.dest
+    if dest is not None and dest not in states:
+        problem([*loc, "dest"], f"unknown state '{dest}'{did_you_mean(dest, states)}")
+        ok = False
+    guards: list[GuardRef] = []
+    for position, ref in enumerate(spec.guards):
+        name, negated = guard_name(ref)
+        info = lookup("guard", registry.guards, name, [*loc, "guards", position])
+        if info is None:
+            ok = False
+        else:
+            guards.append(GuardRef(name, negated, info))
+    actions: list[tuple[str, Action]] = []
+    for position, name in enumerate(spec.actions):
+        func = lookup("action", registry.actions, name, [*loc, "actions", position])
+        if func is None:
+            ok = False
+        else:
+            actions.append((name, func))
+    if not ok:
+        return None
+    return Transition(
+        index=index,
+        event=spec.event,
+        sources=sources,
+        dest=dest,
+        guards=tuple(guards),
+        actions=tuple(actions),
+        auto=spec.auto,
+        description=spec.description,
+    )

@@ -1,0 +1,174 @@
+"""The registry a machine module fills with its document model, guards, actions and hooks.
+
+A machine file names everything by string; its Python module exposes one ``registry`` in which
+those names are defined. Names are resolved to callables once, when the machine is loaded, so a
+typo is a load error and never a surprise at fire time::
+
+    registry = Registry()
+
+    @registry.document
+    class Counter(BaseModel): ...
+
+    @registry.guard(budget=True)
+    def below_limit(doc: Counter, ctx: Context) -> bool:
+        return doc.count < doc.limit
+
+    @registry.action
+    def increment(doc: Counter, ctx: Context) -> Update:
+        return {"count": doc.count + 1}
+
+Guards are pure predicates ``(doc, ctx) -> bool``. A guard registered with ``budget=True`` bounds
+loops (an iteration or error limit); the static checks require one on every cycle. Actions are
+``(doc, ctx) -> Update | None``: they may touch the workspace, and change the document only
+through the update they return (a mapping of dotted paths to new values).
+
+Hooks (named in the machine file's ``hooks:`` table):
+
+* ``create(inputs, ctx) -> document``: build a new instance's document from ``fsm new`` inputs.
+* ``on_error(doc, ctx, error) -> Update``: the error bookkeeping written when an action fails.
+* ``summary(doc) -> dict``: extra lines for ``fsm status`` (iteration, progress, ...).
+* ``recover(ctx, raw_text) -> Recovery``: rebuild a corrupt document (``fsm recover``).
+* ``after_save(doc, ctx) -> None``: side files written after every save of the document.
+
+A codec (``state.codec`` in the machine file) reads the FSM state from a document and says how
+to write it back, for machines whose state is not one plain field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from fsm.context import Context
+
+__all__ = [
+    "Action",
+    "Codec",
+    "Guard",
+    "GuardInfo",
+    "Recovery",
+    "Registry",
+    "Update",
+]
+
+Update = Mapping[str, Any]
+"""What an action returns: dotted paths (``"skill_state.develop.completed"``) to new values."""
+
+Guard = Callable[[Any, "Context"], bool]
+Action = Callable[[Any, "Context"], "Update | None"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_M = TypeVar("_M", bound=type[BaseModel])
+
+
+class Codec(Protocol):
+    """Reads the FSM state out of a document and writes a new state into it."""
+
+    def read(self, doc: Any) -> str:
+        """Return the name of the FSM state ``doc`` is in."""
+        ...
+
+    def write(self, doc: Any, state: str) -> Update:
+        """Return the update that puts ``doc`` into ``state``."""
+        ...
+
+
+@dataclass(frozen=True)
+class GuardInfo:
+    """A registered guard and what it is declared to be."""
+
+    func: Guard
+    budget: bool = False
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """The outcome of a ``recover`` hook: the rebuilt document and what could not be recovered."""
+
+    document: BaseModel
+    notes: list[str] = field(default_factory=list)
+
+
+class Registry:
+    """Names of one machine module, resolved once at load time."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, type[BaseModel]] = {}
+        self.options_models: dict[str, type[BaseModel]] = {}
+        self.guards: dict[str, GuardInfo] = {}
+        self.actions: dict[str, Action] = {}
+        self.hooks: dict[str, Callable[..., Any]] = {}
+        self.codecs: dict[str, Codec] = {}
+
+    def document(self, model: _M) -> _M:
+        """Register a pydantic model of the instance document under its class name."""
+        self.documents[model.__name__] = model
+        return model
+
+    def options(self, model: _M) -> _M:
+        """Register a pydantic model of the machine's options under its class name."""
+        self.options_models[model.__name__] = model
+        return model
+
+    @overload
+    def guard(self, func: _F, /) -> _F: ...
+    @overload
+    def guard(self, *, name: str | None = None, budget: bool = False) -> Callable[[_F], _F]: ...
+    def guard(
+        self, func: _F | None = None, /, *, name: str | None = None, budget: bool = False
+    ) -> _F | Callable[[_F], _F]:
+        """Register a guard; ``budget=True`` declares that it bounds a loop."""
+
+        def register(f: _F) -> _F:
+            self.guards[name or f.__name__] = GuardInfo(f, budget)
+            return f
+
+        return register(func) if func is not None else register
+
+    @overload
+    def action(self, func: _F, /) -> _F: ...
+    @overload
+    def action(self, *, name: str | None = None) -> Callable[[_F], _F]: ...
+    def action(
+        self, func: _F | None = None, /, *, name: str | None = None
+    ) -> _F | Callable[[_F], _F]:
+        """Register an action under its function name (or ``name``)."""
+
+        def register(f: _F) -> _F:
+            self.actions[name or f.__name__] = f
+            return f
+
+        return register(func) if func is not None else register
+
+    @overload
+    def hook(self, func: _F, /) -> _F: ...
+    @overload
+    def hook(self, *, name: str | None = None) -> Callable[[_F], _F]: ...
+    def hook(self, func: _F | None = None, /, *, name: str | None = None) -> _F | Callable[[_F], _F]:
+        """Register a hook function (create, on_error, summary, recover, after_save)."""
+
+        def register(f: _F) -> _F:
+            self.hooks[name or f.__name__] = f
+            return f
+
+        return register(func) if func is not None else register
+
+    def codec(self, name: str, codec: Codec) -> Codec:
+        """Register a state codec under ``name``."""
+        self.codecs[name] = codec
+        return codec
+
+    def names(self) -> Mapping[str, list[str]]:
+        """Every registered name by kind, for "did you mean" suggestions."""
+        return {
+            "document": sorted(self.documents),
+            "options": sorted(self.options_models),
+            "guard": sorted(self.guards),
+            "action": sorted(self.actions),
+            "hook": sorted(self.hooks),
+            "codec": sorted(self.codecs),
+        }

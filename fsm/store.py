@@ -1,0 +1,289 @@
+"""The file store: where instance documents live, and how they are read, written and locked.
+
+* Ids are checked before they touch the file system: letters, digits, ``.``, ``_`` and ``-``,
+  starting with a letter or digit, no ``..``: ``../../etc/passwd`` never becomes a path.
+* Writes are atomic: a temporary file in the same folder, ``fsync``, ``os.replace``, then an
+  ``fsync`` of the folder, so a reader sees the old document or the new one, never half of one.
+* Reads tolerate a writer that rewrites the file in place without locking (the CCW dashboard
+  does): a document that does not parse is re-read a few times before it is called corrupt.
+* Two advisory locks per instance: the *run lock*, held for the length of a run so that a second
+  run is refused, and the *document lock*, held only around each read-modify-write so that a
+  control command from another process can write while a run is in progress without either
+  side's update being lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fsm.errors import (
+    CorruptDocumentError,
+    InvalidIdError,
+    LockHeldError,
+    OptionsError,
+    StoreError,
+    UnknownInstanceError,
+)
+
+__all__ = [
+    "FileLock",
+    "FileStore",
+    "InstancePaths",
+    "Snapshot",
+    "atomic_write_text",
+    "validate_id",
+]
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def validate_id(instance_id: str) -> str:
+    """Return ``instance_id`` if it is safe as a file name; raise InvalidIdError otherwise."""
+    if not _ID.match(instance_id) or ".." in instance_id:
+        shown = instance_id.encode("unicode_escape").decode("ascii")
+        raise InvalidIdError(
+            f"invalid instance id '{shown}': use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit, without '..'"
+        )
+    return instance_id
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically and durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@dataclass(frozen=True)
+class InstancePaths:
+    """The files of one instance."""
+
+    document: Path
+    meta: Path
+
+    @property
+    def journal(self) -> Path:
+        """The append-only NDJSON journal."""
+        return self.meta / "journal.ndjson"
+
+    @property
+    def log(self) -> Path:
+        """The instance's JSON-lines log file."""
+        return self.meta / "log.ndjson"
+
+    @property
+    def run_lock(self) -> Path:
+        """Held while a run drives the instance."""
+        return self.meta / "run.lock"
+
+    @property
+    def document_lock(self) -> Path:
+        """Held around each read-modify-write of the document."""
+        return self.meta / "document.lock"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A document as read from disk: its JSON data and the exact bytes it came from."""
+
+    data: dict[str, Any]
+    raw: bytes
+
+
+class FileLock:
+    """An advisory ``flock`` on a file; a second holder in any process is refused or waits."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, *, blocking: bool, timeout: float = 10.0) -> bool:
+        """Take the lock; return False when not ``blocking`` and another holder has it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not blocking or time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.005)
+                continue
+            self._fd = fd
+            return True
+
+    def release(self) -> None:
+        """Give the lock back."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+
+class FileStore:
+    """Instance documents of one machine in one workspace, at the paths its storage declares."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        document_template: str,
+        meta_template: str | None,
+        options: Mapping[str, Any],
+        *,
+        read_retries: int = 3,
+        retry_interval: float = 0.05,
+        indent: int = 2,
+    ) -> None:
+        self.workspace = workspace
+        self._document_template = document_template
+        self._meta_template = meta_template
+        self._options = dict(options)
+        self.read_retries = read_retries
+        self.retry_interval = retry_interval
+        self.indent = indent
+
+    def paths(self, instance_id: str) -> InstancePaths:
+        """The document and meta folder of ``instance_id`` (validated first)."""
+        validate_id(instance_id)
+        document = self._resolve(self._document_template, instance_id)
+        if self._meta_template is not None:
+            meta = self._resolve(self._meta_template, instance_id)
+        else:
+            meta = document.parent / f"{document.stem}.fsm"
+        return InstancePaths(document, meta)
+
+    def exists(self, instance_id: str) -> bool:
+        """True when the instance's document file exists."""
+        return self.paths(instance_id).document.exists()
+
+    def read(self, instance_id: str) -> Snapshot:
+        """Read the document, re-reading a few times while it does not parse."""
+        path = self.paths(instance_id).document
+        attempts = self.read_retries + 1
+        for attempt in range(attempts):
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError as exc:
+                raise UnknownInstanceError(f"no instance '{instance_id}' ({path})") from exc
+            except OSError as exc:
+                raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+            try:
+                data = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                if attempt + 1 < attempts:
+                    time.sleep(self.retry_interval)
+                    continue
+                raise CorruptDocumentError(
+                    f"corrupt document {path}: not valid JSON ({_json_reason(exc)}); "
+                    "the file was left untouched"
+                ) from exc
+            if not isinstance(data, dict):
+                raise CorruptDocumentError(
+                    f"corrupt document {path}: expected a JSON object, found {type(data).__name__}"
+                )
+            return Snapshot(data, raw)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def read_raw_bytes(self, instance_id: str) -> bytes | None:
+        """The document's current bytes, or None when it does not exist."""
+        try:
+            return self.paths(instance_id).document.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, instance_id: str, data: Mapping[str, Any]) -> bytes:
+        """Write ``data`` atomically; return the bytes written."""
+        text = self.render(data)
+        path = self.paths(instance_id).document
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return text.encode("utf-8")
+
+    def render(self, data: Mapping[str, Any]) -> str:
+        """The text a document is written as."""
+        indent = self.indent or None
+        return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+
+    def list_ids(self) -> list[str]:
+        """Ids of every instance whose document exists."""
+        template = self._document_template
+        pattern = self._resolve(template, "\x00").relative_to(self.workspace).as_posix()
+        glob, _, _ = pattern.partition("\x00")
+        suffix = pattern.split("\x00", 1)[1]
+        regex = re.compile(re.escape(glob) + r"([^/]+)" + re.escape(suffix) + "$")
+        ids: list[str] = []
+        for candidate in self.workspace.glob(pattern.replace("\x00", "*")):
+            match = regex.match(candidate.relative_to(self.workspace).as_posix())
+            if match and _ID.match(match.group(1)) and ".." not in match.group(1):
+                ids.append(match.group(1))
+        return sorted(set(ids))
+
+    @contextlib.contextmanager
+    def document_lock(self, instance_id: str, timeout: float = 10.0) -> Iterator[None]:
+        """Hold the document lock for a read-modify-write."""
+        lock = FileLock(self.paths(instance_id).document_lock)
+        if not lock.acquire(blocking=True, timeout=timeout):
+            raise LockHeldError(
+                f"instance '{instance_id}': document lock not released within {timeout:.0f}s"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def run_lock(self, instance_id: str) -> FileLock:
+        """Take the run lock without waiting; raise LockHeldError when another run has it."""
+        lock = FileLock(self.paths(instance_id).run_lock)
+        if not lock.acquire(blocking=False):
+            raise LockHeldError(
+                f"instance '{instance_id}' is already being run by another process "
+                f"(lock {lock.path})"
+            )
+        return lock
+
+    def _resolve(self, template: str, instance_id: str) -> Path:
+        values = {**self._options, "id": instance_id}
+        try:
+            relative = template.format_map(values)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise OptionsError(f"storage path '{template}' names an unknown value {exc}") from exc
+        return self.workspace / relative
+
+
+def _json_reason(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    return str(exc)

@@ -1,0 +1,104 @@
+"""Updates to JSON documents by dotted path, without mutating the original.
+
+A document is plain JSON data (dicts, lists, strings, numbers, booleans, None). An update maps
+dotted paths to new values; applying it copies only the dicts on the way to each path, so the
+original and every earlier version stay intact (the seeds' "immutable update" rule) at a cost
+proportional to the depth of the paths, not the size of the document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+__all__ = [
+    "MISSING",
+    "apply_update",
+    "canonical_hash",
+    "get_path",
+    "keep_external",
+    "to_json_value",
+]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+"""Marks a path that does not exist in a document; as an update value it deletes the key."""
+
+
+def to_json_value(value: Any) -> Any:
+    """Turn an update value into JSON data (pydantic models are dumped in JSON mode)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return to_jsonable_python(value)
+
+
+def get_path(doc: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted ``path`` of ``doc``, or :data:`MISSING`."""
+    current: Any = doc
+    for part in path.split("."):
+        if not isinstance(current, Mapping) or part not in current:
+            return MISSING
+        current = current[part]
+    return current
+
+
+def apply_update(doc: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a copy of ``doc`` with every dotted path of ``update`` set (MISSING deletes).
+
+    Missing intermediate objects (or ``null`` ones) are created as empty objects.
+    """
+    result = dict(doc)
+    for path, value in update.items():
+        parts = path.split(".")
+        container = result
+        for part in parts[:-1]:
+            child = container.get(part)
+            child = dict(child) if isinstance(child, Mapping) else {}
+            container[part] = child
+            container = child
+        if value is MISSING:
+            container.pop(parts[-1], None)
+        else:
+            container[parts[-1]] = to_json_value(value)
+    return result
+
+
+def keep_external(
+    ours: Mapping[str, Any],
+    base: Mapping[str, Any],
+    theirs: Mapping[str, Any],
+    paths: Iterable[str],
+) -> dict[str, Any]:
+    """Merge another writer's changes into ``ours``.
+
+    ``base`` is the document the step started from and ``theirs`` the one found on disk at commit
+    time. For each of ``paths`` that ``theirs`` changed relative to ``base``, their value wins.
+    Top-level keys that only ``theirs`` has (fields another program added) are kept too.
+    """
+    update: dict[str, Any] = {}
+    for path in paths:
+        their_value = get_path(theirs, path)
+        if their_value != get_path(base, path):
+            update[path] = their_value
+    for key, value in theirs.items():
+        if key not in ours and key not in base:
+            update[key] = value
+    return apply_update(ours, update) if update else dict(ours)
+
+
+def canonical_hash(doc: Mapping[str, Any]) -> str:
+    """SHA-256 of the document's canonical JSON (sorted keys, no spaces), as ``sha256:<hex>``."""
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
