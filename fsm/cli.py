@@ -27,20 +27,31 @@ def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> Non
     """Global options, accepted before or after the command (SUPPRESS keeps the first value)."""
     group = parser.add_argument_group("global options")
     group.add_argument(
-        "-C", "--workspace", default=argparse.SUPPRESS, metavar="DIR",
+        "-C",
+        "--workspace",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
         help="workspace folder (default: the current directory)",
     )
     group.add_argument(
-        "--log-format", choices=["console", "json"], default=argparse.SUPPRESS,
+        "--log-format",
+        choices=["console", "json"],
+        default=argparse.SUPPRESS,
         help="log output on stderr (default: console)",
     )
     group.add_argument(
-        "--log-level", choices=["debug", "info", "warning", "error"], default=argparse.SUPPRESS,
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=argparse.SUPPRESS,
         help="least severe log level shown (default: info)",
     )
     flags = ["-o", "--option"] if with_option else ["--option"]
     group.add_argument(
-        *flags, dest="options", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
+        *flags,
+        dest="options",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="KEY=VALUE",
         help="machine option (repeatable); VALUE is JSON when it parses",
     )
 
@@ -70,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("diagram", "write machine diagrams, or one instance's diagram", with_option=False)
     p.add_argument("machines", nargs="*", metavar="MACHINE")
-    p.add_argument("-o", "--output", metavar="DIR_OR_FILE", help="output folder (or file with --run)")
+    p.add_argument(
+        "-o", "--output", metavar="DIR_OR_FILE", help="output folder (or file with --run)"
+    )
     p.add_argument("-f", "--formats", default="dot,svg,png,mmd", help="comma-separated formats")
     p.add_argument("--run", metavar="ID", help="draw this instance of MACHINE")
 

@@ -37,7 +37,9 @@ def _workspace(values: dict[str, Any]) -> Workspace:
     return Workspace(path, options=options)
 
 
-def _instance(args: argparse.Namespace, values: dict[str, Any], *, must_exist: bool = True) -> Instance:
+def _instance(
+    args: argparse.Namespace, values: dict[str, Any], *, must_exist: bool = True
+) -> Instance:
     workspace = _workspace(values)
     instance = workspace.instance(args.machine, args.id)
     if must_exist and not instance.exists():
@@ -185,7 +187,9 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     engine = Engine(instance, interactive=args.interactive)
     chooser = _menu if args.interactive else None
     result = engine.run(max_steps=args.max_steps, chooser=chooser)
-    _out(f"{instance.id}: {result.outcome} in state '{result.state}' after {len(result.steps)} steps")
+    _out(
+        f"{instance.id}: {result.outcome} in state '{result.state}' after {len(result.steps)} steps"
+    )
     if result.outcome in {"error", "waiting", "paused", "stopped", "limit"} and result.message:
         print(f"fsm: {result.message}", file=sys.stderr)
     return result.exit_code
@@ -217,10 +221,17 @@ def _step_exit(instance: Instance, result: Any) -> int:
         print(f"fsm: error: {result.error}", file=sys.stderr)
         return 1
     if result.outcome in {"waiting", "blocked"}:
-        reason = "no automatic transition is enabled" if result.outcome == "waiting" else f"instance is {result.status}"
+        reason = (
+            "no automatic transition is enabled"
+            if result.outcome == "waiting"
+            else f"instance is {result.status}"
+        )
         print(f"fsm: {reason}", file=sys.stderr)
         return 5
-    _out(f"{instance.id}: {result.source or result.state} -> {result.state}" + (f" ({result.event})" if result.event else ""))
+    _out(
+        f"{instance.id}: {result.source or result.state} -> {result.state}"
+        + (f" ({result.event})" if result.event else "")
+    )
     if machine.is_final(result.state):
         return 0 if machine.is_success(result.state) else 4
     return 0

@@ -62,12 +62,17 @@ def load_config(workspace: Path) -> WorkspaceConfig:
         raise OptionsError(f"{path}: malformed TOML: {exc}") from exc
     unknown = sorted(set(data) - {"machine", "agent"})
     if unknown:
-        raise OptionsError(f"{path}: unknown table '{unknown[0]}' (use [machine.NAME] or [agent.TOOL])")
+        raise OptionsError(
+            f"{path}: unknown table '{unknown[0]}' (use [machine.NAME] or [agent.TOOL])"
+        )
     machines = data.get("machine", {})
     if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
         raise OptionsError(f"{path}: [machine.NAME] entries must be tables")
+    agent_tables = data.get("agent", {})
+    if not isinstance(agent_tables, dict):
+        raise OptionsError(f"{path}: [agent.TOOL] entries must be tables")
     agents: dict[str, AgentCommand] = {}
-    for tool, table in data.get("agent", {}).items():
+    for tool, table in agent_tables.items():
         agents[tool] = _agent(path, tool, table)
     return WorkspaceConfig(machines, agents)
 
@@ -80,7 +85,7 @@ def _agent(path: Path, tool: str, table: Any) -> AgentCommand:
         raise OptionsError(f"{path}: [agent.{tool}] has unknown key '{unknown[0]}'")
     command = _argv(path, tool, "command", table.get("command"))
     if command is None:
-        raise OptionsError(f"{path}: [agent.{tool}] needs command = [\"program\", ..., \"{{prompt}}\"]")
+        raise OptionsError(f'{path}: [agent.{tool}] needs command = ["program", ..., "{{prompt}}"]')
     analysis = _argv(path, tool, "analysis_command", table.get("analysis_command"))
     return AgentCommand(command, analysis)
 

@@ -120,7 +120,9 @@ class ControlPlane:
                 f"({command} is allowed only when {' or '.join(spec.sources)})"
             )
 
-    def _updated(self, command: str, spec: ControlCommandSpec, current: Loaded) -> dict[str, object]:
+    def _updated(
+        self, command: str, spec: ControlCommandSpec, current: Loaded
+    ) -> dict[str, object]:
         instance = self.instance
         field = self.spec.field if self.spec is not None else "status"
         ctx = instance.context().for_transition(command, current.state, spec.state or current.state)

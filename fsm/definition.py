@@ -39,8 +39,8 @@ The shape, with every key::
 A guard reference is a registered guard's name, or ``not <name>`` for its negation. A transition's
 ``source`` is a state, a list of states, or ``"*"`` (every non-final state); ``dest: "="`` stays
 in the source state. A state's ``status`` is the control status that entering it sets (a final
-state usually sets the matching lifecycle status). ``auto: false`` keeps a transition out of automatic steps (it fires only by
-name). Transitions are tried in the order written.
+state usually sets the matching lifecycle status). ``auto: false`` keeps a transition out of
+automatic steps (it fires only by name). Transitions are tried in the order written.
 """
 
 from __future__ import annotations
@@ -74,9 +74,18 @@ __all__ = [
     "read_definition",
 ]
 
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")]
-DottedPath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
-GuardRef = Annotated[str, StringConstraints(pattern=r"^(not )?[A-Za-z][A-Za-z0-9_-]*$")]
+_NAME = r"^[A-Za-z][A-Za-z0-9_-]*$"
+_DOTTED_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+_GUARD_REF = r"^(not )?[A-Za-z][A-Za-z0-9_-]*$"
+Name = Annotated[str, StringConstraints(pattern=_NAME)]
+DottedPath = Annotated[str, StringConstraints(pattern=_DOTTED_PATH)]
+GuardRef = Annotated[str, StringConstraints(pattern=_GUARD_REF)]
+# Each pattern has its own rule in words: a field path allows '.', a guard reference 'not '.
+_PATTERN_RULES = {
+    _NAME: "not a valid name (letters, digits, '_' and '-', starting with a letter)",
+    _DOTTED_PATH: "not a valid field path (names of letters, digits and '_', joined by '.')",
+    _GUARD_REF: "not a valid guard reference (a guard name, or 'not ' and a guard name)",
+}
 Text = Annotated[str, StringConstraints(min_length=1)]
 
 CONTROL_COMMANDS = ("start", "pause", "resume", "stop")
@@ -294,7 +303,7 @@ def _describe(error: Any) -> str:
     shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
     message = str(error["msg"])
     if error["type"] == "string_pattern_mismatch":
-        message = "not a valid name (letters, digits, '_' and '-', starting with a letter)"
+        message = _PATTERN_RULES.get(str(error.get("ctx", {}).get("pattern")), message)
     elif error["type"] == "bool_type":
         message = "must be true or false"
     return f"{message} (got {shown})"

@@ -42,24 +42,32 @@ def registered_machines() -> dict[str, MachineEntry]:
     base = Path(machines.__file__).parent
     for package in machines.BUNDLED:
         name = package.replace("_", "-")
-        found[name] = MachineEntry(name, base / package / "machine.yaml", f"bundled (machines.{package})")
+        found[name] = MachineEntry(
+            name, base / package / "machine.yaml", f"bundled (machines.{package})"
+        )
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry.name in found:
             continue
-        found[entry.name] = MachineEntry(entry.name, _entry_path(entry), f"entry point {entry.value}")
+        found[entry.name] = MachineEntry(
+            entry.name, _entry_path(entry), f"entry point {entry.value}"
+        )
     return found
 
 
 def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
     try:
         target = entry.load()
-    except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, not fatal
-        raise DefinitionError(entry.value, [f"cannot load entry point '{entry.name}': {exc}"]) from exc
+    except Exception as exc:
+        raise DefinitionError(
+            entry.value, [f"cannot load entry point '{entry.name}': {exc}"]
+        ) from exc
     if isinstance(target, ModuleType) and target.__file__:
         return Path(target.__file__).parent / "machine.yaml"
     if isinstance(target, str | Path):
         return Path(target)
-    raise DefinitionError(entry.value, [f"entry point '{entry.name}' is neither a module nor a path"])
+    raise DefinitionError(
+        entry.value, [f"entry point '{entry.name}' is neither a module nor a path"]
+    )
 
 
 def find_machine(target: str) -> MachineEntry:

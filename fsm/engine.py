@@ -198,7 +198,7 @@ class Engine:
             )
             try:
                 enabled = all(g.holds(current.doc, tctx) for g in transition.guards)
-            except Exception:  # noqa: BLE001 - a raising guard means "not enabled" here
+            except Exception:
                 enabled = False
             if enabled:
                 choices.append(Choice(transition.event, transition.description))
@@ -243,7 +243,9 @@ class Engine:
                 steps.append(result)
                 failures = failures + 1 if result.outcome == "failed" else 0
                 if failures and "on_error" not in self.machine.hooks:
-                    return RunResult("error", result.state, result.status, steps, result.error or "")
+                    return RunResult(
+                        "error", result.state, result.status, steps, result.error or ""
+                    )
                 if failures >= MAX_CONSECUTIVE_FAILURES:
                     return RunResult(
                         "error",
@@ -447,7 +449,7 @@ class Engine:
                 update = hook(current.doc, tctx, error)
                 data = apply_update(current.data, update or {})
                 saved = instance.commit(data, record, base=current)
-            except Exception as exc:  # noqa: BLE001 - bookkeeping must not hide the first error
+            except Exception as exc:
                 instance.log.error(
                     "error_bookkeeping_failed", traceback=traceback.format_exc(), error=str(exc)
                 )

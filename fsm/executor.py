@@ -20,6 +20,7 @@ documented non-interactive mode (see :data:`KNOWN_AGENTS`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +61,7 @@ KNOWN_AGENTS: Mapping[str, Mapping[AgentMode, tuple[str, ...]]] = {
 """Non-interactive invocations of the agent CLIs fsm knows, used when fsm.toml has no table."""
 
 _OUTPUT_LIMIT = 1_000_000
+_PLACEHOLDER = re.compile(r"\{(prompt|mode)\}")
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,9 @@ class AgentCommand:
         template = self.command
         if mode == "analysis" and self.analysis_command is not None:
             template = self.analysis_command
-        return tuple(part.replace("{prompt}", prompt).replace("{mode}", mode) for part in template)
+        # One pass, so that a prompt containing "{mode}" reaches the agent as written.
+        values = {"prompt": prompt, "mode": mode}
+        return tuple(_PLACEHOLDER.sub(lambda m: values[m.group(1)], part) for part in template)
 
 
 class Executor(Protocol):
@@ -195,6 +199,9 @@ class SubprocessExecutor:
                 errors="replace",
             )
         except FileNotFoundError:
+            workdir = cwd or self.workspace
+            if not Path(workdir).is_dir():
+                return ExecResult(args, None, error=f"working folder not found: {workdir}")
             return ExecResult(args, None, error=f"program not found: {args[0]}")
         except OSError as exc:
             return ExecResult(args, None, error=f"cannot start {args[0]}: {exc.strerror or exc}")

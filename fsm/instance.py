@@ -228,7 +228,26 @@ class Instance:
                 if current is not None and current != base.raw:
                     theirs = self.store.read(self.id).data
                     merged = keep_external(merged, base.data, theirs, self.external_paths)
+                    merged = self._keep_their_state(merged, base, theirs)
+                    record = {**record, "merged": True}
             return self._write(self.touched(merged), record)
+
+    def _keep_their_state(
+        self, merged: dict[str, Any], base: Loaded, theirs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """When another writer moved the FSM state during the step (a stop into a failure
+        state), their state wins over the step's destination."""
+        try:
+            their_state = self.machine.codec.read(self.validate(theirs))
+        except ValidationError:
+            return merged
+        if their_state == base.state or their_state not in self.machine.states:
+            return merged
+        try:
+            update = self.machine.codec.write(self.validate(merged), their_state)
+        except ValidationError:
+            return merged
+        return self.entered(apply_update(merged, update), their_state)
 
     def _write(self, data: dict[str, Any], record: Mapping[str, Any]) -> Loaded:
         try:
@@ -259,12 +278,10 @@ class Instance:
             return
         try:
             hook(loaded.doc, self.context())
-        except Exception as exc:  # noqa: BLE001 - side files must not undo a committed step
+        except Exception as exc:
             import traceback
 
-            self.log.error(
-                "after_save_failed", traceback=traceback.format_exc(), error=str(exc)
-            )
+            self.log.error("after_save_failed", traceback=traceback.format_exc(), error=str(exc))
 
     def create(self, inputs: Mapping[str, Any], *, actor: str = "cli") -> Loaded:
         """Create the document from ``inputs`` in the machine's initial state."""

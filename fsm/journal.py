@@ -48,22 +48,21 @@ class LineLog:
         """Every record; unreadable lines are listed by number instead."""
         result = JournalRead()
         try:
-            handle = open(self.path, encoding="utf-8", errors="replace")
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
             return result
-        with handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    result.bad_lines.append(number)
-                    continue
-                if isinstance(record, dict):
-                    result.records.append(record)
-                else:
-                    result.bad_lines.append(number)
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                result.bad_lines.append(number)
+                continue
+            if isinstance(record, dict):
+                result.records.append(record)
+            else:
+                result.bad_lines.append(number)
         return result
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

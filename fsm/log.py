@@ -22,7 +22,9 @@ LogFormat = Literal["console", "json"]
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
-def configure(fmt: LogFormat = "console", level: str = "info", stream: TextIO | None = None) -> None:
+def configure(
+    fmt: LogFormat = "console", level: str = "info", stream: TextIO | None = None
+) -> None:
     """Configure structlog for a process: JSON lines or readable console lines on ``stream``."""
     renderer: Any
     if fmt == "json":

@@ -143,11 +143,7 @@ class Machine:
 
     def transitions_from(self, state: str, event: str | None = None) -> list[Transition]:
         """Transitions leaving ``state`` (for ``event`` when given), in declared order."""
-        return [
-            t
-            for t in self._by_source.get(state, ())
-            if event is None or t.event == event
-        ]
+        return [t for t in self._by_source.get(state, ()) if event is None or t.event == event]
 
     def events_from(self, state: str) -> list[str]:
         """Distinct events leaving ``state``, in declared order."""
@@ -171,7 +167,11 @@ def load_machine(path: Path, *, expected_name: str | None = None) -> Machine:
         problems.extend(resolve_problems)
     if expected_name is not None and spec.name != expected_name:
         problems.append(
-            Problem("name", lines.line_of(("name",)), f"is '{spec.name}', registered as '{expected_name}'")
+            Problem(
+                "name",
+                lines.line_of(("name",)),
+                f"is '{spec.name}', registered as '{expected_name}'",
+            )
         )
     if problems or machine is None:
         raise DefinitionError(str(path), [p.render(str(path)) for p in problems])
@@ -182,12 +182,14 @@ def import_registry(spec: MachineSpec, path: Path) -> tuple[Registry | None, lis
     """Import the machine's module and return its ``registry``."""
     try:
         module = _import(spec.module, path)
-    except Exception as exc:  # noqa: BLE001 - any import failure is a definition problem
+    except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return None, [Problem("module", None, f"cannot import '{spec.module}': {detail}")]
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
-        return None, [Problem("module", None, f"'{spec.module}' defines no 'registry = Registry()'")]
+        return None, [
+            Problem("module", None, f"'{spec.module}' defines no 'registry = Registry()'")
+        ]
     return registry, []
 
 
@@ -255,13 +257,19 @@ def resolve(
     ]
     if spec.control is not None:
         for command, command_spec in spec.control.commands.items():
-            if command_spec.state is not None and command_spec.state not in states:
+            target = command_spec.state
+            if target is not None and target not in states:
                 problem(
                     ["control", "commands", command, "state"],
-                    f"unknown state '{command_spec.state}'{did_you_mean(command_spec.state, states)}",
+                    f"unknown state '{target}'{did_you_mean(target, states)}",
                 )
             for position, action in enumerate(command_spec.actions):
-                lookup("action", registry.actions, action, ["control", "commands", command, "actions", position])
+                lookup(
+                    "action",
+                    registry.actions,
+                    action,
+                    ["control", "commands", command, "actions", position],
+                )
     for group_index, group in enumerate(spec.exclusive):
         for position, name in enumerate(group):
             lookup("guard", registry.guards, name, ["exclusive", group_index, position])
@@ -298,7 +306,11 @@ def _resolve_transition(
         sources = tuple(spec.sources)
         for position, source in enumerate(sources):
             if source not in states:
-                where = [*loc, "source", position] if isinstance(spec.source, list) else [*loc, "source"]
+                where = (
+                    [*loc, "source", position]
+                    if isinstance(spec.source, list)
+                    else [*loc, "source"]
+                )
                 problem(where, f"unknown state '{source}'{did_you_mean(source, states)}")
                 ok = False
     dest = None if spec.dest == "=" else spec.dest

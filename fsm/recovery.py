@@ -42,7 +42,9 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
     except (CorruptDocumentError, UnknownInstanceError):
         pass
     else:
-        return RecoveryReport(False, loaded.state, notes=["the document is valid: nothing to recover"])
+        return RecoveryReport(
+            False, loaded.state, notes=["the document is valid: nothing to recover"]
+        )
     started = time.monotonic()
     path = instance.paths.document
     with instance.store.document_lock(instance.id):
@@ -54,7 +56,9 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
         if not isinstance(result, Recovery):
             raise InputError(f"recover hook of '{machine.name}' returned {type(result).__name__}")
         document = result.document
-        data = document.model_dump(mode="json") if isinstance(document, BaseModel) else dict(document)
+        data = (
+            document.model_dump(mode="json") if isinstance(document, BaseModel) else dict(document)
+        )
         moved = None
         if raw_text is not None:
             stamp = instance.clock.now().strftime("%Y%m%dT%H%M%S")

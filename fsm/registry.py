@@ -117,7 +117,7 @@ class Registry:
     @overload
     def guard(self, func: _F, /) -> _F: ...
     @overload
-    def guard(self, *, name: str | None = None, budget: bool = False) -> Callable[[_F], _F]: ...
+    def guard(self, /, *, name: str | None = None, budget: bool = False) -> Callable[[_F], _F]: ...
     def guard(
         self, func: _F | None = None, /, *, name: str | None = None, budget: bool = False
     ) -> _F | Callable[[_F], _F]:
@@ -132,7 +132,7 @@ class Registry:
     @overload
     def action(self, func: _F, /) -> _F: ...
     @overload
-    def action(self, *, name: str | None = None) -> Callable[[_F], _F]: ...
+    def action(self, /, *, name: str | None = None) -> Callable[[_F], _F]: ...
     def action(
         self, func: _F | None = None, /, *, name: str | None = None
     ) -> _F | Callable[[_F], _F]:
@@ -147,8 +147,10 @@ class Registry:
     @overload
     def hook(self, func: _F, /) -> _F: ...
     @overload
-    def hook(self, *, name: str | None = None) -> Callable[[_F], _F]: ...
-    def hook(self, func: _F | None = None, /, *, name: str | None = None) -> _F | Callable[[_F], _F]:
+    def hook(self, /, *, name: str | None = None) -> Callable[[_F], _F]: ...
+    def hook(
+        self, func: _F | None = None, /, *, name: str | None = None
+    ) -> _F | Callable[[_F], _F]:
         """Register a hook function (create, on_error, summary, recover, after_save)."""
 
         def register(f: _F) -> _F:

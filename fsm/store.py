@@ -48,7 +48,7 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 def validate_id(instance_id: str) -> str:
     """Return ``instance_id`` if it is safe as a file name; raise InvalidIdError otherwise."""
-    if not _ID.match(instance_id) or ".." in instance_id:
+    if not _ID.fullmatch(instance_id) or ".." in instance_id:
         shown = instance_id.encode("unicode_escape").decode("ascii")
         raise InvalidIdError(
             f"invalid instance id '{shown}': use letters, digits, '.', '_' and '-', "
@@ -243,11 +243,11 @@ class FileStore:
         pattern = self._resolve(template, "\x00").relative_to(self.workspace).as_posix()
         glob, _, _ = pattern.partition("\x00")
         suffix = pattern.split("\x00", 1)[1]
-        regex = re.compile(re.escape(glob) + r"([^/]+)" + re.escape(suffix) + "$")
+        regex = re.compile(re.escape(glob) + r"([^/]+)" + re.escape(suffix) + r"\Z")
         ids: list[str] = []
         for candidate in self.workspace.glob(pattern.replace("\x00", "*")):
             match = regex.match(candidate.relative_to(self.workspace).as_posix())
-            if match and _ID.match(match.group(1)) and ".." not in match.group(1):
+            if match and _ID.fullmatch(match.group(1)) and ".." not in match.group(1):
                 ids.append(match.group(1))
         return sorted(set(ids))
 

@@ -19,6 +19,8 @@ __all__ = ["LoadedYaml", "YamlProblem", "load_yaml"]
 
 Location = tuple[str | int, ...]
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
 
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader whose booleans are only ``true``/``false``."""
@@ -90,8 +92,12 @@ def _build(
 ) -> Any:
     lines[location] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        # Keys merged in by ``<<: *anchor`` may be overridden by the mapping's own keys (YAML's
+        # merge rule); only a key written twice in the mapping itself is a duplicate.
+        own_keys = {id(key_node) for key_node, _ in node.value if key_node.tag != _MERGE_TAG}
         loader.flatten_mapping(node)
         mapping: dict[Any, Any] = {}
+        written: set[Any] = set()
         for key_node, value_node in node.value:
             key = _build(loader, key_node, location, {}, problems)
             if not isinstance(key, str | int):
@@ -99,12 +105,14 @@ def _build(
                     YamlProblem(key_node.start_mark.line + 1, f"mapping key {key!r} is not a name")
                 )
                 continue
-            if key in mapping:
-                problems.append(
-                    YamlProblem(key_node.start_mark.line + 1, f"duplicate key {key!r}")
-                )
+            if key in written:
+                problems.append(YamlProblem(key_node.start_mark.line + 1, f"duplicate key {key!r}"))
                 continue
+            if id(key_node) in own_keys:
+                written.add(key)
             mapping[key] = _build(loader, value_node, (*location, key), lines, problems)
+            # A block value starts on the line after its key; problems belong on the key's line.
+            lines[(*location, key)] = key_node.start_mark.line + 1
         return mapping
     if isinstance(node, yaml.SequenceNode):
         return [

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from fsm.context import Context
-from fsm.registry import Registry, Update
+from fsm.registry import Recovery, Registry, Update
 
 registry = Registry()
 
@@ -38,6 +39,7 @@ class CounterOptions(BaseModel):
 
     folder: str = ".counters"
     step_size: int = 1
+    delay: float = 0.0
 
 
 @registry.guard(budget=True)
@@ -57,8 +59,11 @@ def increment(doc: Counter, ctx: Context) -> Update:
     """Add the step size; raise at ``fail_at`` (to test failures)."""
     if doc.fail_at is not None and doc.count == doc.fail_at:
         raise RuntimeError(f"cannot count past {doc.fail_at}")
-    step = getattr(ctx.options, "step_size", 1)
-    return {"count": doc.count + step}
+    options = ctx.options
+    assert isinstance(options, CounterOptions)
+    if options.delay:
+        time.sleep(options.delay)
+    return {"count": doc.count + options.step_size}
 
 
 @registry.action
@@ -90,3 +95,12 @@ def new_counter(inputs: dict[str, Any], ctx: Context) -> dict[str, Any]:
 def summarize(doc: Counter) -> dict[str, str]:
     """Progress for ``fsm status``."""
     return {"progress": f"{doc.count}/{doc.limit}"}
+
+
+@registry.hook
+def rebuild(ctx: Context, raw_text: str | None) -> Recovery:
+    """A fresh running counter; the count cannot be recovered from a corrupt file."""
+    return Recovery(
+        Counter(status="running", phase="counting", count=0),
+        ["count could not be recovered and restarts at 0"],
+    )

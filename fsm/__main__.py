@@ -1,0 +1,5 @@
+"""``python -m fsm`` runs the command line."""
+
+from fsm.cli import main_entry
+
+main_entry()

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test job: lint, type-check (strict on fsm and machines), then the test suite.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/setup.sh"
+cd "$root"
+"$venv/bin/ruff" check .
+"$venv/bin/mypy"
+"$venv/bin/python" -m pytest "$@"

@@ -1,0 +1,29 @@
+"""A machine without control block or error hook, with a manual approval state."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from fsm.context import Context
+from fsm.registry import Registry, Update
+
+registry = Registry()
+
+
+@registry.document
+class Ticket(BaseModel):
+    """The ticket document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: str = "open"
+    work: int = 0
+    explode: bool = False
+
+
+@registry.action
+def do_work(doc: Ticket, ctx: Context) -> Update:
+    """Do some work, or raise when told to."""
+    if doc.explode:
+        raise ValueError("the work exploded")
+    return {"work": doc.work + 1}

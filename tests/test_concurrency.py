@@ -1,0 +1,85 @@
+"""Several processes on one instance: one run at a time, control commands from elsewhere."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from fsm.inspect import replay
+from fsm.instance import Workspace
+from fsm.machine import Machine
+from tests.conftest import COUNTER, fsm_process
+
+
+def wait_for(predicate: object, timeout: float = 20.0) -> None:
+    """Poll ``predicate`` until it is true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def transitions_in(instance_journal: Path) -> int:
+    """How many transition records the journal holds."""
+    if not instance_journal.exists():
+        return 0
+    return sum('"kind":"transition"' in line for line in instance_journal.read_text().splitlines())
+
+
+def test_second_run_is_refused_while_one_is_in_progress(tmp_path: Path, counter: Machine) -> None:
+    """A run of an instance that another process is running exits 6 and changes nothing."""
+    workspace = Workspace(tmp_path)
+    instance = workspace.instance(counter, "busy")
+    instance.create({"limit": 1000})
+    slow = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "busy")
+    try:
+        wait_for(lambda: transitions_in(instance.paths.journal) >= 1)
+        second = fsm_process(tmp_path, "run", str(COUNTER), "busy")
+        _, err = second.communicate(timeout=30)
+        assert second.returncode == 6
+        assert "already being run" in err
+        assert "Traceback" not in err
+    finally:
+        fsm_process(tmp_path, "stop", str(COUNTER), "busy").communicate(timeout=30)
+        slow.communicate(timeout=30)
+
+
+def test_pause_from_another_process_stops_a_running_run(tmp_path: Path, counter: Machine) -> None:
+    """A pause given while `fsm run` works is seen before the next step: exit 5, no step lost."""
+    workspace = Workspace(tmp_path)
+    instance = workspace.instance(counter, "p1")
+    instance.create({"limit": 1000})
+    run = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "p1")
+    wait_for(lambda: transitions_in(instance.paths.journal) >= 2)
+    pause = fsm_process(tmp_path, "pause", str(COUNTER), "p1", "--reason", "lunch")
+    pause.communicate(timeout=30)
+    assert pause.returncode == 0
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 5, err
+    document = json.loads(instance.paths.document.read_text())
+    assert document["status"] == "paused"
+    # Every committed step is in the document: the last count equals the number of transitions.
+    assert document["count"] == transitions_in(instance.paths.journal)
+    controls = [r for r in instance.journal.read().records if r["kind"] == "control"]
+    assert controls[-1]["event"] == "pause"
+    assert controls[-1]["reason"] == "lunch"
+    assert replay(instance).problems == []
+
+
+def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: Machine) -> None:
+    """A stop given while `fsm run` works ends the run with exit 4 in the failure state."""
+    workspace = Workspace(tmp_path)
+    instance = workspace.instance(counter, "s1")
+    instance.create({"limit": 1000})
+    run = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "s1")
+    wait_for(lambda: transitions_in(instance.paths.journal) >= 1)
+    fsm_process(tmp_path, "stop", str(COUNTER), "s1").communicate(timeout=30)
+    run.communicate(timeout=30)
+    assert run.returncode == 4
+    document = json.loads(instance.paths.document.read_text())
+    assert (document["status"], document["phase"]) == ("failed", "failed")
+    assert document["failure_reason"] == "Manually stopped by user"
+    assert replay(instance).problems == []
