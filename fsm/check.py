@@ -1,0 +1,156 @@
+"""The static checks of ``fsm check``: everything wrong with a machine, reported at once.
+
+A machine file is checked in three layers, and every layer reports all it finds:
+
+1. reading: a file that cannot be read at all (missing, no permission, not UTF-8) is the one
+   finding of its report, and the report is *unreadable* (exit 2);
+2. the definition: malformed YAML, schema problems, a module that does not import, and names that
+   do not resolve (states, guards, actions, hooks, models), as :mod:`fsm.definition` and
+   :mod:`fsm.machine` find them when a machine is loaded;
+3. the graph (:mod:`fsm._check_rules` on the view of :mod:`fsm._check_graph`): unreachable
+   states, trap states, final states with outgoing transitions, states that cannot finish,
+   ambiguous and shadowed transitions, cycles that no budget guard bounds, and final states
+   tagged neither ``success`` nor ``failure`` (a warning).
+
+Findings are ordered by line and print as ``path: level: message``::
+
+    machines/demo/machine.yaml:14: error: transitions[3].dest: unknown state 'devlop'
+    (did you mean 'develop'?)
+
+When the YAML or the schema is broken, those problems are all the report holds: names and the
+graph need a valid definition. Otherwise every layer runs, even when some names do not resolve.
+A report's exit code is 0 when clean, 1 with findings of any level, 2 when unreadable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fsm import discovery
+from fsm._check_graph import Finding, finding_line, graph_of
+from fsm._check_rules import check_graph
+from fsm.definition import Problem, parse_definition
+from fsm.errors import FsmError
+from fsm.machine import Machine, import_registry, resolve
+from fsm.registry import Registry
+
+__all__ = ["CheckReport", "Finding", "check_all", "check_machine", "check_target"]
+
+
+@dataclass
+class CheckReport:
+    """The findings of one target; ``readable`` is False when its file could not be read."""
+
+    target: str
+    findings: list[Finding]
+    readable: bool = True
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 findings (errors or warnings), 2 the file could not be read."""
+        if not self.readable:
+            return 2
+        return 1 if self.findings else 0
+
+
+def check_machine(machine: Machine) -> list[Finding]:
+    """The graph checks of a machine that loaded (its names already resolved)."""
+    graph = graph_of(machine.spec, machine.registry.guards, machine.lines, _display(machine.path))
+    return _by_line(check_graph(graph))
+
+
+def check_target(target: str) -> CheckReport:
+    """Check a registered machine (by name) or a machine file (or its folder) and report all."""
+    try:
+        entry = discovery.find_machine(target)
+    except FsmError as exc:
+        return _unreadable(target, target, str(exc))
+    file = _display(entry.path)
+    try:
+        text = entry.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _unreadable(target, file, f"cannot read machine file: {_reason(exc)}")
+    registered_as = entry.name if entry.source != str(entry.path) else None
+    return CheckReport(target, _check_text(text, entry.path, file, registered_as))
+
+
+def check_all() -> list[CheckReport]:
+    """Check every registered machine."""
+    try:
+        names = list(discovery.registered_machines())
+    except FsmError as exc:
+        # A broken plugin makes the registry itself unreadable: say so instead of crashing.
+        return [_unreadable(getattr(exc, "source", "machines"), "machines", str(exc))]
+    return [check_target(name) for name in names]
+
+
+def _check_text(text: str, path: Path, file: str, registered_as: str | None) -> list[Finding]:
+    spec, loaded, problems = parse_definition(text)
+    # parse_definition gives YAML problems no location; schema problems always have one.
+    findings = [_finding(p, file, "schema" if p.location else "yaml") for p in problems]
+    if spec is None:
+        return _by_line(findings)
+    registry, import_problems = import_registry(spec, path)
+    findings += [_finding(p, file, "import") for p in import_problems]
+    if registry is None:
+        # Without the module only the state names can be checked: resolve them against an
+        # empty registry and keep just those problems (every other name would be "unknown").
+        _, state_problems = resolve(spec, Registry(), path, loaded)
+        findings += [_finding(p, file, _kind(p)) for p in state_problems if _is_state(p)]
+    else:
+        _, name_problems = resolve(spec, registry, path, loaded)
+        findings += [_finding(p, file, _kind(p)) for p in name_problems]
+    if registered_as is not None and spec.name != registered_as:
+        line = loaded.line_of(("name",)) if loaded is not None else None
+        message = f"name: is '{spec.name}', but the machine is registered as '{registered_as}'"
+        findings.append(Finding(_at(file, line), "error", message, "registered-name"))
+    guards = registry.guards if registry is not None else None
+    findings += check_graph(graph_of(spec, guards, loaded, file))
+    return _by_line(findings)
+
+
+def _is_state(problem: Problem) -> bool:
+    return problem.message.startswith("unknown state ")
+
+
+def _kind(problem: Problem) -> str:
+    """The check id of a name-resolution problem of :func:`fsm.machine.resolve`."""
+    if _is_state(problem):
+        return "unknown-state"
+    if problem.message.startswith("unknown "):
+        return "unresolved-name"
+    return "schema"
+
+
+def _finding(problem: Problem, file: str, check: str) -> Finding:
+    message = f"{problem.location}: {problem.message}" if problem.location else problem.message
+    return Finding(_at(file, problem.line), "error", message, check)
+
+
+def _unreadable(target: str, path: str, message: str) -> CheckReport:
+    return CheckReport(target, [Finding(path, "error", message, "unreadable")], readable=False)
+
+
+def _reason(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start}: {exc.reason})"
+    return exc.strerror or str(exc)
+
+
+def _at(file: str, line: int | None) -> str:
+    return f"{file}:{line}" if line is not None else file
+
+
+def _by_line(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings in file order; those without a line (the whole file) come first."""
+    return sorted(findings, key=finding_line)
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the current directory when it lies below it (shorter to read)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
