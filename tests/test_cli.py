@@ -255,3 +255,47 @@ def test_internal_error_is_one_line(cli: Cli, monkeypatch: pytest.MonkeyPatch) -
         result.err.strip()
         == "fsm: error: internal error: RuntimeError: boom (set FSM_DEBUG=1 for the traceback)"
     )
+
+
+def test_machines_lists_registered_machines(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fsm machines` shows each registered machine with its description and source."""
+    import machines
+
+    monkeypatch.setattr(machines, "BUNDLED", ())
+    assert cli("machines", "--json").json() == []
+    text = cli("machines")
+    assert text.code == 0
+
+
+def test_check_clean_broken_and_unreadable(cli: Cli, tmp_path: Path) -> None:
+    """`fsm check` exits 0 on a clean machine, 1 with findings, 2 when the file is unreadable."""
+    clean = cli("check", C)
+    assert clean.code == 0 and "ok" in clean.out
+    broken = tmp_path / "broken" / "machine.yaml"
+    broken.parent.mkdir()
+    broken.write_text(COUNTER.read_text().replace("dest: done", "dest: dnoe"))
+    (broken.parent / "functions.py").write_text((COUNTER.parent / "functions.py").read_text())
+    found = cli("check", str(broken))
+    assert found.code == 1
+    assert "unknown state 'dnoe' (did you mean 'done'?)" in found.out
+    assert cli("check", str(tmp_path / "missing.yaml")).code == 2
+
+
+def test_diagram_writes_every_format(cli: Cli, tmp_path: Path) -> None:
+    """`fsm diagram MACHINE -o DIR` writes DOT, SVG, PNG and Mermaid files."""
+    result = cli("diagram", C, "-o", str(tmp_path / "out"))
+    assert result.code == 0
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["counter.dot", "counter.mmd", "counter.png", "counter.svg"]
+
+
+def test_diagram_of_one_run(cli: Cli, tmp_path: Path) -> None:
+    """`fsm diagram MACHINE --run ID` draws the instance with its current state and counts."""
+    new_counter(cli, "limit=2")
+    cli("run", C, "c1")
+    result = cli("diagram", C, "--run", "c1", "-o", str(tmp_path / "c1.dot"))
+    assert result.code == 0
+    dot = (tmp_path / "c1.dot").read_text()
+    assert "×2" in dot  # the count transition was taken twice
+    svg = cli("diagram", C, "--run", "c1", "-o", str(tmp_path / "c1.svg"))
+    assert svg.code == 0 and (tmp_path / "c1.svg").read_bytes().lstrip().startswith(b"<")

@@ -1,0 +1,62 @@
+"""Machine discovery: bundled machines, entry-point plugins and machine files named by path."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fsm.discovery import find_machine, open_machine, registered_machines
+from fsm.errors import DefinitionError, UnknownMachineError
+from tests.conftest import COUNTER
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An installed third-party distribution registering the counter as `my-counter`."""
+    package = tmp_path / "my_counter_pkg"
+    shutil.copytree(COUNTER.parent, package)
+    (package / "__init__.py").write_text('"""A third-party machine."""\n')
+    text = (package / "machine.yaml").read_text().replace("name: counter", "name: my-counter")
+    (package / "machine.yaml").write_text(text)
+    dist = tmp_path / "my_counter-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-counter\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[fsm.machines]\nmy-counter = my_counter_pkg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield package
+    sys.modules.pop("my_counter_pkg", None)
+
+
+def test_entry_point_machines_are_registered(plugin: Path) -> None:
+    """A distribution's `fsm.machines` entry point makes its machine available by name."""
+    entry = registered_machines()["my-counter"]
+    assert entry.path == plugin / "machine.yaml"
+    assert entry.source.startswith("entry point")
+    assert open_machine("my-counter").name == "my-counter"
+
+
+def test_a_path_names_a_machine_file_or_its_folder() -> None:
+    """A machine may be named by its file or by the folder holding machine.yaml."""
+    assert find_machine(str(COUNTER)).path == COUNTER
+    assert find_machine(str(COUNTER.parent)).path == COUNTER
+
+
+def test_unknown_machine_suggests_a_close_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown name is an input error with a did-you-mean among registered machines."""
+    import machines
+
+    monkeypatch.setattr(machines, "BUNDLED", ("ccw_loop",))
+    with pytest.raises(UnknownMachineError, match="did you mean 'ccw-loop'"):
+        find_machine("ccw-lop")
+
+
+def test_registered_name_must_match_the_file(tmp_path: Path, plugin: Path) -> None:
+    """A machine registered under one name whose file says another is a definition error."""
+    text = (plugin / "machine.yaml").read_text().replace("name: my-counter", "name: other")
+    (plugin / "machine.yaml").write_text(text)
+    with pytest.raises(DefinitionError, match="registered as 'my-counter'"):
+        open_machine("my-counter")
