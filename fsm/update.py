@@ -27,7 +27,18 @@ __all__ = [
 
 
 class _Missing:
+    """The type of :data:`MISSING`; copies and pickles stay the one instance ``is`` compares to."""
+
     def __repr__(self) -> str:
+        return "MISSING"
+
+    def __copy__(self) -> _Missing:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Missing:
+        return self
+
+    def __reduce__(self) -> str:
         return "MISSING"
 
 
@@ -61,6 +72,8 @@ def apply_update(doc: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str,
     """
     result = dict(doc)
     for path, value in update.items():
+        if value is MISSING and get_path(result, path) is MISSING:
+            continue  # deleting what is not there must not create its parents
         parts = path.split(".")
         container = result
         for part in parts[:-1]:

@@ -1,0 +1,206 @@
+"""Executors: commands and agent CLIs run with captured output, timeouts, and no exceptions."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fsm.executor import KNOWN_AGENTS, AgentCommand, SubprocessExecutor
+
+# Records its arguments (after the output path) as JSON, so tests see exactly what arrived.
+ARGV_SCRIPT = """\
+import json, sys
+with open(sys.argv[1], "w", encoding="utf-8") as handle:
+    json.dump(sys.argv[2:], handle)
+"""
+
+TRICKY_PROMPT = (
+    """Fix "the bug"; don't stop. $(touch pwned) `touch pwned2` $HOME {mode} \\n * end"""
+)
+
+
+@pytest.fixture
+def executor(tmp_path: Path) -> SubprocessExecutor:
+    """An executor whose workspace is the temporary folder."""
+    return SubprocessExecutor(tmp_path, default_timeout=30.0)
+
+
+@pytest.fixture
+def argv_script(tmp_path: Path) -> Path:
+    """A Python script that writes its arguments to the file named by its first argument."""
+    script = tmp_path / "argv.py"
+    script.write_text(ARGV_SCRIPT, encoding="utf-8")
+    return script
+
+
+def _recorder(script: Path, out: Path, *rest: str) -> tuple[str, ...]:
+    return (sys.executable, str(script), str(out), *rest)
+
+
+def _is_alive(pid: int) -> bool:
+    """True while ``pid`` is a running process (a zombie awaiting its reaper counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_shell_captures_output_and_exit_code(executor: SubprocessExecutor) -> None:
+    """stdout, stderr and a non-zero exit code are captured; the result is not ok."""
+    result = executor.shell("echo out; echo err >&2; exit 3")
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
+    assert not result.ok
+    assert not result.timed_out
+    assert result.error is None
+    assert result.describe().startswith("exited 3: ")
+    assert result.describe().endswith("(err)")
+
+
+def test_shell_runs_in_the_workspace_with_extra_environment(
+    executor: SubprocessExecutor, tmp_path: Path
+) -> None:
+    """Commands run in the workspace by default; ``env`` adds to the inherited environment."""
+    result = executor.shell(
+        'pwd; echo "$FSM_TEST_VALUE"; test -n "$PATH" && echo inherited',
+        env={"FSM_TEST_VALUE": "hello"},
+    )
+    assert result.ok
+    assert result.stdout.splitlines() == [str(tmp_path.resolve()), "hello", "inherited"]
+
+
+def test_run_in_another_folder(executor: SubprocessExecutor, tmp_path: Path) -> None:
+    """``cwd`` overrides the workspace."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    assert executor.run(["pwd"], cwd=sub).stdout.strip() == str(sub.resolve())
+
+
+def test_missing_program_is_a_failed_result(executor: SubprocessExecutor) -> None:
+    """A program that does not exist is an ExecResult with an error, not an exception."""
+    result = executor.run(["fsm-test-no-such-program", "--flag"])
+    assert result.error == "program not found: fsm-test-no-such-program"
+    assert result.exit_code is None
+    assert not result.ok
+    assert result.describe() == result.error
+
+
+def test_missing_working_folder_is_not_reported_as_missing_program(
+    executor: SubprocessExecutor, tmp_path: Path
+) -> None:
+    """A working folder that does not exist is named as such."""
+    result = executor.run(["true"], cwd=tmp_path / "absent")
+    assert result.error == f"working folder not found: {tmp_path / 'absent'}"
+
+
+def test_timeout_kills_the_whole_process_group(
+    executor: SubprocessExecutor, tmp_path: Path
+) -> None:
+    """On timeout the command and the children it spawned are killed and the result says so."""
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    result = executor.shell(f"sleep 30 & echo $! > {pid_file}; wait", timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert result.timed_out
+    assert not result.ok
+    assert result.describe().startswith("timed out after ")
+    child = int(pid_file.read_text(encoding="ascii"))
+    deadline = time.monotonic() + 5
+    while _is_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _is_alive(child)
+
+
+def test_agent_gets_the_prompt_as_one_argument(tmp_path: Path, argv_script: Path) -> None:
+    """Quotes, spaces, ``$(...)`` and ``{mode}`` in a prompt arrive verbatim as one argument."""
+    out = tmp_path / "argv.json"
+    command = AgentCommand(_recorder(argv_script, out, "--mode={mode}", "{prompt}"))
+    executor = SubprocessExecutor(tmp_path, {"fake": command})
+    result = executor.agent("fake", TRICKY_PROMPT, mode="write")
+    assert result.ok, result.describe()
+    assert json.loads(out.read_text(encoding="utf-8")) == ["--mode=write", TRICKY_PROMPT]
+    assert not (tmp_path / "pwned").exists()
+    assert not (tmp_path / "pwned2").exists()
+
+
+def test_analysis_mode_uses_the_analysis_command(tmp_path: Path, argv_script: Path) -> None:
+    """``analysis_command`` is used for analysis tasks and ``command`` for write tasks."""
+    out = tmp_path / "argv.json"
+    command = AgentCommand(
+        _recorder(argv_script, out, "write", "{prompt}"),
+        _recorder(argv_script, out, "read-only", "{prompt}"),
+    )
+    executor = SubprocessExecutor(tmp_path, {"fake": command})
+    assert executor.agent("fake", "look", mode="analysis").ok
+    assert json.loads(out.read_text(encoding="utf-8")) == ["read-only", "look"]
+    assert executor.agent("fake", "change", mode="write").ok
+    assert json.loads(out.read_text(encoding="utf-8")) == ["write", "change"]
+
+
+def test_without_analysis_command_both_modes_use_command() -> None:
+    """An agent table with only ``command`` uses it for analysis too."""
+    command = AgentCommand(("tool", "{mode}", "{prompt}"))
+    assert command.argv("p", "analysis") == ("tool", "analysis", "p")
+    assert command.argv("p", "write") == ("tool", "write", "p")
+
+
+def test_unconfigured_unknown_agent_is_a_failed_result(executor: SubprocessExecutor) -> None:
+    """An agent with no fsm.toml table and no known CLI fails with a message saying what to add."""
+    result = executor.agent("fsm-test-agent", "hello")
+    assert not result.ok
+    assert result.exit_code is None
+    assert result.error is not None
+    assert "agent 'fsm-test-agent' is not configured" in result.error
+    assert "[agent.fsm-test-agent]" in result.error
+
+
+def test_has_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Configured agents exist; a known CLI exists only while it is on PATH; others never."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    executor = SubprocessExecutor(tmp_path, {"mine": AgentCommand(("mine", "{prompt}"))})
+    assert executor.has_agent("mine")
+    assert not executor.has_agent("codex")
+    assert not executor.has_agent("fsm-test-agent")
+    fake = empty / "codex"
+    fake.write_text(f"#!{sys.executable}\n{ARGV_SCRIPT}", encoding="utf-8")
+    fake.chmod(0o755)
+    assert executor.has_agent("codex")
+
+
+def test_known_agent_on_path_runs_its_documented_invocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a table, a known CLI found on PATH gets its non-interactive argv for the mode."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    out = tmp_path / "argv.json"
+    fake = bin_dir / "codex"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(out)!r}, 'w').write(json.dumps(sys.argv[1:]))\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    executor = SubprocessExecutor(tmp_path)
+    assert executor.agent("codex", "a b", mode="analysis").ok
+    expected = [part.replace("{prompt}", "a b") for part in KNOWN_AGENTS["codex"]["analysis"][1:]]
+    assert json.loads(out.read_text(encoding="utf-8")) == expected
+
+
+def test_successful_result_describes_itself(executor: SubprocessExecutor) -> None:
+    """A zero exit is ok and described as such."""
+    result = executor.run(["true"])
+    assert result.ok
+    assert result.describe() == "exited 0: true"
