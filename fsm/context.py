@@ -32,6 +32,8 @@ class Context:
     machine's validated options model. ``log`` is a structlog logger bound with machine, instance
     and state. ``transition`` is set while an action or guard runs for a transition.
     ``interactive`` is true when a person drives the run (``fsm run --interactive``).
+    ``failed_action`` names the action (or ``guard <name>``, or ``validation``) whose failure an
+    ``on_error`` hook is recording.
     """
 
     machine: str
@@ -45,6 +47,7 @@ class Context:
     executor: Executor
     transition: TransitionInfo | None = None
     interactive: bool = False
+    failed_action: str | None = None
 
     def for_transition(self, event: str, source: str, dest: str) -> Context:
         """A copy of this context for one transition."""

@@ -23,7 +23,7 @@ import contextlib
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -444,7 +444,10 @@ class Engine:
         hook = self.machine.hooks.get("on_error")
         saved = current
         if hook is not None:
-            tctx = ctx.for_transition(transition.event, current.state, current.state)
+            tctx = replace(
+                ctx.for_transition(transition.event, current.state, current.state),
+                failed_action=where,
+            )
             try:
                 update = hook(current.doc, tctx, error)
                 data = apply_update(current.data, update or {})

@@ -57,12 +57,21 @@ def validate_id(instance_id: str) -> str:
     return instance_id
 
 
+def _open_creating_folder(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that creates the missing parent folders on first use only."""
+    try:
+        return os.open(path, flags, mode)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, mode)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically and durably."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        fd = _open_creating_folder(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with open(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -123,8 +132,7 @@ class FileLock:
 
     def acquire(self, *, blocking: bool, timeout: float = 10.0) -> bool:
         """Take the lock; return False when not ``blocking`` and another holder has it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_creating_folder(self.path, os.O_RDWR | os.O_CREAT)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -172,16 +180,22 @@ class FileStore:
         self.read_retries = read_retries
         self.retry_interval = retry_interval
         self.indent = indent
+        self._paths: dict[str, InstancePaths] = {}
 
     def paths(self, instance_id: str) -> InstancePaths:
         """The document and meta folder of ``instance_id`` (validated first)."""
+        cached = self._paths.get(instance_id)
+        if cached is not None:
+            return cached
         validate_id(instance_id)
         document = self._resolve(self._document_template, instance_id)
         if self._meta_template is not None:
             meta = self._resolve(self._meta_template, instance_id)
         else:
             meta = document.parent / f"{document.stem}.fsm"
-        return InstancePaths(document, meta)
+        paths = InstancePaths(document, meta)
+        self._paths[instance_id] = paths
+        return paths
 
     def exists(self, instance_id: str) -> bool:
         """True when the instance's document file exists."""

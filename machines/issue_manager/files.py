@@ -1,0 +1,64 @@
+"""Atomic writes of the side files the machine keeps beside its document.
+
+Every file is written to a temporary file in the same folder, flushed to disk and moved over the
+target with ``os.replace``, so a reader (or a crash) sees the old content or the new one, never
+half of each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["read_json", "write_json_atomic", "write_text_atomic"]
+
+
+def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` atomically (parent folders are created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as 2-space JSON (as the seed's ``JSON.stringify(state, null, 2)``)."""
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """The JSON value in ``path``, or None when the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return json.loads(text)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,281 @@
+"""The registry of the issue-manager machine: the names ``machine.yaml`` uses.
+
+Guards and actions are defined here; the hooks are defined in :mod:`.hooks` and registered here.
+
+Each action does one stage of the seed's flow and returns the update of the document; the domain
+work lives in :mod:`.planning`, :mod:`.execution`, :mod:`.issues_file` and :mod:`.report`.
+Planning and execution take one issue or one queue item per step, so a pause or stop lands
+between items and a resumed run continues with the next unfinished one.
+
+``completed_actions`` gets the seed's action id (``action-init``, ``action-list``,
+``action-plan``, ``action-execute``, ``action-complete``) each time an action completes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from fsm.context import Context
+from fsm.registry import Registry, Update
+from machines.issue_manager.execution import execute_issue
+from machines.issue_manager.files import write_json_atomic, write_text_atomic
+from machines.issue_manager.hooks import (
+    create_instance,
+    record_error,
+    record_history,
+    summarize,
+)
+from machines.issue_manager.issues_file import read_issues, write_statuses
+from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
+from machines.issue_manager.options import IssueManagerOptions
+from machines.issue_manager.planning import plan_issue
+from machines.issue_manager.records import write_plan, write_snapshot
+from machines.issue_manager.report import execution_results, final_report, run_stats
+
+__all__ = ["registry"]
+
+registry = Registry()
+registry.document(IssueManagerState)
+registry.options(IssueManagerOptions)
+
+LISTED_STATUSES = frozenset({"registered", "planned"})
+"""Issue-file statuses the list picks up (as ``ccw issue list --status registered,planned``)."""
+
+
+def _options(ctx: Context) -> IssueManagerOptions:
+    return cast(IssueManagerOptions, ctx.options)
+
+
+def _done(doc: IssueManagerState, ctx: Context, action_id: str) -> dict[str, Any]:
+    """The bookkeeping of every successful action: its id, the time, the error streak reset."""
+    return {
+        "completed_actions": [*doc.completed_actions, action_id],
+        "updated_at": ctx.clock.iso(),
+        "context.consecutive_errors": 0,
+    }
+
+
+def _issue_update(doc: IssueManagerState, issue: IssueState) -> dict[str, Any]:
+    """Replace one issue; ids with a dot cannot be a path segment, so the map is replaced."""
+    value = issue.model_dump(mode="json")
+    if "." in issue.id:
+        issues = {k: v.model_dump(mode="json") for k, v in doc.issues.items()}
+        return {"issues": issues | {issue.id: value}}
+    return {f"issues.{issue.id}": value}
+
+
+# -- guards -------------------------------------------------------------------------------------
+
+
+@registry.guard
+def has_planning_issue(doc: IssueManagerState, ctx: Context) -> bool:
+    """An issue was selected for planning and is not planned yet."""
+    return any(issue.status == "planning" for issue in doc.issues.values())
+
+
+@registry.guard
+def has_unfinished_item(doc: IssueManagerState, ctx: Context) -> bool:
+    """A queue item is pending, or was left executing by an interrupted run."""
+    return doc.next_item() is not None
+
+
+@registry.guard(budget=True)
+def below_error_limit(doc: IssueManagerState, ctx: Context) -> bool:
+    """Fewer than ``context.max_errors`` steps failed in a row.
+
+    Planning and execution loops progress by one issue or item per step; only a step that keeps
+    failing (and so changes nothing) could repeat forever, and this limit ends that: the
+    ``on_error`` hook pauses the instance when the limit is reached.
+    """
+    return doc.context.consecutive_errors < doc.context.max_errors
+
+
+@registry.guard(budget=True)
+def within_round_budget(doc: IssueManagerState, ctx: Context) -> bool:
+    """Fewer than ``context.max_rounds`` list passes: issues may keep arriving forever."""
+    return doc.context.rounds < doc.context.max_rounds
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+
+@registry.action
+def touch(doc: IssueManagerState, ctx: Context) -> Update:
+    """Stamp ``updated_at`` when a control command changes the status."""
+    return {"updated_at": ctx.clock.iso()}
+
+
+@registry.action
+def reset_error_streak(doc: IssueManagerState, ctx: Context) -> Update:
+    """On resume: a person has looked at the errors, so the failed-step count starts over."""
+    return {"updated_at": ctx.clock.iso(), "context.consecutive_errors": 0}
+
+
+@registry.action
+def initialize(doc: IssueManagerState, ctx: Context) -> Update:
+    """Create the work folders (``snapshots/``, ``solutions/``)."""
+    for name in ("snapshots", "solutions"):
+        (ctx.instance_dir / name).mkdir(parents=True, exist_ok=True)
+    return _done(doc, ctx, "action-init")
+
+
+@registry.action
+def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
+    """Read the issues file; register unseen issues and select registered ones for planning.
+
+    A registered issue whose planning failed (it has an ``error``) is not selected again by this
+    instance. A malformed issues file raises before anything is changed.
+    """
+    path = ctx.workspace / _options(ctx).issues_file
+    records = read_issues(path)
+    issues = dict(doc.issues)
+    added = 0
+    for record in records:
+        if record.id in issues or record.status not in LISTED_STATUSES:
+            continue
+        issues[record.id] = IssueState(
+            id=record.id, title=record.title, description=record.description
+        )
+        added += 1
+    selected = 0
+    for issue_id, issue in issues.items():
+        if issue.status == "registered" and issue.error is None:
+            issues[issue_id] = issue.model_copy(update={"status": "planning"})
+            selected += 1
+    ctx.log.info(
+        "issues_listed",
+        file=str(path),
+        in_file=len(records),
+        added=added,
+        selected=selected,
+        known=len(issues),
+    )
+    return {
+        **_done(doc, ctx, "action-list"),
+        "issues": {k: v.model_dump(mode="json") for k, v in issues.items()},
+        "context.total_issues": len(issues),
+        "context.rounds": doc.context.rounds + 1,
+    }
+
+
+@registry.action
+def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
+    """Plan the first issue selected for planning; queue its solution as the next ``S-n``."""
+    issue = next(i for i in doc.issues.values() if i.status == "planning")
+    outcome = plan_issue(issue, ctx, _options(ctx))
+    update: dict[str, Any] = _done(doc, ctx, "action-plan")
+    if outcome.solution is None:
+        ctx.log.warning("issue_planning_failed", issue_id=issue.id, error=outcome.error)
+        failed = issue.model_copy(update={"status": "registered", "error": outcome.error})
+        return update | _issue_update(doc, failed)
+    solution = outcome.solution
+    write_plan(ctx.instance_dir, issue.id, solution, outcome.source)
+    planned = issue.model_copy(
+        update={
+            "status": "planned",
+            "solution_id": solution.id,
+            "planned_at": ctx.clock.iso(),
+            "error": None,
+        }
+    )
+    number = max((item.number for item in doc.queue), default=0) + 1
+    item = QueueItem(item_id=f"S-{number}", issue_id=issue.id, solution_id=solution.id)
+    write_statuses(ctx.workspace / _options(ctx).issues_file, {issue.id: "planned"})
+    ctx.log.info(
+        "issue_planned",
+        issue_id=issue.id,
+        solution_id=solution.id,
+        source=outcome.source,
+        item_id=item.item_id,
+    )
+    queue = [q.model_dump(mode="json") for q in doc.queue] + [item.model_dump(mode="json")]
+    return update | _issue_update(doc, planned) | {"queue": queue}
+
+
+@registry.action
+def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
+    """Snapshot the document, run the next unfinished item's tasks, record the outcome."""
+    item = doc.next_item()
+    if item is None:
+        raise RuntimeError("execute_next_item: the queue has no unfinished item")
+    if item.status == "executing":
+        ctx.log.warning("interrupted_item_resumed", item_id=item.item_id, issue_id=item.issue_id)
+    write_snapshot(ctx.instance_dir, _persisted(doc, ctx), item, ctx.clock.iso())
+    issue = doc.issue(item.issue_id)
+    outcome = execute_issue(issue, ctx.instance_dir, ctx, _options(ctx))
+    status = "completed" if outcome.ok else "failed"
+    finished = issue.model_copy(
+        update={"status": status, "executed_at": ctx.clock.iso(), "error": outcome.error}
+    )
+    queue = [q.model_copy(update={"status": status}) if q is item else q for q in doc.queue]
+    issues = doc.issues | {issue.id: finished}
+    write_statuses(ctx.workspace / _options(ctx).issues_file, {issue.id: status})
+    write_json_atomic(
+        ctx.instance_dir / "execution-results.json",
+        execution_results(queue, issues, ctx.clock.iso()),
+    )
+    ctx.log.info(
+        "item_executed", item_id=item.item_id, issue_id=issue.id, status=status, error=outcome.error
+    )
+    statuses = [i.status for i in issues.values()]
+    return {
+        **_done(doc, ctx, "action-execute"),
+        **_issue_update(doc, finished),
+        "queue": [q.model_dump(mode="json") for q in queue],
+        "context.completed_count": statuses.count("completed"),
+        "context.failed_count": statuses.count("failed"),
+    }
+
+
+@registry.action
+def finalize(doc: IssueManagerState, ctx: Context) -> Update:
+    """Write ``final-report.md``, ``summary.json`` and ``execution-results.json``; complete."""
+    now = ctx.clock.iso()
+    stats = run_stats(doc)
+    work_dir = ctx.instance_dir
+    write_text_atomic(work_dir / "final-report.md", final_report(doc, ctx.instance_id, now))
+    write_json_atomic(
+        work_dir / "execution-results.json", execution_results(doc.queue, doc.issues, now)
+    )
+    totals: dict[str, Any] = {
+        "total_issues": stats.total_issues,
+        "completed": stats.completed,
+        "failed": stats.failed,
+        "pending": stats.pending,
+        "success_rate": stats.success_rate,
+    }
+    summary = {
+        "status": "completed",
+        "stats": totals,
+        "report_file": str(work_dir / "final-report.md"),
+        "work_dir": doc.work_dir,
+        "completed_at": now,
+    }
+    write_json_atomic(work_dir / "summary.json", summary)
+    ctx.log.info("final_report_written", **totals)
+    return {
+        **_done(doc, ctx, "action-complete"),
+        "status": "completed",
+        "completed_at": now,
+        "context.total_issues": stats.total_issues,
+        "context.completed_count": stats.completed,
+        "context.failed_count": stats.failed,
+        "context.success_rate": stats.success_rate,
+    }
+
+
+def _persisted(doc: IssueManagerState, ctx: Context) -> Any:
+    """The document as it is on disk (what the snapshot keeps), else as the model has it."""
+    try:
+        return json.loads(ctx.document_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return doc.model_dump(mode="json")
+
+
+# -- hooks --------------------------------------------------------------------------------------
+
+registry.hook(create_instance)
+registry.hook(record_history)
+registry.hook(record_error)
+registry.hook(summarize)

@@ -1,0 +1,100 @@
+"""Hooks of the issue-manager machine: create, after_save, on_error and the status summary.
+
+They are plain functions here; :mod:`.functions` registers them under these names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+from fsm.context import Context
+from fsm.registry import Update
+from machines.issue_manager.model import IssueManagerState, initial_template
+from machines.issue_manager.records import append_history
+from machines.issue_manager.report import run_stats
+
+__all__ = ["create_instance", "record_error", "record_history", "summarize"]
+
+MACHINE_OWNED = ("status", "phase", "work_dir", "created_at", "updated_at", "completed_at")
+"""Document fields only the machine sets; ``fsm new --set`` may not give them."""
+
+
+def create_instance(inputs: dict[str, Any], ctx: Context) -> IssueManagerState:
+    """The seed's template, with the inputs merged in and the work_dir and times filled."""
+    given = sorted(key for key in MACHINE_OWNED if key in inputs)
+    if given:
+        raise ValueError(f"{', '.join(given)} cannot be set: the machine sets them")
+    document = _merged(initial_template(), inputs)
+    now = ctx.clock.iso()
+    document |= {"work_dir": _work_dir(ctx), "created_at": now, "updated_at": now}
+    context = {"rounds": 0, "max_rounds": 10, "consecutive_errors": 0, "max_errors": 3}
+    document["context"] = context | cast(dict[str, Any], document["context"])
+    return IssueManagerState.model_validate(document)
+
+
+def record_history(doc: IssueManagerState, ctx: Context) -> None:
+    """Append this save to ``state-history.json``, as the seed's ``saveState`` does."""
+    append_history(ctx.instance_dir, doc, ctx.clock.iso())
+
+
+def record_error(doc: IssueManagerState, ctx: Context, error: BaseException) -> Update:
+    """Log the failed step in ``errors``; at ``context.max_errors`` in a row, pause the instance.
+
+    Actions raise only when something outside the issues needs a person (a malformed issues
+    file, a disk error): retrying cannot help, and completing would end the instance with its
+    issues unprocessed. Paused, it keeps its queue; fix the cause and ``fsm resume`` (which
+    resets the count), then ``fsm run``. This replaces the seed's "complete when the error limit
+    is reached".
+    """
+    event = ctx.transition.event if ctx.transition else "step"
+    entry = {
+        "action": f"action-{event}",
+        "message": str(error) or type(error).__name__,
+        "timestamp": ctx.clock.iso(),
+    }
+    errors = [e if isinstance(e, str) else e.model_dump(mode="json") for e in doc.errors]
+    streak = doc.context.consecutive_errors + 1
+    update: dict[str, Any] = {
+        "errors": [*errors, entry],
+        "context.consecutive_errors": streak,
+        "updated_at": entry["timestamp"],
+    }
+    if streak >= doc.context.max_errors and doc.status == "running":
+        ctx.log.warning("paused_after_errors", errors=streak, last_error=entry["message"])
+        update["status"] = "paused"
+    return update
+
+
+def summarize(doc: IssueManagerState) -> dict[str, str]:
+    """Progress lines for ``fsm status``."""
+    stats = run_stats(doc)
+    finished = sum(item.status in ("completed", "failed") for item in doc.queue)
+    return {
+        "issues": (
+            f"{stats.total_issues} ({stats.completed} completed, {stats.failed} failed, "
+            f"{stats.pending} pending)"
+        ),
+        "queue": f"{finished}/{len(doc.queue)} items done",
+        "round": f"{doc.context.rounds} of at most {doc.context.max_rounds}",
+        "errors": f"{doc.context.consecutive_errors} in a row (limit {doc.context.max_errors})",
+    }
+
+
+def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _work_dir(ctx: Context) -> str:
+    """The instance folder, relative to the workspace when it is inside it."""
+    folder = ctx.instance_dir
+    try:
+        return Path(folder).relative_to(ctx.workspace).as_posix()
+    except ValueError:
+        return str(folder)

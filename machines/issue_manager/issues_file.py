@@ -1,0 +1,161 @@
+"""The issues file: JSONL of ``{id, title, status, description?, ...}``, one issue a line.
+
+It belongs to the user (and to the ``ccw issue`` tools), not to the machine. So reading it is
+strict (a malformed line is an error naming the file and the line, never a silently skipped
+issue), and writing a status back changes only the ``status`` of the lines it names: every other
+line, field and line ending is kept as it was. The write is atomic, and if someone else changed
+the file between our read and our replace (a person appending an issue), the write starts over
+from their version instead of dropping their change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from machines.issue_manager.files import write_text_atomic
+
+__all__ = ["IssueRecord", "IssuesFileError", "read_issues", "write_statuses"]
+
+_WRITE_ATTEMPTS = 5
+
+
+class IssuesFileError(ValueError):
+    """The issues file cannot be read or updated; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class IssueRecord:
+    """One issue as the issues file states it."""
+
+    id: str
+    title: str
+    status: str
+    description: str | None
+    line: int
+
+
+def read_issues(path: Path) -> list[IssueRecord]:
+    """Every issue in ``path`` in file order; no file means no issues yet."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IssuesFileError(f"{path}: cannot read the issues file: {exc}") from exc
+    records: list[IssueRecord] = []
+    first_line: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        record = _parse_line(path, number, raw)
+        if record.id in first_line:
+            raise IssuesFileError(
+                f"{path}:{number}: issue {record.id!r} is already defined on line "
+                f"{first_line[record.id]}"
+            )
+        first_line[record.id] = number
+        records.append(record)
+    return records
+
+
+def _parse_line(path: Path, number: int, raw: str) -> IssueRecord:
+    where = f"{path}:{number}"
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise IssuesFileError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(data, dict):
+        raise IssuesFileError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    issue_id, status = data.get("id"), data.get("status")
+    if not isinstance(issue_id, str) or not issue_id.strip():
+        raise IssuesFileError(f"{where}: 'id' must be a non-empty string")
+    if not isinstance(status, str) or not status:
+        raise IssuesFileError(f"{where}: issue {issue_id!r} has no 'status' string")
+    title, description = data.get("title", ""), data.get("description")
+    if not isinstance(title, str):
+        raise IssuesFileError(f"{where}: issue {issue_id!r}: 'title' must be a string")
+    if description is not None and not isinstance(description, str):
+        raise IssuesFileError(f"{where}: issue {issue_id!r}: 'description' must be a string")
+    return IssueRecord(issue_id, title, status, description, number)
+
+
+def write_statuses(path: Path, statuses: Mapping[str, str]) -> list[str]:
+    """Set ``status`` of the issues named in ``statuses``; return the ids found in the file.
+
+    Lines that do not parse, and issues not named, are written back byte for byte.
+    """
+    if not statuses:
+        return []
+    for _ in range(_WRITE_ATTEMPTS):
+        try:
+            before = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise IssuesFileError(f"{path}: cannot read the issues file: {exc}") from exc
+        try:
+            original = before.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IssuesFileError(f"{path}: the issues file is not UTF-8: {exc}") from exc
+        text, found = _with_statuses(original, statuses)
+        if text is None:
+            return found
+        if _current_bytes(path) != before:
+            continue  # changed under us: redo the edit on the new content
+        mode = os.stat(path).st_mode & 0o7777
+        write_text_atomic(path, text, mode=mode)
+        return found
+    raise IssuesFileError(
+        f"{path}: the file kept changing while the issue statuses were written back; "
+        f"gave up after {_WRITE_ATTEMPTS} attempts"
+    )
+
+
+def _with_statuses(text: str, statuses: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The edited text (None when nothing changes) and the ids found."""
+    out: list[str] = []
+    found: list[str] = []
+    changed = False
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        ending = line[len(body) :]
+        data = _object_or_none(body)
+        issue_id = data.get("id") if data is not None else None
+        if data is None or not isinstance(issue_id, str) or issue_id not in statuses:
+            out.append(line)
+            continue
+        found.append(issue_id)
+        if data.get("status") == statuses[issue_id]:
+            out.append(line)
+            continue
+        data["status"] = statuses[issue_id]
+        out.append(_dump_like(body, data) + ending)
+        changed = True
+    return ("".join(out) if changed else None), found
+
+
+def _object_or_none(body: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _dump_like(original: str, data: dict[str, Any]) -> str:
+    """Serialize ``data`` in the spacing style of ``original`` (compact, as JSON.stringify)."""
+    spaced = '": ' in original
+    separators = (", ", ": ") if spaced else (",", ":")
+    return json.dumps(data, ensure_ascii=False, separators=separators)
+
+
+def _current_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None

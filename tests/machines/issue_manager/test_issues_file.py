@@ -1,0 +1,99 @@
+"""The issues file: strict reading, and status write-back that changes nothing else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from machines.issue_manager.issues_file import IssuesFileError, read_issues, write_statuses
+
+
+def test_issues_are_read_in_file_order(sample: Any) -> None:
+    """Every issue line becomes a record with id, title, status and optional description."""
+    sample.add_issue("ISS-1", "First", description="why")
+    sample.append_line("")
+    sample.add_issue("ISS-2", "Second", status="planned")
+    records = read_issues(sample.issues_path)
+    assert [(r.id, r.title, r.status, r.description, r.line) for r in records] == [
+        ("ISS-1", "First", "registered", "why", 1),
+        ("ISS-2", "Second", "planned", None, 3),
+    ]
+
+
+def test_missing_issues_file_means_no_issues(sample: Any) -> None:
+    """A workspace without an issues file has no issues (not an error)."""
+    assert read_issues(sample.root / "nope.jsonl") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        pytest.param('{"id": "ISS-2", "title": ', "not valid JSON", id="truncated"),
+        pytest.param('["ISS-2"]', "expected a JSON object, got list", id="array"),
+        pytest.param(
+            '{"title": "t", "status": "registered"}', "'id' must be a non-empty string", id="no-id"
+        ),
+        pytest.param(
+            '{"id": "ISS-2", "title": "t"}', "issue 'ISS-2' has no 'status' string", id="no-status"
+        ),
+        pytest.param(
+            '{"id": "ISS-2", "title": 3, "status": "registered"}',
+            "'title' must be a string",
+            id="title-not-text",
+        ),
+        pytest.param(
+            '{"id": "ISS-1", "title": "t", "status": "registered"}',
+            "issue 'ISS-1' is already defined on line 1",
+            id="duplicate",
+        ),
+    ],
+)
+def test_malformed_line_is_an_error_naming_file_and_line(
+    sample: Any, line: str, message: str
+) -> None:
+    """A malformed line is an error naming the file and the line number."""
+    sample.add_issue("ISS-1")
+    sample.append_line(line)
+    with pytest.raises(IssuesFileError) as caught:
+        read_issues(sample.issues_path)
+    assert str(caught.value).startswith(f"{sample.issues_path}:2: ")
+    assert message in str(caught.value)
+
+
+def test_write_back_changes_only_the_status_of_named_issues(sample: Any) -> None:
+    """Writing statuses back keeps other fields, other lines, bad lines and line endings."""
+    original = (
+        '{"id":"ISS-1","title":"One","status":"registered","labels":["bug"],"priority":2}\n'
+        "this line is not JSON\r\n"
+        '{"id": "ISS-2", "title": "Two", "status": "registered"}\n'
+        '{"id":"ISS-3","title":"Three","status":"registered"}'
+    )
+    sample.issues_path.write_text(original, encoding="utf-8", newline="")
+    found = write_statuses(
+        sample.issues_path, {"ISS-1": "completed", "ISS-2": "failed", "ISS-9": "completed"}
+    )
+    assert found == ["ISS-1", "ISS-2"]
+    assert sample.issues_path.read_bytes().decode() == (
+        '{"id":"ISS-1","title":"One","status":"completed","labels":["bug"],"priority":2}\n'
+        "this line is not JSON\r\n"
+        '{"id": "ISS-2", "title": "Two", "status": "failed"}\n'
+        '{"id":"ISS-3","title":"Three","status":"registered"}'
+    )
+
+
+def test_write_back_without_change_leaves_the_file_alone(sample: Any) -> None:
+    """A status that is already right does not rewrite the file."""
+    sample.add_issue("ISS-1", status="completed")
+    before = sample.issues_path.stat().st_mtime_ns
+    assert write_statuses(sample.issues_path, {"ISS-1": "completed"}) == ["ISS-1"]
+    assert sample.issues_path.stat().st_mtime_ns == before
+
+
+def test_write_back_leaves_no_temporary_files(sample: Any) -> None:
+    """The atomic write replaces the file and cleans up after itself."""
+    sample.add_issue("ISS-1")
+    write_statuses(sample.issues_path, {"ISS-1": "planned"})
+    assert sorted(p.name for p in sample.issues_path.parent.iterdir()) == ["issues.jsonl"]
+    assert json.loads(sample.issues_path.read_text())["status"] == "planned"
