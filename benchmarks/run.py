@@ -54,9 +54,8 @@ def report(name: str, value: float, baseline: float, budget: float, unit: str = 
     verdict = "ok  " if ratio <= budget else "OVER"
     measured = f"{value * scale:10.1f} {unit}"
     base = f"{baseline * scale:10.1f} {unit}"
-    print(
-        f"{verdict} {name:<34} {measured}  baseline {base}  ratio {ratio:5.2f}x  budget {budget:.2f}x"
-    )
+    ratios = f"ratio {ratio:5.2f}x  budget {budget:.2f}x"
+    print(f"{verdict} {name:<34} {measured}  baseline {base}  {ratios}")
     return ratio <= budget
 
 
