@@ -292,7 +292,7 @@ class Instance:
         try:
             created = hook(dict(inputs), self.context()) if hook else dict(inputs)
             if isinstance(created, BaseModel):
-                data = created.model_dump(mode="json")
+                data = created.model_dump(mode="json", by_alias=True, exclude_unset=True)
             else:
                 data = json.loads(json.dumps(created))
             doc = self.validate(data)

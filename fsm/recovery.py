@@ -57,7 +57,9 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
             raise InputError(f"recover hook of '{machine.name}' returned {type(result).__name__}")
         document = result.document
         data = (
-            document.model_dump(mode="json") if isinstance(document, BaseModel) else dict(document)
+            document.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            if isinstance(document, BaseModel)
+            else dict(document)
         )
         moved = None
         if raw_text is not None:

@@ -47,9 +47,9 @@ MISSING: Any = _Missing()
 
 
 def to_json_value(value: Any) -> Any:
-    """Turn an update value into JSON data (pydantic models are dumped in JSON mode)."""
+    """Turn an update value into JSON data (pydantic models are dumped whole, by alias)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return to_jsonable_python(value)

@@ -1,0 +1,152 @@
+"""Hypothesis-driven debugging of the failing tests of the last validation.
+
+Each failing test becomes a hypothesis ("the failure of T is deterministic, raised at L: E"), with
+the error and the location taken from its trace. The evidence is gathered by running that test
+alone: it fails again -> ``confirmed`` (a real bug a fix task can target); it passes ->
+``rejected`` as flaky; it cannot be run alone (a runner that cannot select one test, a test that
+is not collected, a timeout) -> ``inconclusive``. Hypothesis ids continue across rounds (H1, H2 in
+round one, H3 in round two) so that a fix task can name the hypothesis it consumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fsm.executor import Executor
+from machines.ccw_loop.model import EvidenceCriteria, Hypothesis, TestResult
+from machines.ccw_loop.testrun import rerun_command
+
+__all__ = ["Location", "failure_location", "investigate"]
+
+_PYTEST_FRAME = re.compile(r"^(?P<file>[^\s:]+\.\w+):(?P<line>\d+):(?: in (?P<func>\S+))?", re.M)
+_TRACEBACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_NOT_COLLECTED = 4, 5  # pytest: usage error (unknown node id), no tests collected
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a failure was raised: ``file:func:line`` as the seed's ``logging_point``."""
+
+    file: str
+    line: int
+    func: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.func}:{self.line}"
+
+
+def failure_location(trace: str | None, workspace: Path) -> Location | None:
+    """The innermost frame of ``trace`` (pytest long repr or a Python traceback)."""
+    if not trace:
+        return None
+    frames: list[tuple[int, Location]] = []
+    for match in _TRACEBACK_FRAME.finditer(trace):
+        frames.append((match.start(), _location(match, workspace)))
+    for match in _PYTEST_FRAME.finditer(trace):
+        frames.append((match.start(), _location(match, workspace)))
+    if not frames:
+        return None
+    frames.sort(key=lambda frame: frame[0])
+    return frames[-1][1]
+
+
+def _location(match: re.Match[str], workspace: Path) -> Location:
+    file = match.group("file")
+    with contextlib.suppress(ValueError):  # a frame outside the workspace keeps its own path
+        file = Path(file).resolve().relative_to(workspace.resolve()).as_posix()
+    return Location(file, int(match.group("line")), match.group("func") or "<module>")
+
+
+def investigate(
+    failing: list[TestResult],
+    *,
+    first_number: int,
+    executor: Executor,
+    test_command: str,
+    workspace: Path,
+    timeout: float,
+) -> list[Hypothesis]:
+    """One hypothesis per failing test, each judged by re-running that test alone."""
+    hypotheses: list[Hypothesis] = []
+    for rank, test in enumerate(failing, start=1):
+        error = (test.error_message or "failed without a message").strip().splitlines()[0][:300]
+        location = failure_location(test.stack_trace, workspace)
+        if location is not None and location.func == "<module>" and "::" in test.test_name:
+            # pytest's "file:line: Error" frames name no function: in the test's own file it is
+            # the test function
+            func = test.test_name.rsplit("::", 1)[1].split("[", 1)[0]
+            if test.test_name.startswith(location.file + "::"):
+                location = Location(location.file, location.line, func)
+        where = str(location) if location else test.test_name
+        hypothesis = Hypothesis(
+            id=f"H{first_number + rank - 1}",
+            description=f"{test.test_name} fails deterministically at {where}: {error}",
+            testable_condition=f"{test.test_name} fails again when run alone",
+            logging_point=where,
+            evidence_criteria=EvidenceCriteria(
+                confirm="the test fails again when run alone",
+                reject="the test passes when run alone (the failure is flaky)",
+            ),
+            likelihood=rank,
+            status="pending",
+            evidence=None,
+            verdict_reason=None,
+        )
+        hypotheses.append(
+            _judge(
+                hypothesis,
+                test,
+                executor=executor,
+                test_command=test_command,
+                workspace=workspace,
+                timeout=timeout,
+            )
+        )
+    return hypotheses
+
+
+def _judge(
+    hypothesis: Hypothesis,
+    test: TestResult,
+    *,
+    executor: Executor,
+    test_command: str,
+    workspace: Path,
+    timeout: float,
+) -> Hypothesis:
+    command = rerun_command(test_command, test.test_name)
+    known = {
+        "test_name": test.test_name,
+        "error_message": test.error_message,
+        "stack_trace": (test.stack_trace or "")[-2000:] or None,
+    }
+    if command is None:
+        return hypothesis.model_copy(
+            update={
+                "status": "inconclusive",
+                "evidence": {**known, "rerun_command": None},
+                "verdict_reason": "the test runner cannot run a single test, so the failure "
+                "could not be reproduced in isolation",
+            }
+        )
+    result = executor.shell(command, cwd=workspace, timeout=timeout)
+    evidence = {
+        **known,
+        "rerun_command": command,
+        "exit_code": result.exit_code,
+        "duration_ms": result.duration_ms,
+        "timed_out": result.timed_out,
+        "output_tail": "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]),
+    }
+    if result.ok:
+        status, reason = "rejected", "passed when run alone: the failure is flaky"
+    elif result.error is None and not result.timed_out and result.exit_code not in _NOT_COLLECTED:
+        status, reason = "confirmed", f"failed again when run alone (exit {result.exit_code})"
+    else:
+        status, reason = "inconclusive", f"could not re-run the test alone: {result.describe()}"
+    return hypothesis.model_copy(
+        update={"status": status, "evidence": evidence, "verdict_reason": reason}
+    )

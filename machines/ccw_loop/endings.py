@@ -1,0 +1,80 @@
+"""How a loop ends: completed (validation passed), failed at a limit, exited by the user, stopped.
+
+Every ending but a manual stop writes ``skill_state.summary`` and ``summary.md``; the final
+``status`` itself is written by the state codec for the destination state (or by the control
+command, for stop).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fsm.clock import iso_utc
+from fsm.context import Context
+from fsm.registry import Update
+from machines.ccw_loop.bookkeeping import options_of, progress_of, skill_state_of
+from machines.ccw_loop.model import LoopState
+from machines.ccw_loop.rules import fail_fast_task
+from machines.ccw_loop.summary import build_summary, summary_markdown
+
+__all__ = [
+    "STOP_REASON",
+    "complete_loop",
+    "end_loop",
+    "error_limit_reason",
+    "iteration_limit_reason",
+    "task_failure_reason",
+]
+
+STOP_REASON = "Manually stopped by user"
+
+
+def complete_loop(doc: LoopState, ctx: Context) -> Update:
+    """Validation passed: write the summary and mark the COMPLETE action."""
+    state = skill_state_of(doc)
+    update = end_loop(doc, ctx, outcome="completed: validation passed")
+    update["skill_state.last_action"] = "COMPLETE"
+    update["skill_state.completed_actions"] = [*state.completed_actions, "COMPLETE"]
+    return update
+
+
+def end_loop(
+    doc: LoopState, ctx: Context, *, outcome: str, reason: str | None = None
+) -> dict[str, Any]:
+    """``completed_at``, ``failure_reason`` (when given), the summary and summary.md."""
+    moment = ctx.clock.now()
+    now = iso_utc(moment)
+    update: dict[str, Any] = {"completed_at": now, "updated_at": now}
+    if reason is not None:
+        update["failure_reason"] = reason
+    if doc.skill_state is not None:
+        summary = build_summary(doc, doc.skill_state, moment)
+        update["skill_state.summary"] = summary.model_dump(mode="json")
+        text = summary_markdown(doc, doc.skill_state, summary, outcome)
+        progress_of(doc, ctx).write_summary(text)
+    ctx.log.info("loop_ended", outcome=outcome, reason=reason)
+    return update
+
+
+def iteration_limit_reason(doc: LoopState) -> str:
+    """``failure_reason`` when the iteration budget ran out."""
+    limit = (
+        int(doc.max_iterations) if float(doc.max_iterations).is_integer() else doc.max_iterations
+    )
+    return f"Reached max_iterations ({limit}) without a passing validation"
+
+
+def error_limit_reason(doc: LoopState, ctx: Context) -> str:
+    """``failure_reason`` when ``max_errors`` actions in a row failed."""
+    state = doc.skill_state
+    streak = state.consecutive_errors if state is not None else 0
+    last = state.errors[-1].message if state is not None and state.errors else "unknown"
+    limit = options_of(ctx).max_errors
+    return f"{streak} consecutive action failures (max_errors {limit}); last: {last}"[:1000]
+
+
+def task_failure_reason(doc: LoopState) -> str:
+    """``failure_reason`` when a task marked ``on_error: fail_fast`` failed."""
+    task = fail_fast_task(skill_state_of(doc))
+    detail = f"{task.id}: {task.extra('error') or 'failed'}" if task else "unknown task"
+    return f"Task failed with on_error fail_fast ({detail})"[:1000]

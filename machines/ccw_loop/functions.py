@@ -1,0 +1,247 @@
+"""The names ``machine.yaml`` uses: document and options models, guards, actions, hooks, codec.
+
+Guards are thin: each is one of the phase rules of :mod:`machines.ccw_loop.rules`. Actions do the
+real work in :mod:`~machines.ccw_loop.develop`, :mod:`~machines.ccw_loop.verify` and
+:mod:`~machines.ccw_loop.endings`; here they are only given their names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fsm.context import Context
+from fsm.errors import DocumentInputError
+from fsm.registry import Recovery, Registry, Update
+from machines.ccw_loop import rules
+from machines.ccw_loop.bookkeeping import error_update, options_of
+from machines.ccw_loop.codec import LoopCodec
+from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
+from machines.ccw_loop.endings import (
+    STOP_REASON,
+    complete_loop,
+    end_loop,
+    error_limit_reason,
+    iteration_limit_reason,
+    task_failure_reason,
+)
+from machines.ccw_loop.model import ErrorEntry, LoopState, SkillState
+from machines.ccw_loop.options import LoopOptions
+from machines.ccw_loop.recovery import recover_loop
+from machines.ccw_loop.verify import debug_failures, validate_tests
+
+__all__ = ["registry"]
+
+registry = Registry()
+registry.document(LoopState)
+registry.options(LoopOptions)
+registry.codec("loop_phase", LoopCodec())
+
+_INPUTS = {"title", "description", "max_iterations", "tags", "priority", "notes"}
+
+
+def _state(doc: LoopState) -> SkillState:
+    return doc.skill_state if doc.skill_state is not None else SkillState()
+
+
+# --- guards ----------------------------------------------------------------------------------
+
+
+@registry.guard(budget=True)
+def within_iteration_budget(doc: LoopState, ctx: Context) -> bool:
+    """Fewer develop/debug/validate actions than max_iterations have run."""
+    return rules.iteration_budget_left(doc)
+
+
+@registry.guard(budget=True)
+def within_error_budget(doc: LoopState, ctx: Context) -> bool:
+    """Fewer than max_errors actions in a row have failed."""
+    return rules.error_budget_left(doc, options_of(ctx).max_errors)
+
+
+@registry.guard
+def auto_mode(doc: LoopState, ctx: Context) -> bool:
+    """The loop follows the phase rules by itself."""
+    return options_of(ctx).mode == "auto"
+
+
+@registry.guard
+def interactive_mode(doc: LoopState, ctx: Context) -> bool:
+    """The loop offers a menu after every action."""
+    return options_of(ctx).mode == "interactive"
+
+
+@registry.guard
+def has_pending_task(doc: LoopState, ctx: Context) -> bool:
+    """Some task waits to be developed."""
+    return rules.has_pending_task(_state(doc))
+
+
+@registry.guard
+def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
+    """Debug confirmed a hypothesis that no fix task has taken up yet."""
+    return rules.unfixed_hypothesis(_state(doc)) is not None
+
+
+@registry.guard
+def validation_due(doc: LoopState, ctx: Context) -> bool:
+    """Nothing is pending and the tests have not run since the last develop or debug."""
+    return rules.validation_due(_state(doc))
+
+
+@registry.guard
+def validation_passed(doc: LoopState, ctx: Context) -> bool:
+    """The last work action was a passing validation and nothing is pending."""
+    return rules.validation_passed(_state(doc))
+
+
+@registry.guard
+def debug_due(doc: LoopState, ctx: Context) -> bool:
+    """The last work action was a failed validation."""
+    return rules.debug_due(_state(doc))
+
+
+@registry.guard
+def has_failing_tests(doc: LoopState, ctx: Context) -> bool:
+    """The last validation reported failing tests to investigate."""
+    return rules.has_failing_tests(_state(doc))
+
+
+@registry.guard
+def fail_fast_task_failed(doc: LoopState, ctx: Context) -> bool:
+    """A task whose task-list entry says on_error fail_fast has failed."""
+    return rules.fail_fast_task(_state(doc)) is not None
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+registry.action(name="init")(init_loop)
+registry.action(name="develop")(develop_task)
+registry.action(name="add_fix_task")(add_fix_task)
+registry.action(name="validate")(validate_tests)
+registry.action(name="debug")(debug_failures)
+registry.action(name="complete")(complete_loop)
+
+
+@registry.action
+def fail_on_iterations(doc: LoopState, ctx: Context) -> Update:
+    """End failed: the iteration budget ran out before a passing validation."""
+    return end_loop(doc, ctx, outcome="failed: iteration limit", reason=iteration_limit_reason(doc))
+
+
+@registry.action
+def fail_on_errors(doc: LoopState, ctx: Context) -> Update:
+    """End failed: max_errors actions in a row failed."""
+    reason = error_limit_reason(doc, ctx)
+    return end_loop(doc, ctx, outcome="failed: error limit", reason=reason)
+
+
+@registry.action
+def fail_on_task(doc: LoopState, ctx: Context) -> Update:
+    """End failed: a fail_fast task failed."""
+    return end_loop(doc, ctx, outcome="failed: fail_fast task", reason=task_failure_reason(doc))
+
+
+@registry.action
+def exit_loop(doc: LoopState, ctx: Context) -> Update:
+    """The user chose exit in the menu."""
+    return end_loop(doc, ctx, outcome="user_exit: exited from the menu")
+
+
+@registry.action
+def record_stop(doc: LoopState, ctx: Context) -> Update:
+    """The dashboard's stop: failure_reason and completed_at."""
+    now = ctx.clock.iso()
+    return {"failure_reason": STOP_REASON, "completed_at": now, "updated_at": now}
+
+
+@registry.action
+def touch(doc: LoopState, ctx: Context) -> Update:
+    """Record the time of a control command in updated_at."""
+    return {"updated_at": ctx.clock.iso()}
+
+
+# --- hooks -----------------------------------------------------------------------------------
+
+
+@registry.hook
+def new_loop(inputs: dict[str, Any], ctx: Context) -> LoopState:
+    """A loop as the dashboard creates it: status created, no skill_state yet."""
+    unknown = sorted(set(inputs) - _INPUTS)
+    if unknown:
+        raise DocumentInputError(
+            f"unknown ccw-loop input(s) {', '.join(unknown)}; use {', '.join(sorted(_INPUTS))}"
+        )
+    title = str(inputs.get("title") or "").strip()
+    description = str(inputs.get("description") or "").strip()
+    if not title and not description:
+        raise DocumentInputError("a loop needs a title (--set title=...) or a description")
+    max_iterations = inputs.get("max_iterations", 10)
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int | float):
+        raise DocumentInputError(f"max_iterations must be a number, got {max_iterations!r}")
+    if max_iterations < 1:
+        raise DocumentInputError(f"max_iterations must be at least 1, got {max_iterations}")
+    now = ctx.clock.iso()
+    extra = {k: inputs[k] for k in ("tags", "priority", "notes") if k in inputs}
+    return LoopState.model_validate(
+        {
+            "loop_id": ctx.instance_id,
+            "title": title or description[:100],
+            "description": description,
+            "max_iterations": max_iterations,
+            "status": "created",
+            "current_iteration": 0,
+            "created_at": now,
+            "updated_at": now,
+            **extra,
+        }
+    )
+
+
+@registry.hook
+def record_error(doc: LoopState, ctx: Context, error: BaseException) -> Update:
+    """Append {action, message, timestamp} to skill_state.errors (creating it if init failed)."""
+    now = ctx.clock.iso()
+    action = (ctx.transition.event if ctx.transition else "unknown").upper()
+    message = f"{type(error).__name__}: {error}"[:2000]
+    if doc.skill_state is not None:
+        return {**error_update(doc.skill_state, action, message, now), "updated_at": now}
+    # init itself failed: keep the error in an uninitialised skill_state (the codec still reads
+    # the loop as created), so the error limit can end a loop whose init keeps failing.
+    entry = ErrorEntry(action=action, message=message, timestamp=now)
+    fresh = SkillState(mode=options_of(ctx).mode, errors=[entry], consecutive_errors=1)
+    skill_state = fresh.model_dump(mode="json", exclude={"summary"})
+    return {"skill_state": skill_state, "updated_at": now}
+
+
+@registry.hook
+def status_lines(doc: LoopState) -> dict[str, str]:
+    """Iteration, phase and per-phase progress for ``fsm status``."""
+    lines = {"iteration": f"{doc.current_iteration}/{doc.max_iterations}"}
+    state = doc.skill_state
+    if state is None:
+        lines["phase"] = "not initialised"
+        return lines
+    develop = state.develop
+    percent = f" ({develop.completed * 100 / develop.total:.0f}%)" if develop.total else ""
+    lines["phase"] = state.current_action or "none"
+    lines["develop"] = f"{develop.completed}/{develop.total} tasks{percent}"
+    if state.debug.confirmed_hypothesis:
+        lines["debug"] = f"root cause {state.debug.confirmed_hypothesis}"
+    elif state.debug.iteration:
+        lines["debug"] = f"round {state.debug.iteration}, no root cause yet"
+    else:
+        lines["debug"] = "not started"
+    if state.validate_.last_run_at is None:
+        lines["validate"] = "not run"
+    elif state.validate_.passed:
+        lines["validate"] = f"PASSED ({state.validate_.pass_rate:.1f}%)"
+    else:
+        lines["validate"] = f"FAILED ({len(state.validate_.failed_tests)} failures)"
+    lines["errors"] = f"{len(state.errors)} ({state.consecutive_errors} in a row)"
+    return lines
+
+
+@registry.hook
+def recover(ctx: Context, raw_text: str | None) -> Recovery:
+    """Rebuild skill_state from the progress files and task list; report what is lost."""
+    return recover_loop(ctx, raw_text)

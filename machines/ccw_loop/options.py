@@ -1,0 +1,41 @@
+"""``LoopOptions``: how a workspace runs its loops (``[machine.ccw-loop]`` in fsm.toml, or ``-o``).
+
+Limits that belong to one loop (``max_iterations``) live in the document, because the dashboard
+edits them; what belongs to the workspace (how to run its tests, which agent fixes bugs, where
+the state files are) lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["LoopOptions"]
+
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class LoopOptions(BaseModel):
+    """Options of the ccw-loop machine; unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    test_command: str = Field(default="python -m pytest", min_length=1)
+    """Run in the workspace by validate. pytest gets ``--junitxml`` added automatically; for other
+    runners write ``{junit}`` where the JUnit XML report path goes (and ``{coverage}`` for a
+    Cobertura XML or coverage.py JSON coverage report)."""
+    mode: Literal["auto", "interactive"] = "auto"
+    """auto follows the phase rules; interactive stops at a menu after every action."""
+    max_errors: int = Field(default=3, ge=1)
+    """Consecutive failed actions after which the loop ends ``failed``."""
+    fix_tool: Literal["codex", "claude", "gemini", "qwen"] = "codex"
+    """The agent that implements fix tasks and tasks that name no tool."""
+    state_dir: str = Field(default=".workflow/.loop", min_length=1)
+    """Where master files, task lists and progress folders live (``.loop`` is the Claude layout)."""
+    task_timeout: Seconds = 600.0
+    """Seconds one develop task (a bash command or an agent run) may take."""
+    test_timeout: Seconds = 300.0
+    """Seconds one test run may take (the seed's five minutes)."""
+    max_hypotheses: int = Field(default=5, ge=1)
+    """Failing tests turned into hypotheses (and re-run alone) per debug round."""

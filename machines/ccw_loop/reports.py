@@ -1,0 +1,175 @@
+"""Test-run reports: JUnit XML into ``TestResult`` rows, coverage reports into a percentage.
+
+JUnit XML is what almost every runner can write (pytest ``--junitxml``, jest-junit, go-junit-report,
+surefire), so it is the one format validate reads. ``<failure>`` and ``<error>`` both count as
+failed, ``<skipped>`` as skipped. Coverage is read from a Cobertura XML (``line-rate``), a
+coverage.py JSON (``totals.percent_covered``) or an istanbul summary (``total.lines.pct``).
+The files come from the workspace's own test run, which fsm trusts like the workspace itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from machines.ccw_loop.model import TestResult
+
+__all__ = [
+    "ReportError",
+    "TestCounts",
+    "counts_from_output",
+    "node_id",
+    "read_coverage",
+    "read_junit",
+]
+
+_SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
+
+
+class ReportError(ValueError):
+    """A report file that exists but cannot be read as the format it should be."""
+
+
+@dataclass(frozen=True)
+class TestCounts:
+    """How many tests passed, failed (failures and errors) and were skipped."""
+
+    __test__ = False
+
+    passed: int
+    failed: int
+    skipped: int
+
+    @property
+    def total(self) -> int:
+        """Every test that ran or was skipped."""
+        return self.passed + self.failed + self.skipped
+
+    @property
+    def is_pass(self) -> bool:
+        """The loop's pass rule: nothing failed and at least one test passed."""
+        return self.failed == 0 and self.passed > 0
+
+    @property
+    def pass_rate(self) -> float:
+        """Passed among the tests that ran (skipped tests do not count), 0-100, one decimal."""
+        ran = self.passed + self.failed
+        return round(self.passed * 100 / ran, 1) if ran else 0.0
+
+    @classmethod
+    def of(cls, rows: list[TestResult]) -> TestCounts:
+        """Count ``rows`` by status."""
+        return cls(
+            sum(r.status == "passed" for r in rows),
+            sum(r.status == "failed" for r in rows),
+            sum(r.status == "skipped" for r in rows),
+        )
+
+
+def read_junit(path: Path, workspace: Path) -> list[TestResult]:
+    """Every test case of the JUnit XML report at ``path``, in file order."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise ReportError(f"cannot read JUnit report {path.name}: {exc}") from exc
+    if root.tag not in ("testsuites", "testsuite"):
+        raise ReportError(f"{path.name} is not a JUnit report (root element <{root.tag}>)")
+    rows: list[TestResult] = []
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    for suite in suites:
+        for case in suite.findall("testcase"):
+            rows.append(_row(case, suite.get("name", ""), workspace))
+    return rows
+
+
+def _row(case: ET.Element, suite_name: str, workspace: Path) -> TestResult:
+    classname = case.get("classname", "")
+    name = case.get("name", "")
+    status = "passed"
+    message: str | None = None
+    trace: str | None = None
+    for child in case:
+        if child.tag in ("failure", "error"):
+            status = "failed"
+            text = (child.text or "").strip()
+            message = child.get("message") or (text.splitlines()[-1] if text else None)
+            trace = text or None
+            break
+        if child.tag == "skipped":
+            status = "skipped"
+            message = child.get("message") or None
+    try:
+        seconds = float(case.get("time") or 0)
+    except ValueError:
+        seconds = 0.0
+    return TestResult(
+        test_name=node_id(classname, name, case.get("file"), workspace),
+        suite=classname or suite_name,
+        status=status,
+        duration_ms=round(seconds * 1000, 3),
+        error_message=message or None,
+        stack_trace=trace,
+    )
+
+
+def node_id(classname: str, name: str, file: str | None, workspace: Path) -> str:
+    """A pytest node id (``tests/test_x.py::TestY::test_z``) when the module file exists.
+
+    pytest's JUnit ``classname`` is the dotted module path plus any class names; the longest
+    dotted prefix that is a ``.py`` file in the workspace is the module.
+    """
+    parts = [p for p in classname.split(".") if p]
+    if file and file.endswith(".py"):
+        module = Path(file).with_suffix("").parts
+        return "::".join([file, *parts[len(module) :], name])
+    for cut in range(len(parts), 0, -1):
+        candidate = Path(*parts[:cut]).with_suffix(".py")
+        if (workspace / candidate).is_file():
+            return "::".join([candidate.as_posix(), *parts[cut:], name])
+    return f"{classname}.{name}" if classname else name
+
+
+def counts_from_output(output: str) -> TestCounts | None:
+    """Counts from a pytest-style summary line (``3 passed, 1 failed``), for runs without JUnit."""
+    found: dict[str, int] = {}
+    for line in reversed(output.splitlines()):
+        matches = _SUMMARY.findall(line)
+        if matches:
+            for number, word in matches:
+                key = "failed" if word.startswith("error") else word
+                found[key] = found.get(key, 0) + int(number)
+            break
+    if not found:
+        return None
+    return TestCounts(found.get("passed", 0), found.get("failed", 0), found.get("skipped", 0))
+
+
+def read_coverage(path: Path) -> float:
+    """The overall coverage percentage (0-100) in a Cobertura XML or JSON coverage report."""
+    try:
+        if path.suffix == ".xml":
+            rate = ET.parse(path).getroot().get("line-rate")
+            if rate is None:
+                raise ReportError(f"{path.name} has no line-rate (not a Cobertura report)")
+            return _percent(float(rate) * 100)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ET.ParseError, OSError, ValueError) as exc:
+        raise ReportError(f"cannot read coverage report {path.name}: {exc}") from exc
+    if isinstance(data, dict):
+        totals = data.get("totals")
+        if isinstance(totals, dict) and isinstance(totals.get("percent_covered"), int | float):
+            return _percent(float(totals["percent_covered"]))
+        total = data.get("total")
+        if isinstance(total, dict):
+            for key in ("lines", "statements"):
+                entry = total.get(key)
+                if isinstance(entry, dict) and isinstance(entry.get("pct"), int | float):
+                    return _percent(float(entry["pct"]))
+    raise ReportError(f"{path.name} is not a coverage.py or istanbul JSON report")
+
+
+def _percent(value: float) -> float:
+    return round(min(max(value, 0.0), 100.0), 1)

@@ -1,0 +1,158 @@
+"""Dataflow-break rules: where the data passed between phases goes astray.
+
+SPEC 4.3's symptoms: the state is written to several places (which one is the truth?), the same
+field is spelled differently in different places (``iteration_count`` here, ``iterationCount``
+there), and JSON is parsed and used without any validation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from machines.skill_tuning.diagnosis.rule import SKILL_WIDE, Finding, Rule, code_lines
+from machines.skill_tuning.skill import Skill
+
+__all__ = ["RULES", "field_spellings", "state_write_targets"]
+
+_WRITES = (
+    re.compile(r"\bWrite\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
+    re.compile(r"writeFileSync\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
+    re.compile(r"\bopen\(\s*f?(?P<q>['\"])(?P<path>.+?)(?P=q)\s*,\s*['\"][wa]"),
+    re.compile(r">>?\s*(?P<q>['\"]?)(?P<path>[^\s'\"]+\.json)(?P=q)"),
+)
+_PLACEHOLDER = re.compile(r"\$\{[^}]*\}|\{[^}]*\}")
+_COPY = re.compile(r"backup|checkpoint|snapshot", re.IGNORECASE)
+
+
+def state_write_targets(skill: Skill) -> list[tuple[str, int, str, str]]:
+    """Every code line writing a state file: (file, line, text, target with placeholders
+    normalised to ``{}``). Backups, checkpoints and snapshots are deliberate copies, not
+    competing homes of the state, and are left out."""
+    found = []
+    for skill_file, _block, number, text in code_lines(skill):
+        for pattern in _WRITES:
+            match = pattern.search(text)
+            if match is None:
+                continue
+            target = _PLACEHOLDER.sub("{}", match.group("path"))
+            name = target.rsplit("/", 1)[-1]
+            if "state" in name.lower() and not _COPY.search(target):
+                found.append((skill_file.path, number, text.strip(), target))
+            break
+    return found
+
+
+def _state_written_to_several_places(skill: Skill) -> list[Finding]:
+    writes = state_write_targets(skill)
+    if len({target for *_rest, target in writes}) < 2:
+        return []
+    return [
+        Finding(path, number, text, "high", {"target": target}, anchor=SKILL_WIDE)
+        for path, number, text, target in writes
+    ]
+
+
+_STATE_FIELD = re.compile(r"\b\w*[sS]tate\w*\??\.(?P<name>[A-Za-z_]\w*)")
+_JSON_KEY = re.compile(r"[\"'](?P<name>[A-Za-z_]\w*)[\"']\s*:")
+_OBJECT_KEY = re.compile(r"(?:^|[{,])\s*(?P<name>[A-Za-z_]\w*)\??\s*:(?![:/])")
+
+
+def field_spellings(skill: Skill) -> dict[str, Counter[str]]:
+    """Field names used in code blocks, grouped by concept (lower case without ``_``): each
+    concept maps its spellings to how often they occur."""
+    concepts: dict[str, Counter[str]] = {}
+    for _file, _block, _number, text in code_lines(skill):
+        for pattern in (_STATE_FIELD, _JSON_KEY, _OBJECT_KEY):
+            for match in pattern.finditer(text):
+                name = match.group("name")
+                if name[0].islower():
+                    concepts.setdefault(name.replace("_", "").lower(), Counter())[name] += 1
+    return concepts
+
+
+def canonical(spellings: Counter[str]) -> str:
+    """The spelling to keep: the most used one; ties go to snake_case (the seeds' style)."""
+    return max(sorted(spellings), key=lambda name: (spellings[name], "_" in name))
+
+
+def _inconsistent_field_names(skill: Skill) -> list[Finding]:
+    findings: list[Finding] = []
+    for spellings in field_spellings(skill).values():
+        if len(spellings) < 2:
+            continue
+        keep = canonical(spellings)
+        for variant in sorted(set(spellings) - {keep}):
+            place = _first_use(skill, variant)
+            if place is not None:
+                path, number, text = place
+                context = f"{variant!r} and {keep!r} name the same field: {text}"
+                data = {"rename": variant, "to": keep}
+                findings.append(Finding(path, number, context, "medium", data, anchor=SKILL_WIDE))
+    return findings
+
+
+def _first_use(skill: Skill, name: str) -> tuple[str, int, str] | None:
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for skill_file, _block, number, text in code_lines(skill):
+        if word.search(text):
+            return skill_file.path, number, text.strip()
+    return None
+
+
+_PARSE = re.compile(r"JSON\.parse\(|json\.loads?\(")
+_PARSED_INTO = re.compile(
+    r"(?:(?:const|let|var)\s+)?(?P<var>[A-Za-z_]\w*)\s*=\s*(?:await\s+)?(?:JSON\.parse|json\.loads?)\("
+)
+_VALIDATION = re.compile(
+    r"validat|schema|assert|isinstance|typeof|Array\.isArray|hasOwnProperty|\brequired\b|zod"
+)
+
+
+def _json_parse_unvalidated(skill: Skill) -> list[Finding]:
+    findings: list[Finding] = []
+    for skill_file in skill.files:
+        for block in skill_file.code_blocks:
+            if _VALIDATION.search(block.text):
+                continue
+            for number, text in block.numbered():
+                if _PARSE.search(text):
+                    into = _PARSED_INTO.search(text)
+                    data = {"var": into.group("var") if into else "", "lang": block.lang}
+                    findings.append(Finding(skill_file.path, number, text.strip(), "medium", data))
+    return findings
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="dataflow.state_written_to_several_places",
+        area="dataflow",
+        title="State written to several places",
+        root_cause="Different steps write the state to different files.",
+        impact="Readers disagree on which file is the truth; updates are lost between them.",
+        suggested_fix="Keep one state file and write it through one update function.",
+        strategy="state_centralization",
+        check=_state_written_to_several_places,
+    ),
+    Rule(
+        name="dataflow.inconsistent_field_names",
+        area="dataflow",
+        title="Same field spelled differently",
+        root_cause="A field is written under one spelling and read under another.",
+        impact="Reads of the other spelling see nothing; data silently stops flowing.",
+        suggested_fix="Use one spelling everywhere, the one of the state schema.",
+        strategy="schema_enforcement",
+        check=_inconsistent_field_names,
+    ),
+    Rule(
+        name="dataflow.json_parse_unvalidated",
+        area="dataflow",
+        title="JSON parsed without validation",
+        root_cause="Parsed JSON is used without checking its shape.",
+        impact="A malformed or partial document flows on and breaks a later phase far from "
+        "the cause.",
+        suggested_fix="Validate parsed JSON against the expected schema before using it.",
+        strategy="schema_enforcement",
+        check=_json_parse_unvalidated,
+    ),
+)

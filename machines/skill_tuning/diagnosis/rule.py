@@ -1,0 +1,103 @@
+"""What a diagnosis rule is, what it finds, and the small scanners the rules share.
+
+A rule is a named pure function of a :class:`~machines.skill_tuning.skill.Skill` that returns
+:class:`Finding` s, each with a file, a line, the offending text and a severity. The issue text
+(root cause, impact, suggested fix) and the fix strategy belong to the rule, so one rule is one
+kind of problem end to end: found, described, and (for mechanical strategies) fixed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from machines.skill_tuning.model import FixStrategy, IssueType, Severity
+from machines.skill_tuning.skill import CodeBlock, Skill, SkillFile
+
+__all__ = [
+    "AREAS",
+    "ISSUE_TYPES",
+    "SKILL_WIDE",
+    "Area",
+    "Finding",
+    "Rule",
+    "code_lines",
+    "statement_end",
+]
+
+Area = Literal["context", "memory", "dataflow", "agent"]
+AREAS: tuple[Area, ...] = ("context", "memory", "dataflow", "agent")
+ISSUE_TYPES: Mapping[Area, IssueType] = {
+    "context": "context_explosion",
+    "memory": "memory_loss",
+    "dataflow": "dataflow_break",
+    "agent": "agent_failure",
+}
+SKILL_WIDE = "SKILL.md"
+"""The location of an issue that concerns the skill as a whole rather than one file."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One match of a rule: where it is, the text there, how bad it is.
+
+    ``data`` carries what a mechanical fixer needs (a variable name, a language); ``anchor`` is
+    the file the resulting issue is filed under (the finding's own file unless the problem spans
+    the skill).
+    """
+
+    file: str
+    line: int | None
+    context: str
+    severity: Severity
+    data: Mapping[str, str] = field(default_factory=dict)
+    anchor: str | None = None
+
+    @property
+    def issue_file(self) -> str:
+        """The file the issue for this finding is located in."""
+        return self.anchor or self.file
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named check with everything needed to turn its findings into issues and fixes."""
+
+    name: str
+    area: Area
+    title: str
+    root_cause: str
+    impact: str
+    suggested_fix: str
+    strategy: FixStrategy
+    check: Callable[[Skill], list[Finding]]
+
+
+def code_lines(skill: Skill) -> Iterator[tuple[SkillFile, CodeBlock, int, str]]:
+    """Every line inside a fenced code block of the skill: (file, block, line number, text)."""
+    for skill_file in skill.files:
+        for block in skill_file.code_blocks:
+            for number, text in block.numbered():
+                yield skill_file, block, number, text
+
+
+_OPENERS = re.compile(r"[(\[{]")
+_CLOSERS = re.compile(r"[)\]}]")
+
+
+def statement_end(block: CodeBlock, line: int) -> int:
+    """The line where the statement starting at ``line`` ends: where its brackets balance.
+
+    Brackets inside prompts are counted too; that is good enough for the call statements the
+    rules look at, and an unbalanced statement ends with the block.
+    """
+    depth = 0
+    for number, text in block.numbered():
+        if number < line:
+            continue
+        depth += len(_OPENERS.findall(text)) - len(_CLOSERS.findall(text))
+        if depth <= 0:
+            return number
+    return block.start + len(block.lines) - 1

@@ -1,0 +1,152 @@
+"""The registry of the skill-tuning machine: document, options, codec, guards, actions, hooks.
+
+``machine.yaml`` names everything registered here. The action bodies live in ``actions.py``;
+this module binds them to their names and holds the guards and hooks, which are small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from fsm.context import Context
+from fsm.errors import DocumentInputError
+from fsm.registry import Registry, Update
+from machines.skill_tuning import actions
+from machines.skill_tuning.bookkeeping import failed
+from machines.skill_tuning.codec import TuningCodec
+from machines.skill_tuning.diagnosis.rule import Area
+from machines.skill_tuning.model import TuningState
+from machines.skill_tuning.options import TuningOptions
+from machines.skill_tuning.paths import shown
+from machines.skill_tuning.skill import TargetSkillError, resolve_target
+
+__all__ = ["registry"]
+
+registry = Registry()
+registry.document(TuningState)
+registry.options(TuningOptions)
+registry.codec("tuning_state", TuningCodec())
+
+
+@registry.guard(budget=True)
+def errors_exhausted(doc: TuningState, ctx: Context) -> bool:
+    """True when ``error_count`` has reached ``max_errors``: the run must abort."""
+    return doc.error_count >= doc.max_errors
+
+
+@registry.guard(budget=True)
+def iterations_exhausted(doc: TuningState, ctx: Context) -> bool:
+    """True when ``iteration_count`` has reached ``max_iterations``: the run must complete."""
+    return doc.iteration_count >= doc.max_iterations
+
+
+@registry.guard(budget=True)
+def iterations_left(doc: TuningState, ctx: Context) -> bool:
+    """True while ``iteration_count < max_iterations``: another round may start."""
+    return doc.iteration_count < doc.max_iterations
+
+
+@registry.guard
+def gate_passed(doc: TuningState, ctx: Context) -> bool:
+    """True when the last verification put the skill through the quality gate."""
+    return doc.quality_gate == "pass"
+
+
+@registry.guard
+def has_pending_fix(doc: TuningState, ctx: Context) -> bool:
+    """True when some proposed fix can be applied (mechanically or by the fix agent)."""
+    return bool(doc.pending_fixes)
+
+
+def _diagnose(area: Area) -> Callable[[TuningState, Context], Update]:
+    def run(doc: TuningState, ctx: Context) -> Update:
+        return actions.diagnose_area(area, doc, ctx)
+
+    run.__doc__ = f"Run the {area} diagnosis on the target skill."
+    return run
+
+
+_ACTIONS: Mapping[str, Callable[[TuningState, Context], Update]] = {
+    "init": actions.init,
+    "diagnose_context": _diagnose("context"),
+    "diagnose_memory": _diagnose("memory"),
+    "diagnose_dataflow": _diagnose("dataflow"),
+    "diagnose_agent": _diagnose("agent"),
+    "verify": actions.verify,
+    "apply_fix": actions.apply_fix,
+    "iterate": actions.iterate,
+    "complete": actions.complete,
+    "abort": actions.abort,
+    "stop": actions.stop,
+    "touch": actions.touch,
+}
+for _name, _action in _ACTIONS.items():
+    registry.action(name=_name)(_action)
+
+
+def _nested(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inputs with dotted keys (``target_skill.path``) expanded into nested mappings."""
+    nested: dict[str, Any] = {}
+    for key, value in inputs.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise DocumentInputError(f"input {key!r} conflicts with the value of {part!r}")
+            node = child
+        if isinstance(value, Mapping) and isinstance(node.get(leaf), dict):
+            node[leaf] = {**node[leaf], **_nested(value)}
+        else:
+            node[leaf] = value
+    return nested
+
+
+@registry.hook
+def create(inputs: Mapping[str, Any], ctx: Context) -> TuningState:
+    """A new instance for the skill at ``target_skill.path``; its work dir is the instance
+    folder and its backups go to ``backups/`` inside it."""
+    values = _nested(inputs)
+    target = values.get("target_skill", {})
+    try:
+        resolve_target(ctx.workspace, target.get("path") if isinstance(target, dict) else None)
+    except TargetSkillError as exc:
+        raise DocumentInputError(str(exc)) from exc
+    work = ctx.instance_dir
+    values |= {
+        "status": "pending",
+        "updated_at": ctx.clock.iso(),
+        "work_dir": shown(work, ctx),
+        "backup_dir": shown(work / "backups", ctx),
+    }
+    try:
+        return TuningState.model_validate(values)
+    except ValidationError as exc:
+        raise DocumentInputError(f"skill-tuning inputs do not make a document: {exc}") from exc
+
+
+@registry.hook
+def on_error(doc: TuningState, ctx: Context, error: BaseException) -> Update:
+    """Record the failure: an ``ErrorEntry`` (the last 5 kept), ``error_count + 1``."""
+    event = ctx.transition.event if ctx.transition is not None else None
+    return failed(doc, ctx, ctx.failed_action or event or "unknown", error)
+
+
+@registry.hook
+def summary(doc: TuningState) -> dict[str, str]:
+    """Extra lines of ``fsm status``."""
+    counts = doc.issues_by_severity
+    verified = sum(1 for r in doc.applied_fixes if r.verification_result == "pass")
+    return {
+        "target": f"{doc.target_skill.name or '?'} ({doc.target_skill.path})",
+        "iteration": f"{doc.iteration_count}/{doc.max_iterations}",
+        "quality": f"{doc.quality_score:g}/100, gate {doc.quality_gate}",
+        "issues": f"{counts.critical} critical, {counts.high} high, {counts.medium} medium, "
+        f"{counts.low} low",
+        "fixes": f"{len(doc.applied_fixes)} applied, {verified} verified, "
+        f"{len(doc.pending_fixes)} pending",
+        "errors": f"{doc.error_count}/{doc.max_errors}",
+    }

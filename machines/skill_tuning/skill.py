@@ -1,0 +1,198 @@
+"""Reading a target skill folder: its markdown files and the code blocks embedded in them.
+
+A skill (the layout of CCW's own skills) is a folder with ``SKILL.md``, phase files under
+``phases/`` and specifications under ``specs/``. The diagnoses only ever see a :class:`Skill`,
+an immutable snapshot read in one go, so every rule is a pure function of the files.
+
+Text is decoded with ``surrogateescape`` so a file that is not valid UTF-8 still round-trips
+byte for byte when a fix rewrites it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "CodeBlock",
+    "Skill",
+    "SkillFile",
+    "TargetSkillError",
+    "decode",
+    "encode",
+    "read_skill",
+    "resolve_target",
+]
+
+ENCODING = "utf-8"
+ERRORS = "surrogateescape"
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)")
+_FRONTMATTER_NAME = re.compile(r"^name:\s*['\"]?([^'\"\n]+?)['\"]?\s*$", re.MULTILINE)
+_NOT_PHASES = {"orchestrator.md", "state-schema.md"}
+
+Role = Literal["skill", "phase", "spec"]
+
+
+class TargetSkillError(Exception):
+    """The target skill folder cannot be used (missing, not a folder, no ``SKILL.md``)."""
+
+
+def decode(data: bytes) -> str:
+    """Bytes of a skill file as text that encodes back to the same bytes."""
+    return data.decode(ENCODING, ERRORS)
+
+
+def encode(text: str) -> bytes:
+    """The inverse of :func:`decode`."""
+    return text.encode(ENCODING, ERRORS)
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block: its language tag and its lines with their 1-based line numbers."""
+
+    lang: str
+    start: int
+    lines: tuple[str, ...]
+
+    def numbered(self) -> list[tuple[int, str]]:
+        """``(line number, text)`` for every line inside the fences."""
+        return [(self.start + offset, text) for offset, text in enumerate(self.lines)]
+
+    @property
+    def text(self) -> str:
+        """The block's content as one string."""
+        return "\n".join(self.lines)
+
+
+@dataclass(frozen=True)
+class SkillFile:
+    """One markdown file of a skill, with its path relative to the skill folder."""
+
+    path: str
+    text: str
+    role: Role
+    code_blocks: tuple[CodeBlock, ...] = field(default=())
+
+    @property
+    def lines(self) -> list[str]:
+        """The file's lines without line endings."""
+        return self.text.splitlines()
+
+    def line_of(self, needle: str) -> int | None:
+        """The 1-based number of the first line containing ``needle``."""
+        for number, line in enumerate(self.lines, start=1):
+            if needle in line:
+                return number
+        return None
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A snapshot of a skill folder."""
+
+    root: Path
+    name: str
+    files: tuple[SkillFile, ...]
+    execution_mode: Literal["sequential", "autonomous"]
+
+    @property
+    def phases(self) -> list[str]:
+        """Every markdown file under ``phases/``."""
+        return [f.path for f in self.files if f.role == "phase"]
+
+    @property
+    def specs(self) -> list[str]:
+        """Every markdown file under ``specs/``."""
+        return [f.path for f in self.files if f.role == "spec"]
+
+    @property
+    def phase_sequence(self) -> list[SkillFile]:
+        """The ordered phases of the workflow: top-level phase files, minus the orchestrator
+        and the state schema (they describe the machinery, not a step)."""
+        return [
+            f
+            for f in self.files
+            if f.role == "phase" and f.path.count("/") == 1 and Path(f.path).name not in _NOT_PHASES
+        ]
+
+    def file(self, path: str) -> SkillFile | None:
+        """The file at ``path`` (relative to the skill folder), if the skill has one."""
+        return next((f for f in self.files if f.path == path), None)
+
+
+def parse_code_blocks(text: str) -> tuple[CodeBlock, ...]:
+    """Every fenced code block of a markdown text; an unclosed fence runs to the end."""
+    blocks: list[CodeBlock] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = _FENCE.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        fence, lang = opening.group(1), opening.group(2).lower()
+        body: list[str] = []
+        index += 1
+        start = index + 1
+        while index < len(lines):
+            stripped = lines[index].strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                break
+            body.append(lines[index])
+            index += 1
+        blocks.append(CodeBlock(lang, start, tuple(body)))
+        index += 1
+    return tuple(blocks)
+
+
+def resolve_target(workspace: Path, raw: str | None) -> Path:
+    """The absolute skill folder for ``target_skill.path`` (relative paths are from the
+    workspace); raise :class:`TargetSkillError` unless it is a folder holding ``SKILL.md``."""
+    if not raw:
+        raise TargetSkillError(
+            "no target skill given: set target_skill.path to the skill folder "
+            "(fsm new skill-tuning --set target_skill.path=.claude/skills/NAME)"
+        )
+    path = Path(raw)
+    root = (path if path.is_absolute() else workspace / path).resolve()
+    if not root.exists():
+        raise TargetSkillError(f"target skill folder does not exist: {raw} (resolved to {root})")
+    if not root.is_dir():
+        raise TargetSkillError(f"target skill path is not a folder: {raw}")
+    if not (root / "SKILL.md").is_file():
+        raise TargetSkillError(
+            f"target skill folder has no SKILL.md: {raw}; point target_skill.path at the folder "
+            "that contains SKILL.md"
+        )
+    return root
+
+
+def read_skill(root: Path) -> Skill:
+    """Read ``SKILL.md``, ``phases/**/*.md`` and ``specs/**/*.md`` of the skill at ``root``."""
+    if not (root / "SKILL.md").is_file():
+        raise TargetSkillError(f"target skill folder has no SKILL.md: {root}")
+    files = [_read(root, root / "SKILL.md", "skill")]
+    folders: tuple[tuple[str, Role], ...] = (("phases", "phase"), ("specs", "spec"))
+    for folder, role in folders:
+        base = root / folder
+        if base.is_dir():
+            files.extend(_read(root, p, role) for p in sorted(base.rglob("*.md")) if p.is_file())
+    found = _FRONTMATTER_NAME.search(_frontmatter(files[0].text))
+    name = found.group(1).strip() if found else root.name
+    autonomous = (root / "phases" / "orchestrator.md").is_file()
+    return Skill(root, name, tuple(files), "autonomous" if autonomous else "sequential")
+
+
+def _read(root: Path, path: Path, role: Role) -> SkillFile:
+    text = decode(path.read_bytes())
+    return SkillFile(path.relative_to(root).as_posix(), text, role, parse_code_blocks(text))
+
+
+def _frontmatter(text: str) -> str:
+    if not text.startswith("---"):
+        return ""
+    end = text.find("\n---", 3)
+    return text[3:end] if end != -1 else ""

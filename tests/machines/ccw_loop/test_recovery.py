@@ -1,0 +1,121 @@
+"""Recovering a loop whose master file is corrupt, from its progress files and task list."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from machines.ccw_loop import functions
+from machines.ccw_loop.recovery import salvage_api_fields
+
+TASK = {
+    "task_id": "t1",
+    "description": "add mul",
+    "tool": "bash",
+    "mode": "write",
+    "order": 0,
+    "command": "printf '\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py",
+}
+PENDING = {**TASK, "task_id": "t2", "description": "later", "order": 1, "command": "true"}
+
+
+@pytest.fixture
+def finished(loop_ws: Any, started: Any) -> Any:
+    """A loop that developed, failed validation, debugged, fixed and passed (then stopped)."""
+    loop_ws.write_project(bug=True)
+    agent = loop_ws.write_agent(loop_ws.fix_add)
+    loop_ws.write_tasks([TASK])
+    driver = started(agents={"codex": agent})
+    driver.run()
+    assert driver.doc.status == "completed"
+    return driver
+
+
+def _skill(raw: dict[str, Any]) -> dict[str, Any]:
+    state = raw["skill_state"]
+    return {
+        "tasks": [
+            (t["id"], t["status"], t["files_changed"], t.get("fixes"))
+            for t in state["develop"]["tasks"]
+        ],
+        "actions": state["completed_actions"],
+        "phase": state["current_action"],
+        "debug": state["debug"],
+        "validate": {k: v for k, v in state["validate"].items() if k != "coverage"},
+    }
+
+
+def test_skill_state_is_rebuilt_from_progress_files(finished: Any) -> None:
+    """Tasks, action history, debug and validation come back as they were."""
+    recovery = functions.recover(finished.ctx, "{ not json")
+    rebuilt = recovery.document.model_dump(mode="json", exclude_unset=True)
+    assert _skill(rebuilt) == _skill(finished.raw)
+    assert rebuilt["current_iteration"] == finished.raw["current_iteration"]
+    assert rebuilt["title"] == finished.raw["title"]
+
+
+def test_unrecoverable_api_fields_are_reported(finished: Any) -> None:
+    """max_iterations and the error history cannot be rebuilt, and the notes say so."""
+    recovery = functions.recover(finished.ctx, None)
+    notes = "\n".join(recovery.notes)
+    assert "max_iterations: could not be recovered" in notes
+    assert "title: not in the corrupt file; taken from develop.md" in notes
+    assert "status: taken from summary.md (completed)" in notes
+    assert "skill_state.errors" in notes
+    assert recovery.document.status == "completed"  # type: ignore[attr-defined]
+
+
+def test_api_fields_are_salvaged_from_a_truncated_file(finished: Any) -> None:
+    """The readable start of a half-written master file still gives the API fields."""
+    text = json.dumps({**finished.raw, "max_iterations": 7}, indent=2)
+    truncated = text[: text.index('"skill_state"') + 40]
+    recovery = functions.recover(finished.ctx, truncated)
+    doc = recovery.document
+    assert (doc.max_iterations, doc.status, doc.created_at) == (
+        7,
+        "completed",
+        finished.raw["created_at"],
+    )  # type: ignore[attr-defined]
+    assert not any(n.startswith("max_iterations") for n in recovery.notes)
+
+
+def test_unstarted_work_is_pending_and_status_paused(loop_ws: Any, started: Any) -> None:
+    """Tasks that never ran come back pending, and an unknown status becomes paused."""
+    loop_ws.write_project()
+    loop_ws.write_tasks([TASK, PENDING])
+    driver = started()
+    driver.step()
+    driver.step()
+    recovery = functions.recover(driver.ctx, "")
+    doc = recovery.document
+    state = doc.skill_state  # type: ignore[attr-defined]
+    assert [(t.id, t.status) for t in state.develop.tasks] == [
+        ("t1", "completed"),
+        ("t2", "pending"),
+    ]
+    assert (doc.status, state.current_action, state.completed_actions) == (
+        "paused",
+        "develop",
+        ["DEVELOP"],
+    )  # type: ignore[attr-defined]
+    assert "status: could not be recovered; set to paused (resume to continue)" in recovery.notes
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            '{"title": "T", "status": "running", "max_iterations": 5, '
+            '"skill_state": {"status": "x"',
+            {"title": "T", "status": "running", "max_iterations": 5},
+        ),
+        ('{"title": 3, "status": "bogus", "max_iterations": 0}', {}),
+        ("", {}),
+    ],
+    ids=["truncated", "invalid-values-dropped", "empty"],
+)
+def test_salvage_api_fields(raw: str, expected: dict[str, Any]) -> None:
+    """Only top-level API values the model accepts are salvaged."""
+    assert salvage_api_fields(raw) == expected

@@ -1,0 +1,234 @@
+"""The phase rules, as machine.yaml orders them: which transition an automatic step takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from machines.ccw_loop.codec import LoopCodec
+from machines.ccw_loop.model import LoopState
+
+NOW = "2026-01-01T00:00:00.000Z"
+
+
+def task(task_id: str, status: str = "pending", **extra: Any) -> dict[str, Any]:
+    """A develop task in ``status``."""
+    return {
+        "id": task_id,
+        "description": f"do {task_id}",
+        "tool": "bash",
+        "status": status,
+        **extra,
+    }
+
+
+def hypothesis(hid: str, status: str = "confirmed") -> dict[str, Any]:
+    """A hypothesis with ``status``."""
+    return {
+        "id": hid,
+        "description": "d",
+        "testable_condition": "c",
+        "logging_point": "calc.py:add:2",
+        "evidence_criteria": {"confirm": "fails", "reject": "passes"},
+        "likelihood": 1,
+        "status": status,
+    }
+
+
+def loop(
+    *,
+    tasks: list[dict[str, Any]] | None = None,
+    actions: list[str] | None = None,
+    passed: bool = False,
+    confirmed: str | None = None,
+    hypotheses: list[dict[str, Any]] | None = None,
+    iteration: int = 0,
+    max_iterations: int = 10,
+    errors_in_a_row: int = 0,
+    **top: Any,
+) -> dict[str, Any]:
+    """A running, initialised loop document with the given phase facts."""
+    return {
+        "loop_id": "loop-v2-20260101T000000-0a1b2c3d",
+        "title": "t",
+        "description": "d",
+        "max_iterations": max_iterations,
+        "status": "running",
+        "current_iteration": iteration,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "skill_state": {
+            "current_action": "init",
+            "last_action": None,
+            "completed_actions": actions or [],
+            "mode": "auto",
+            "develop": {"total": 1, "completed": 0, "tasks": tasks or [], "last_progress_at": None},
+            "debug": {
+                "hypotheses_count": len(hypotheses or []),
+                "hypotheses": hypotheses or [],
+                "confirmed_hypothesis": confirmed,
+                "iteration": 0,
+                "last_analysis_at": None,
+            },
+            "validate": {
+                "pass_rate": 0,
+                "coverage": 0,
+                "test_results": [],
+                "passed": passed,
+                "failed_tests": [],
+                "last_run_at": None,
+            },
+            "errors": [],
+            "consecutive_errors": errors_in_a_row,
+        },
+        **top,
+    }
+
+
+RULES = [
+    ("pending-task-develops", loop(tasks=[task("a", "completed"), task("b")]), "develop"),
+    ("pending-beats-failed-validation", loop(tasks=[task("b")], actions=["VALIDATE"]), "develop"),
+    ("all-done-validates", loop(tasks=[task("a", "completed")], actions=["DEVELOP"]), "validate"),
+    (
+        "failed-task-still-validates",
+        loop(tasks=[task("a", "failed")], actions=["DEVELOP"]),
+        "validate",
+    ),
+    ("no-work-yet-validates", loop(), "validate"),
+    ("passed-completes", loop(actions=["DEVELOP", "VALIDATE"], passed=True), "complete"),
+    ("failed-debugs", loop(actions=["DEVELOP", "VALIDATE"]), "debug"),
+    (
+        "confirmed-hypothesis-fixes",
+        loop(actions=["VALIDATE", "DEBUG"], confirmed="H1", hypotheses=[hypothesis("H1")]),
+        "fix",
+    ),
+    (
+        "fixed-hypothesis-is-consumed",
+        loop(
+            tasks=[task("fix-H1", "completed", fixes="H1")],
+            actions=["VALIDATE", "DEBUG", "DEVELOP"],
+            confirmed="H1",
+            hypotheses=[hypothesis("H1")],
+        ),
+        "validate",
+    ),
+    (
+        "confirmed-but-passing-completes",
+        loop(
+            tasks=[task("fix-H1", "completed", fixes="H1")],
+            actions=["DEBUG", "DEVELOP", "VALIDATE"],
+            passed=True,
+            confirmed="H1",
+        ),
+        "complete",
+    ),
+    ("nothing-confirmed-revalidates", loop(actions=["VALIDATE", "DEBUG"]), "validate"),
+    ("claude-action-ids", loop(actions=["action-validate-with-file"], passed=True), "complete"),
+    ("iteration-limit", loop(actions=["VALIDATE"], iteration=10), "exhaust"),
+    (
+        "limit-after-pass-completes",
+        loop(actions=["VALIDATE"], passed=True, iteration=10),
+        "complete",
+    ),
+    ("error-limit", loop(tasks=[task("b")], errors_in_a_row=3), "give_up"),
+    ("errors-below-limit", loop(tasks=[task("b")], errors_in_a_row=2), "develop"),
+    (
+        "fail-fast-task",
+        loop(tasks=[task("a", "failed", on_error="fail_fast"), task("b")], actions=["DEVELOP"]),
+        "abort",
+    ),
+    (
+        "continue-task",
+        loop(tasks=[task("a", "failed", on_error="continue"), task("b")], actions=["DEVELOP"]),
+        "develop",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "event"), [r[1:] for r in RULES], ids=[r[0] for r in RULES])
+def test_phase_rule(loop_ws: Any, drive: Any, raw: dict[str, Any], event: str) -> None:
+    """An automatic step from a phase state takes the first rule that applies."""
+    driver = drive(raw, loop_ws.context())
+    assert driver.choose() == event
+
+
+@pytest.mark.parametrize("phase", ["init", "develop", "debug", "validate"])
+def test_rules_do_not_depend_on_the_phase(loop_ws: Any, drive: Any, phase: str) -> None:
+    """The same facts select the same action whatever the current phase is."""
+    raw = loop(actions=["DEVELOP", "VALIDATE"])
+    raw["skill_state"]["current_action"] = phase
+    assert drive(raw, loop_ws.context()).choose() == "debug"
+
+
+def test_created_loop_initialises(loop_ws: Any, drive: Any) -> None:
+    """A dashboard-created loop without skill_state starts with init."""
+    raw = loop()
+    del raw["skill_state"]
+    assert drive(raw, loop_ws.context()).choose() == "init"
+
+
+def test_repeated_init_failures_end_failed(loop_ws: Any, drive: Any) -> None:
+    """A loop whose init failed max_errors times (errors kept, not initialised) gives up."""
+    raw = loop(errors_in_a_row=3)
+    raw["skill_state"].update(current_action=None, completed_actions=[])
+    driver = drive(raw, loop_ws.context())
+    assert driver.state == "created"
+    assert driver.choose() == "give_up"
+
+
+def test_interactive_menu_takes_no_automatic_step(loop_ws: Any, drive: Any) -> None:
+    """In the menu only the limits fire automatically; everything else waits for a choice."""
+    raw = loop(tasks=[task("b")])
+    raw["skill_state"]["mode"] = "interactive"
+    driver = drive(raw, loop_ws.context(mode="interactive"))
+    assert driver.state == "menu"
+    assert driver.choose() is None
+    raw["current_iteration"] = 10
+    assert drive(raw, loop_ws.context(mode="interactive")).choose() == "exhaust"
+
+
+CODEC_READS = [
+    ("no-skill-state", {"skill_state": None}, "created"),
+    ("completed", {"status": "completed"}, "completed"),
+    ("stopped", {"status": "failed"}, "failed"),
+    ("user-exit", {"status": "user_exit"}, "user_exit"),
+    ("paused-keeps-phase", {"status": "paused"}, "debug"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "state"), [r[1:] for r in CODEC_READS], ids=[r[0] for r in CODEC_READS]
+)
+def test_codec_reads_status_and_phase(change: dict[str, Any], state: str) -> None:
+    """Final statuses are final states; otherwise the phase of skill_state is the state."""
+    raw = loop(actions=["DEBUG"])
+    raw["skill_state"]["current_action"] = "debug"
+    raw.update(change)
+    assert LoopCodec().read(LoopState.model_validate(raw)) == state
+
+
+@pytest.mark.parametrize(
+    ("last_action", "state"),
+    [("action-debug-with-file", "debug"), ("VALIDATE", "validate"), ("action-init", "init")],
+)
+def test_codec_reads_claude_null_action_from_last_action(last_action: str, state: str) -> None:
+    """A Claude orchestrator file (current_action null) is in the phase of its last action."""
+    raw = loop()
+    raw["skill_state"].update(current_action=None, last_action=last_action)
+    assert LoopCodec().read(LoopState.model_validate(raw)) == state
+
+
+@pytest.mark.parametrize(
+    ("state", "update"),
+    [
+        ("develop", {"skill_state.current_action": "develop"}),
+        ("completed", {"status": "completed", "skill_state.current_action": "complete"}),
+        ("failed", {"status": "failed"}),
+        ("user_exit", {"status": "user_exit"}),
+        ("menu", {}),
+    ],
+)
+def test_codec_writes_states(state: str, update: dict[str, Any]) -> None:
+    """Writing a state sets the phase, or the final status."""
+    assert LoopCodec().write(LoopState.model_validate(loop()), state) == update
