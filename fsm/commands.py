@@ -80,7 +80,8 @@ def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
         _json(rows)
     else:
         for row in rows:
-            _out(f"{row['name']:<16} {row['description']}  [{row['source']}]")
+            summary = str(row["description"]).split(": ")[0].split(". ")[0].rstrip(".")
+            _out(f"{row['name']:<16} {summary}  [{row['source']}]")
     return 0
 
 

@@ -1,3 +1,3 @@
 """Machines bundled with fsm. Only the packages listed in BUNDLED are registered."""
 
-BUNDLED: tuple[str, ...] = ("issue_manager",)
+BUNDLED: tuple[str, ...] = ("ccw_loop", "issue_manager", "skill_tuning")

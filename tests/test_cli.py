@@ -257,14 +257,14 @@ def test_internal_error_is_one_line(cli: Cli, monkeypatch: pytest.MonkeyPatch) -
     )
 
 
-def test_machines_lists_registered_machines(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`fsm machines` shows each registered machine with its description and source."""
-    import machines
-
-    monkeypatch.setattr(machines, "BUNDLED", ())
-    assert cli("machines", "--json").json() == []
+def test_machines_lists_registered_machines(cli: Cli) -> None:
+    """`fsm machines` shows the three bundled machines with description and source."""
+    rows = cli("machines", "--json").json()
+    assert [r["name"] for r in rows] == ["ccw-loop", "issue-manager", "skill-tuning"]
+    assert all(r["source"].startswith("bundled") and r["description"] for r in rows)
     text = cli("machines")
     assert text.code == 0
+    assert text.out.splitlines()[0].startswith("ccw-loop ")
 
 
 def test_check_clean_broken_and_unreadable(cli: Cli, tmp_path: Path) -> None:
