@@ -80,7 +80,8 @@ def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
         _json(rows)
     else:
         for row in rows:
-            summary = str(row["description"]).split(": ")[0].split(". ")[0].rstrip(".")
+            text = str(row["description"])
+            summary = text if len(text) <= 80 else text[:77].rstrip() + "..."
             _out(f"{row['name']:<16} {summary}  [{row['source']}]")
     return 0
 

@@ -1,4 +1,4 @@
-"""Every edge the seeds draw appears in our diagrams, between the same states, in the same direction.
+"""Every edge the seeds draw appears in our diagrams, between the same states, same direction.
 
 The seeds draw one picture mixing the lifecycle status (pending, running, completed) with the
 phases; our diagrams draw the status layer (control commands) beside the FSM states. Each seed
