@@ -22,8 +22,12 @@ Location = tuple[str | int, ...]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader whose booleans are only ``true``/``false``."""
+# libyaml when PyYAML was built with it, else the pure-Python loader.
+_Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_Base):  # type: ignore[valid-type,misc]
+    """SafeLoader (libyaml's when available) whose booleans are only ``true``/``false``."""
 
 
 _StrictLoader.yaml_implicit_resolvers = {
