@@ -11,7 +11,7 @@ from fsm.clock import iso_utc
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError
 from fsm.instance import Instance, Workspace
-from fsm.machine import Machine
+from fsm.machine import FieldCodec, Machine
 from fsm.update import canonical_hash
 
 __all__ = [
@@ -168,6 +168,8 @@ def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:
 
 
 def _state_of(machine: Machine, data: dict[str, Any]) -> str | None:
+    if isinstance(machine.codec, FieldCodec):  # one field: no need to validate the document
+        return machine.codec.read(data) or None
     try:
         return machine.codec.read(machine.document_model.model_validate(data))
     except Exception:
