@@ -18,6 +18,7 @@ from machines.skill_tuning import actions
 from machines.skill_tuning.bookkeeping import failed
 from machines.skill_tuning.codec import TuningCodec
 from machines.skill_tuning.diagnosis.rule import Area
+from machines.skill_tuning.initial import initial_document
 from machines.skill_tuning.model import TuningState
 from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import shown
@@ -106,9 +107,9 @@ def _nested(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @registry.hook
-def create(inputs: Mapping[str, Any], ctx: Context) -> TuningState:
-    """A new instance for the skill at ``target_skill.path``; its work dir is the instance
-    folder and its backups go to ``backups/`` inside it."""
+def create(inputs: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+    """A new instance for the skill at ``target_skill.path``: the seed's whole template with
+    the inputs merged in; its work dir is the instance folder, its backups go to ``backups/``."""
     values = _nested(inputs)
     target = values.get("target_skill", {})
     try:
@@ -123,7 +124,7 @@ def create(inputs: Mapping[str, Any], ctx: Context) -> TuningState:
         "backup_dir": shown(work / "backups", ctx),
     }
     try:
-        return TuningState.model_validate(values)
+        return initial_document(values)
     except ValidationError as exc:
         raise DocumentInputError(f"skill-tuning inputs do not make a document: {exc}") from exc
 

@@ -63,7 +63,10 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
             state = "could not be applied"
         else:
             state = f"applied, verification {record.verification_result}"
-        lines.append(f"- **{fix.id}** ({fix.strategy}, {', '.join(fix.issue_ids)}): {state}")
+        lines.append(
+            f"- **{fix.id}** ({fix.strategy}, {', '.join(fix.issue_ids)}): {state}. "
+            f"{fix.description}"
+        )
     if not doc.proposed_fixes:
         lines.append("None.")
     if doc.errors:

@@ -1,10 +1,9 @@
-"""Sample skill folders and a stand-in for the engine, for the skill-tuning tests.
+"""Sample skill folders and the skill-tuning machine on the real engine, for its tests.
 
-Fixtures, for reuse by end-to-end scenario tests: ``make_skill`` writes a skill folder from a
-table of files, ``samples`` holds the sample tables (``clean``, ``fixable``, ``judgement``),
-``tuning_ctx`` builds a real ``fsm.context.Context`` for one instance, ``write_agent`` a scripted
-stand-in agent, and ``engine`` is the smallest stand-in for the engine (dotted updates, codec,
-first enabled automatic transition, ``on_error``) until the engine drives instances itself.
+``make_skill`` writes a skill folder from a table of files, ``samples`` holds the sample tables
+(``clean``, ``fixable``, ``judgement``), ``agent_script`` makes a scripted stand-in agent, and
+``tuning`` makes workspaces, instances and contexts of the machine on the real engine
+(``fsm.instance``), with a simulated clock.
 """
 
 from __future__ import annotations
@@ -13,21 +12,20 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import structlog
-from pydantic import BaseModel
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
-from fsm.definition import guard_name, parse_definition
 from fsm.executor import AgentCommand, SubprocessExecutor
-from machines.skill_tuning.functions import registry
+from fsm.instance import Instance, Workspace
+from fsm.machine import Machine, load_machine
+from fsm.update import apply_update
 from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.options import TuningOptions
 
 MACHINE_YAML = Path(__file__).parents[3] / "machines" / "skill_tuning" / "machine.yaml"
 INSTANCE_ID = "skill-tuning-20260101T000000-0000abcd"
@@ -199,106 +197,82 @@ def write_agent(tmp_path: Path, body: str) -> AgentCommand:
     return AgentCommand((sys.executable, str(script), "{prompt}"))
 
 
-@pytest.fixture
-def tuning_ctx(tmp_path: Path) -> Callable[..., Context]:
-    """A context for one instance in ``tmp_path`` with the given options and agents."""
+@dataclass
+class Tuning:
+    """The skill-tuning machine on the real engine, in a workspace at ``path``.
 
-    def build(
-        options: TuningOptions | None = None, agents: Mapping[str, AgentCommand] | None = None
-    ) -> Context:
-        document = tmp_path / ".workflow" / ".scratchpad" / INSTANCE_ID / "state.json"
-        document.parent.mkdir(parents=True, exist_ok=True)
-        return Context(
-            machine="skill-tuning",
-            instance_id=INSTANCE_ID,
-            workspace=tmp_path,
-            document_path=document,
-            meta_dir=document.parent / "fsm",
-            options=options or TuningOptions(),
-            clock=SimulatedClock(tick=1.0),
-            log=structlog.get_logger(),
-            executor=SubprocessExecutor(tmp_path, agents=dict(agents or {})),
+    Every workspace it makes has a simulated clock and an executor with the given stand-in
+    agents; options are given as ``-o`` would give them.
+    """
+
+    path: Path
+    machine: Machine
+
+    def workspace(
+        self, agents: Mapping[str, AgentCommand] | None = None, **options: Any
+    ) -> Workspace:
+        """A workspace on ``path`` with these agents and option overrides."""
+        executor = SubprocessExecutor(self.path, agents=dict(agents or {}))
+        return Workspace(
+            self.path, options=options, clock=SimulatedClock(tick=1.0), executor=executor
         )
 
-    return build
+    def instance(
+        self,
+        instance_id: str = INSTANCE_ID,
+        agents: Mapping[str, AgentCommand] | None = None,
+        **options: Any,
+    ) -> Instance:
+        """A handle on an instance (created or not)."""
+        return self.workspace(agents, **options).instance(self.machine, instance_id)
+
+    def create(
+        self,
+        skill: Path,
+        *,
+        agents: Mapping[str, AgentCommand] | None = None,
+        options: Mapping[str, Any] | None = None,
+        **inputs: Any,
+    ) -> Instance:
+        """A new instance on the skill folder ``skill`` (given relative to the workspace, as a
+        user would), with more document inputs."""
+        instance = self.instance(agents=agents, **dict(options or {}))
+        path = skill.relative_to(self.path).as_posix() if skill.is_relative_to(self.path) else skill
+        instance.create({"target_skill": {"path": str(path)}, **inputs}, actor="test")
+        return instance
+
+    def context(self, **options: Any) -> Context:
+        """The context the engine gives the default instance's actions and hooks."""
+        return self.instance(**options).context()
+
+    @staticmethod
+    def document(instance: Instance) -> dict[str, Any]:
+        """The instance's state.json as JSON data, exactly as on disk."""
+        data: dict[str, Any] = json.loads(instance.paths.document.read_text(encoding="utf-8"))
+        return data
+
+    @classmethod
+    def doc(cls, instance: Instance) -> TuningState:
+        """The instance's state.json, validated."""
+        return TuningState.model_validate(cls.document(instance))
+
+    @staticmethod
+    def applied(doc: TuningState, update: Mapping[str, Any] | None) -> TuningState:
+        """``doc`` with an action's update applied by the engine's update function."""
+        data = doc.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return TuningState.model_validate(apply_update(data, update or {}))
 
 
-def apply_update(doc: TuningState, update: Mapping[str, Any] | None) -> TuningState:
-    """Apply dotted-path updates to ``doc`` and validate the result, as the engine does."""
-    data = doc.model_dump(mode="json")
-    for path, value in (update or {}).items():
-        *parents, leaf = path.split(".")
-        node = data
-        for part in parents:
-            node = node[part]
-        node[leaf] = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    return TuningState.model_validate(json.loads(json.dumps(data)))
-
-
-def _definition() -> Any:
-    spec, _loaded, problems = parse_definition(MACHINE_YAML.read_text(encoding="utf-8"))
-    assert spec is not None, problems
-    return spec
-
-
-def step(doc: TuningState, ctx: Context) -> tuple[TuningState, str | None]:
-    """One automatic step: the first transition from the current state whose guards all hold.
-
-    Returns the new document and the event taken (None when no transition is enabled).
-    """
-    spec = _definition()
-    codec = registry.codecs["tuning_state"]
-    state = codec.read(doc)
-    if spec.states[state].final:
-        return doc, None
-    for transition in spec.transitions:
-        if transition.source != "*" and state not in transition.sources:
-            continue
-        if not all(_holds(ref, doc, ctx) for ref in transition.guards):
-            continue
-        bound = ctx.for_transition(transition.event, state, transition.dest)
-        try:
-            new = doc
-            for name in transition.actions:
-                new = apply_update(new, registry.actions[name](new, bound))
-            return apply_update(new, codec.write(new, transition.dest)), transition.event
-        except Exception as exc:
-            return apply_update(doc, registry.hooks["on_error"](doc, bound, exc)), transition.event
-    return doc, None
-
-
-def _holds(ref: str, doc: TuningState, ctx: Context) -> bool:
-    name, negated = guard_name(ref)
-    return registry.guards[name].func(doc, ctx) != negated
-
-
-def drive(doc: TuningState, ctx: Context, max_steps: int = 80) -> tuple[TuningState, list[str]]:
-    """Step until no transition is enabled; return the document and the events taken."""
-    events: list[str] = []
-    for _ in range(max_steps):
-        doc, event = step(doc, ctx)
-        if event is None:
-            return doc, events
-        events.append(event)
-    raise AssertionError(f"no end after {max_steps} steps: {events[-12:]}")
-
-
-def new_instance(ctx: Context, skill: Path, **inputs: Any) -> TuningState:
-    """A started instance (status running) for the skill at ``skill``, made by the create hook."""
-    doc: TuningState = registry.hooks["create"]({"target_skill.path": str(skill), **inputs}, ctx)
-    return apply_update(doc, {"status": "running"})
+@pytest.fixture
+def tuning(tmp_path: Path) -> Tuning:
+    """The skill-tuning machine on the real engine in ``tmp_path``."""
+    return Tuning(tmp_path, load_machine(MACHINE_YAML))
 
 
 @pytest.fixture
 def samples() -> SimpleNamespace:
     """The sample skill tables: ``clean``, ``fixable`` and ``judgement``."""
     return SimpleNamespace(clean=CLEAN_SKILL, fixable=FIXABLE_SKILL, judgement=JUDGEMENT_SKILL)
-
-
-@pytest.fixture
-def engine() -> SimpleNamespace:
-    """The engine stand-in: ``apply``, ``step``, ``drive`` and ``new`` (create + start)."""
-    return SimpleNamespace(apply=apply_update, step=step, drive=drive, new=new_instance)
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ from machines.skill_tuning.codec import TuningCodec
 from machines.skill_tuning.functions import registry
 from machines.skill_tuning.model import TuningState
 from machines.skill_tuning.skill import TargetSkillError
+from tests.machines.skill_tuning.conftest import Tuning
+from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
 
 CREATE = registry.hooks["create"]
 ON_ERROR = registry.hooks["on_error"]
@@ -27,33 +29,31 @@ ACT = registry.actions
 
 @pytest.fixture
 def started(
-    make_skill: Callable[..., Path],
-    samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> tuple[TuningState, Context, Path]:
-    """An initialised instance on the fixable sample skill."""
+    """An initialised instance on the fixable sample skill, and the engine's context for it."""
     root = make_skill(samples.fixable)
-    ctx = tuning_ctx()
-    doc = engine.new(ctx, root.relative_to(ctx.workspace))
-    return engine.apply(doc, ACT["init"](doc, ctx)), ctx, root
+    instance = tuning.create(root)
+    doc, ctx = tuning.doc(instance), instance.context()
+    return tuning.applied(doc, ACT["init"](doc, ctx)), ctx, root
 
 
 def test_create_takes_dotted_inputs_and_sets_the_work_dir(
-    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning_ctx: Callable[..., Context]
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
     """Inputs like target_skill.path nest; work_dir is the instance folder, backups inside it."""
     make_skill(samples.clean)
-    ctx = tuning_ctx()
-    doc = CREATE(
+    ctx = tuning.context()
+    created = CREATE(
         {
             "target_skill.path": ".claude/skills/sample-skill",
-            "max_iterations": 3,
+            "max_iterations": "3",
             "focus_areas": ["memory"],
         },
         ctx,
     )
-    assert (doc.status, doc.target_skill.path, doc.max_iterations) == (
+    doc = TuningState.model_validate(created)
+    assert (created["status"], created["target_skill"]["path"], created["max_iterations"]) == (
         "pending",
         ".claude/skills/sample-skill",
         3,
@@ -61,6 +61,29 @@ def test_create_takes_dotted_inputs_and_sets_the_work_dir(
     assert doc.work_dir == f".workflow/.scratchpad/{ctx.instance_id}"
     assert doc.backup_dir == f".workflow/.scratchpad/{ctx.instance_id}/backups"
     assert TuningCodec().read(doc) == "pending"
+
+
+def test_a_new_state_json_has_the_shape_of_the_seed_template(
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
+) -> None:
+    """The engine writes every key of the seed's Initial State Template, with its values
+    except those the inputs and the instance's paths set; unknown input keys are kept."""
+    make_skill(samples.clean)
+    instance = tuning.create(
+        Path(".claude/skills/sample-skill"), user_issue_description="slow", ccw_note={"a": 1}
+    )
+    written = tuning.document(instance)
+    template = json.loads(SEED_INITIAL_STATE)
+    work = f".workflow/.scratchpad/{instance.id}"
+    set_by_create = {
+        "updated_at": "2026-01-01T00:00:00.000Z",
+        "target_skill": {**template["target_skill"], "path": ".claude/skills/sample-skill"},
+        "user_issue_description": "slow",
+        "work_dir": work,
+        "backup_dir": f"{work}/backups",
+        "ccw_note": {"a": 1},
+    }
+    assert written == template | set_by_create
 
 
 @pytest.mark.parametrize(
@@ -86,12 +109,12 @@ def test_create_rejects_unusable_inputs_clearly(
     message: str,
     make_skill: Callable[..., Path],
     samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
+    tuning: Tuning,
 ) -> None:
     """A missing path, a folder without SKILL.md or invalid values are a clear input error."""
     make_skill(samples.clean)
     with pytest.raises(DocumentInputError, match=message):
-        CREATE(inputs, tuning_ctx())
+        CREATE(inputs, tuning.context())
 
 
 def test_init_reads_the_skill_and_backs_it_up(started: tuple[TuningState, Context, Path]) -> None:
@@ -116,44 +139,43 @@ def test_init_reads_the_skill_and_backs_it_up(started: tuple[TuningState, Contex
 
 
 def test_init_marks_a_skill_with_an_orchestrator_autonomous(
-    make_skill: Callable[..., Path], tuning_ctx: Callable[..., Context], engine: SimpleNamespace
+    make_skill: Callable[..., Path], tuning: Tuning
 ) -> None:
     """phases/orchestrator.md makes the execution mode autonomous; no frontmatter name means the
     folder name."""
     root = make_skill(
         {"SKILL.md": "# No frontmatter\n", "phases/orchestrator.md": "# O\n"}, name="auto"
     )
-    ctx = tuning_ctx()
-    doc = engine.new(ctx, root)
-    doc = engine.apply(doc, ACT["init"](doc, ctx))
+    instance = tuning.create(root)
+    doc, ctx = tuning.doc(instance), instance.context()
+    doc = tuning.applied(doc, ACT["init"](doc, ctx))
     assert (doc.target_skill.name, doc.target_skill.execution_mode) == ("auto", "autonomous")
 
 
 def test_init_fails_clearly_when_skill_md_has_gone(
     make_skill: Callable[..., Path],
     samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    tuning: Tuning,
 ) -> None:
     """A SKILL.md removed after create is a TargetSkillError naming the folder."""
     root = make_skill(samples.clean)
-    ctx = tuning_ctx()
-    doc = engine.new(ctx, root)
+    instance = tuning.create(root)
+    doc, ctx = tuning.doc(instance), instance.context()
     (root / "SKILL.md").unlink()
     with pytest.raises(TargetSkillError, match=r"has no SKILL\.md"):
         ACT["init"](doc, ctx)
 
 
 def test_diagnosis_replaces_only_its_own_area_and_writes_its_file(
-    started: tuple[TuningState, Context, Path], engine: SimpleNamespace
+    started: tuple[TuningState, Context, Path], tuning: Tuning
 ) -> None:
     """A diagnosis sets diagnosis.<area>, swaps that area's issues, and writes its JSON file."""
     doc, ctx, _root = started
-    doc = engine.apply(doc, ACT["diagnose_memory"](doc, ctx))
-    doc = engine.apply(doc, ACT["diagnose_context"](doc, ctx))
+    doc = tuning.applied(doc, ACT["diagnose_memory"](doc, ctx))
+    doc = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
     assert sorted(i.type for i in doc.issues) == ["context_explosion", "memory_loss", "memory_loss"]
     assert doc.issues_by_severity.model_dump() == {"critical": 0, "high": 2, "medium": 1, "low": 0}
-    again = engine.apply(doc, ACT["diagnose_context"](doc, ctx))
+    again = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
     assert [i.id for i in again.issues] == [i.id for i in doc.issues]
     assert doc.diagnosis.context is not None and doc.diagnosis.context.status == "completed"
     written = doc.action_history[-1].output_files
@@ -163,25 +185,25 @@ def test_diagnosis_replaces_only_its_own_area_and_writes_its_file(
 
 
 def test_areas_outside_the_focus_are_skipped(
-    started: tuple[TuningState, Context, Path], engine: SimpleNamespace
+    started: tuple[TuningState, Context, Path], tuning: Tuning
 ) -> None:
     """With focus_areas set, other areas get a skipped result and no issues."""
     doc, ctx, _root = started
-    doc = engine.apply(doc, {"focus_areas": ["memory"]})
-    doc = engine.apply(doc, ACT["diagnose_context"](doc, ctx))
+    doc = tuning.applied(doc, {"focus_areas": ["memory"]})
+    doc = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
     assert doc.diagnosis.context is not None
     assert (doc.diagnosis.context.status, doc.issues) == ("skipped", [])
     assert doc.action_history[-1].result == "skipped"
 
 
 def test_on_error_counts_every_failure_and_keeps_the_last_five(
-    started: tuple[TuningState, Context, Path], engine: SimpleNamespace
+    started: tuple[TuningState, Context, Path], tuning: Tuning
 ) -> None:
     """Each failure adds an ErrorEntry (only five are kept) and one to error_count."""
     doc, ctx, _root = started
     bound = ctx.for_transition("diagnose_memory", "context_diagnosed", "memory_diagnosed")
     for n in range(7):
-        doc = engine.apply(doc, ON_ERROR(doc, bound, RuntimeError(f"boom {n}")))
+        doc = tuning.applied(doc, ON_ERROR(doc, bound, RuntimeError(f"boom {n}")))
     assert doc.error_count == 7
     assert [e.message for e in doc.errors] == [f"boom {n}" for n in range(2, 7)]
     assert {(e.action, e.recoverable) for e in doc.errors} == {("action-diagnose-memory", True)}
@@ -189,11 +211,11 @@ def test_on_error_counts_every_failure_and_keeps_the_last_five(
 
 
 def test_a_missing_target_is_recorded_as_not_recoverable(
-    started: tuple[TuningState, Context, Path], engine: SimpleNamespace
+    started: tuple[TuningState, Context, Path], tuning: Tuning
 ) -> None:
     """A TargetSkillError is recorded with recoverable false."""
     doc, ctx, _root = started
-    doc = engine.apply(
+    doc = tuning.applied(
         doc,
         ON_ERROR(doc, ctx.for_transition("init", "pending", "running"), TargetSkillError("gone")),
     )
@@ -201,12 +223,12 @@ def test_a_missing_target_is_recorded_as_not_recoverable(
 
 
 def test_iterate_clears_the_diagnoses(
-    started: tuple[TuningState, Context, Path], engine: SimpleNamespace
+    started: tuple[TuningState, Context, Path], tuning: Tuning
 ) -> None:
     """A new round starts with every diagnosis null, so each runs again."""
     doc, ctx, _root = started
-    doc = engine.apply(doc, ACT["diagnose_context"](doc, ctx))
-    doc = engine.apply(doc, ACT["iterate"](doc, ctx))
+    doc = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
+    doc = tuning.applied(doc, ACT["iterate"](doc, ctx))
     assert doc.diagnosis.context is None
     assert doc.action_history[-1].action == "action-iterate"
 
@@ -254,12 +276,12 @@ def test_codec_writes_phase_and_final_status(state: str, update: dict[str, str])
 
 
 def test_on_error_names_the_failed_action(
-    started: tuple[TuningState, Context, Path], engine: SimpleNamespace
+    started: tuple[TuningState, Context, Path], tuning: Tuning
 ) -> None:
     """The engine's failed_action names the error entry (finish runs the complete action)."""
     doc, ctx, _root = started
     bound = replace(ctx.for_transition("finish", "verified", "completed"), failed_action="complete")
-    doc = engine.apply(doc, ON_ERROR(doc, bound, OSError("disk full")))
+    doc = tuning.applied(doc, ON_ERROR(doc, bound, OSError("disk full")))
     assert (doc.errors[-1].action, doc.errors[-1].message) == ("action-complete", "disk full")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -222,7 +222,7 @@ def skill_of(make_skill: Callable[..., Path]) -> Callable[[dict[str, str]], Skil
     return lambda files: read_skill(make_skill({"SKILL.md": SKILL, **files}))
 
 
-def _ids(table: list[tuple[object, ...]]) -> list[str]:
+def _ids(table: Sequence[tuple[object, ...]]) -> list[str]:
     seen: dict[str, int] = {}
     ids = []
     for row in table:

@@ -9,6 +9,7 @@ import pytest
 
 from fsm.executor import AgentCommand, SubprocessExecutor
 from machines.skill_tuning.backup import tree_bytes
+from machines.skill_tuning.diagnosis.rule import AREAS
 from machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
 from machines.skill_tuning.fixes.apply import (
     apply_by_agent,
@@ -176,9 +177,9 @@ def test_constraint_injection_copies_only_the_missing_constraints(
 
 def _proposals(root: Path, *, can_delegate: bool) -> tuple[list[Issue], list[Fix], list[str]]:
     skill = read_skill(root)
-    issues = []
-    for area in ("context", "memory", "dataflow", "agent"):
-        _r, drafts = diagnose(area, skill)  # type: ignore[arg-type]
+    issues: list[Issue] = []
+    for area in AREAS:
+        _r, drafts = diagnose(area, skill)
         issues += number_issues(drafts, issues, [i.id for i in issues])
     proposals = propose(issues, skill, [], set(), can_delegate=can_delegate, window=10)
     return issues, proposals.fixes, proposals.pending

@@ -1,83 +1,157 @@
-"""Whole runs on sample skills, driven by the engine stand-in of conftest."""
+"""Whole runs on sample skills, driven by the real engine (Workspace, Instance, Engine,
+ControlPlane), checking what a user reads: the run's outcome and exit code, ``state.json``,
+``tuning-report.md``, the backups, the skill files themselves, and the journal."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-from fsm.context import Context
+import pytest
+
+from fsm.control import ControlPlane
+from fsm.engine import Engine, RunResult
+from fsm.errors import ControlRefusedError
 from fsm.executor import AgentCommand
-from machines.skill_tuning.backup import tree_bytes
-from machines.skill_tuning.diagnosis.run import RULES
-from machines.skill_tuning.functions import registry
-from machines.skill_tuning.options import TuningOptions
-from machines.skill_tuning.skill import read_skill
+from fsm.inspect import replay, status
+from fsm.instance import Instance
+from machines.skill_tuning.backup import restore_original, tree_bytes
+from machines.skill_tuning.model import TuningState
+from tests.conftest import CliResult
+from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning
+from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
 
 ROUND = ["diagnose_context", "diagnose_memory", "diagnose_dataflow", "diagnose_agent", "verify"]
+SEED_KEYS = set(json.loads(SEED_INITIAL_STATE))
+SKILL = ".claude/skills/sample-skill"
+WINDOW_LINE = (
+    "  state.history.splice(0, Math.max(0, state.history.length - 10));"
+    "  // sliding window: keep the last 10\n"
+)
+CARRIED_CONSTRAINTS = (
+    "\n## Constraints (carried from phases/01-collect.md)\n\n"
+    "The constraints of the first phase still hold in this phase:\n\n"
+    "- Only read files under src/\n"
+    "- Never modify the input files\n"
+)
+
+
+def events(result: RunResult) -> list[str | None]:
+    """The events a run took, failed steps included."""
+    return [step.event for step in result.steps]
+
+
+def report(tuning: Tuning, instance: Instance) -> str:
+    """The tuning report the run wrote, found through the document's final_report."""
+    doc = tuning.doc(instance)
+    assert doc.final_report == f"{doc.work_dir}/tuning-report.md"
+    return (tuning.path / doc.final_report).read_text(encoding="utf-8")
+
+
+def written_outside(
+    before: dict[str, bytes], after: dict[str, bytes], instance: Instance
+) -> set[str]:
+    """Workspace files created, changed or removed outside the skill and the work dir."""
+    allowed = (f"{SKILL}/", f".workflow/.scratchpad/{instance.id}/")
+    changed = {path for path in before.keys() | after.keys() if before.get(path) != after.get(path)}
+    return {path for path in changed if not path.startswith(allowed)}
+
+
+def assert_consistent(tuning: Tuning, instance: Instance, before: dict[str, bytes]) -> None:
+    """state.json validates with every template key, the journal replays to it, and nothing
+    was written outside the skill folder and the instance's work dir."""
+    data = tuning.document(instance)
+    TuningState.model_validate(data)
+    assert data.keys() >= SEED_KEYS
+    assert replay(instance).problems == []
+    assert written_outside(before, tree_bytes(tuning.path), instance) == set()
 
 
 def test_a_clean_skill_passes_at_once(
-    make_skill: Callable[..., Path],
-    samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
-    """A skill without problems is diagnosed once, passes the gate and is left untouched."""
+    """A skill without problems is diagnosed once, passes the gate, exits 0 and is untouched;
+    the whole skill is still backed up."""
     root = make_skill(samples.clean)
     original = tree_bytes(root)
-    ctx = tuning_ctx()
-    doc, events = engine.drive(engine.new(ctx, root), ctx)
-    assert events == ["init", *ROUND, "complete"]
+    instance = tuning.create(root)
+    before = tree_bytes(tuning.path)
+    result = Engine(instance).run(max_steps=200)
+    assert (result.outcome, result.exit_code, result.state) == ("completed", 0, "completed")
+    assert events(result) == ["init", *ROUND, "complete"]
+    doc = tuning.doc(instance)
     assert (doc.status, doc.quality_score, doc.quality_gate, doc.iteration_count) == (
         "completed",
         100,
         "pass",
         1,
     )
-    assert doc.issues == [] and doc.applied_fixes == []
-    assert tree_bytes(root) == original
-    report = ctx.workspace / (doc.final_report or "")
-    assert report.name == "tuning-report.md" and report.parent == ctx.instance_dir
-    assert "the quality gate passed" in report.read_text(encoding="utf-8")
-    assert [h.action for h in doc.action_history][-1] == "action-complete"
+    assert doc.issues == [] and doc.applied_fixes == [] and doc.proposed_fixes == []
     assert all(h.completed_at and h.result == "success" for h in doc.action_history)
+    assert tree_bytes(root) == original
+    assert tree_bytes(tuning.path / f"{doc.backup_dir}/sample-skill-backup") == original
+    text = report(tuning, instance)
+    assert "- Outcome: completed: the quality gate passed (gate pass)" in text
+    assert "- Quality score: 100 / 100, gate **pass**" in text
+    assert status(instance).summary["quality"] == "100/100, gate pass"
+    assert_consistent(tuning, instance, before)
 
 
 def test_a_fixable_skill_is_fixed_verified_and_passes(
-    make_skill: Callable[..., Path],
-    samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
-    """Mechanical fixes really change the files, pass verification, and the gate passes."""
+    """Stepping one transaction at a time (state.json valid after each), mechanical fixes
+    change the files, pass verification and the gate passes within the iteration limit."""
     root = make_skill(samples.fixable)
     original = tree_bytes(root)
-    ctx = tuning_ctx()
-    doc, events = engine.drive(engine.new(ctx, root), ctx)
-    assert events == ["init", *ROUND, "apply_fix", "iterate", *ROUND, "complete"]
+    instance = tuning.create(root, max_iterations=3)
+    before = tree_bytes(tuning.path)
+    ControlPlane(instance).apply("start", actor="test", reason="scenario")
+    engine = Engine(instance)
+    taken: list[str | None] = []
+    for _ in range(40):
+        step = engine.step()
+        if step.outcome != "applied":
+            break
+        taken.append(step.event)
+        data = tuning.document(instance)
+        TuningState.model_validate(data)
+        assert data.keys() >= SEED_KEYS, step.event
+    assert (step.outcome, step.state) == ("final", "completed")
+    assert taken == ["init", *ROUND, "apply_fix", "iterate", *ROUND, "complete"]
+    doc = tuning.doc(instance)
     assert (doc.status, doc.quality_gate, doc.iteration_count) == ("completed", "pass", 2)
-    assert doc.quality_score >= 80
-    assert [(r.success, r.verification_result) for r in doc.applied_fixes] == [(True, "pass")] * 2
-    changed = tree_bytes(root)
-    assert changed["phases/01-collect.md"] != original["phases/01-collect.md"]
-    assert changed["phases/02-analyse.md"] != original["phases/02-analyse.md"]
-    skill = read_skill(root)
-    assert RULES["context.unbounded_history"].check(skill) == []
-    assert RULES["memory.constraints_not_propagated"].check(skill) == []
-    backup = ctx.workspace / (doc.backup_dir or "") / "sample-skill-backup"
-    assert tree_bytes(backup) == original
+    assert [(r.fix_id, r.success, r.verification_result) for r in doc.applied_fixes] == [
+        ("FIX-001", True, "pass"),
+        ("FIX-002", True, "pass"),
+    ]
+    now = tree_bytes(root)
+    collect = original["phases/01-collect.md"].decode()
+    push = "  state.history.push(result);\n"
+    assert now["phases/01-collect.md"].decode() == collect.replace(push, push + WINDOW_LINE)
+    analyse = original["phases/02-analyse.md"].decode()
+    assert now["phases/02-analyse.md"].decode() == analyse + CARRIED_CONSTRAINTS
+    assert {k: v for k, v in now.items() if not k.startswith("phases/0")} == {
+        k: v for k, v in original.items() if not k.startswith("phases/0")
+    }
+    fix_backup = tuning.path / f"{doc.backup_dir}/before-FIX-001/phases/01-collect.md"
+    assert fix_backup.read_bytes() == original["phases/01-collect.md"]
+    text = report(tuning, instance)
+    assert "- **FIX-001** (sliding_window, ISS-001): applied, verification pass." in text
+    assert "- Iterations: 2 of 3" in text
+    assert_consistent(tuning, instance, before)
 
 
 def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
     make_skill: Callable[..., Path],
     samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    tuning: Tuning,
     agent_script: Callable[[str], AgentCommand],
 ) -> None:
-    """An agent fix that leaves its issue in place fails verification; the files are restored
-    byte for byte and the run completes without passing."""
+    """An agent fix that leaves its issue in place fails verification and the skill is
+    restored byte for byte (the file it created removed); the run settles at gate review."""
     root = make_skill(samples.judgement)
     original = tree_bytes(root)
     agent = agent_script(
@@ -88,83 +162,187 @@ def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
         pathlib.Path("notes.md").write_text("created by the agent")
         """
     )
-    ctx = tuning_ctx(TuningOptions(fix_tool="codex"), {"codex": agent})
-    doc, events = engine.drive(engine.new(ctx, root), ctx)
-    assert events.count("apply_fix") == 2
-    assert events[-1] == "settle"
+    instance = tuning.create(root, agents={"codex": agent}, options={"fix_tool": "codex"})
+    before = tree_bytes(tuning.path)
+    engine = Engine(instance)
+    first = engine.run(max_steps=13)
+    assert events(first) == ["init", *ROUND, "apply_fix", "iterate", *ROUND]
+    assert first.outcome == "limit"
+    doc = tuning.doc(instance)
     assert [(r.fix_id, r.verification_result, r.rollback_available) for r in doc.applied_fixes] == [
-        ("FIX-001", "fail", False),
-        ("FIX-002", "fail", False),
+        ("FIX-001", "fail", False)
+    ]
+    assert tree_bytes(root) == original
+    rest = engine.run(max_steps=200)
+    assert events(rest) == ["apply_fix", "iterate", *ROUND, "settle"]
+    assert (rest.outcome, rest.exit_code) == ("completed", 0)
+    doc = tuning.doc(instance)
+    assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [
+        ("FIX-001", "fail"),
+        ("FIX-002", "fail"),
     ]
     assert tree_bytes(root) == original
     assert (doc.status, doc.quality_gate) == ("completed", "review")
+    assert "- **FIX-002** (orchestrator_refactor, ISS-002): applied, verification fail." in (
+        report(tuning, instance)
+    )
+    assert_consistent(tuning, instance, before)
 
 
 def test_judgement_fixes_stay_proposed_without_a_fix_tool(
-    make_skill: Callable[..., Path],
-    samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
     """Without fix_tool nothing that needs judgement is applied; the run settles at once."""
     root = make_skill(samples.judgement)
     original = tree_bytes(root)
-    ctx = tuning_ctx()
-    doc, events = engine.drive(engine.new(ctx, root), ctx)
-    assert events == ["init", *ROUND, "settle"]
+    instance = tuning.create(root)
+    result = Engine(instance).run(max_steps=200)
+    assert events(result) == ["init", *ROUND, "settle"]
+    doc = tuning.doc(instance)
     assert [f.strategy for f in doc.proposed_fixes] == ["orchestrator_refactor"] * 2
     assert doc.pending_fixes == [] and doc.applied_fixes == []
     assert tree_bytes(root) == original
+    assert "proposed (needs judgement)" in report(tuning, instance)
 
 
 def test_repeated_failures_end_in_failed_at_max_errors(
-    make_skill: Callable[..., Path],
-    samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
-    """An action that keeps failing is retried until error_count reaches max_errors, then the
-    run aborts with a report and errors.json."""
+    """An action that keeps failing is retried until error_count reaches max_errors; the run
+    then aborts into failed (exit 4) with a report and errors.json."""
     root = make_skill(samples.clean)
-    ctx = tuning_ctx()
-    doc, _event = engine.step(engine.new(ctx, root), ctx)
+    instance = tuning.create(root)
+    before = tree_bytes(tuning.path)
+    engine = Engine(instance)
+    assert events(engine.run(max_steps=1)) == ["init"]
     (root / "SKILL.md").unlink()
-    doc, events = engine.drive(doc, ctx)
-    assert events == ["diagnose_context"] * 3 + ["abort"]
-    assert (doc.status, doc.phase, doc.error_count) == ("failed", "failed", 3)
+    result = engine.run(max_steps=200)
+    assert events(result) == ["diagnose_context"] * 3 + ["abort"]
+    assert [step.outcome for step in result.steps] == ["failed"] * 3 + ["applied"]
+    assert (result.outcome, result.exit_code, result.state) == ("failed", 4, "failed")
+    doc = tuning.doc(instance)
+    assert (doc.status, doc.error_count, doc.max_errors) == ("failed", 3, 3)
+    assert [(e.action, e.recoverable) for e in doc.errors] == [
+        ("action-diagnose-context", False)
+    ] * 3
     assert all("has no SKILL.md" in e.message for e in doc.errors)
-    assert (ctx.instance_dir / "errors.json").is_file()
-    assert "3 errors" in (ctx.instance_dir / "tuning-report.md").read_text(encoding="utf-8")
+    errors = json.loads((instance.paths.document.parent / "errors.json").read_text())
+    assert len(errors) == 3
+    assert "- Outcome: failed: 3 errors reached the limit of 3" in report(tuning, instance)
+    assert_consistent(tuning, instance, before)
 
 
 def test_the_iteration_limit_completes_the_run(
-    make_skill: Callable[..., Path],
-    samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
     """When iteration_count reaches max_iterations the run completes with its current gate."""
     root = make_skill(samples.fixable)
-    ctx = tuning_ctx()
-    doc, events = engine.drive(engine.new(ctx, root, max_iterations=1), ctx)
-    assert events == ["init", *ROUND, "finish"]
+    instance = tuning.create(root, max_iterations=1)
+    result = Engine(instance).run(max_steps=200)
+    assert events(result) == ["init", *ROUND, "finish"]
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    doc = tuning.doc(instance)
     assert (doc.status, doc.quality_gate, doc.iteration_count) == ("completed", "review", 1)
-    assert "iteration limit" in (ctx.instance_dir / "tuning-report.md").read_text(encoding="utf-8")
+    assert "completed: the iteration limit was reached" in report(tuning, instance)
 
 
-def test_stop_ends_the_run_as_user_exit(
+def test_pause_and_resume_mid_run(
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
+) -> None:
+    """A paused instance takes no step (run exits 5) and keeps its place; resumed, it runs to
+    the same end as an uninterrupted run."""
+    root = make_skill(samples.fixable)
+    instance = tuning.create(root)
+    before = tree_bytes(tuning.path)
+    engine, control = Engine(instance), ControlPlane(instance)
+    first = engine.run(max_steps=4)
+    assert (first.outcome, first.state) == ("limit", "dataflow_diagnosed")
+    control.apply("pause", actor="test", reason="lunch")
+    paused = tuning.document(instance)
+    assert (paused["status"], paused["phase"]) == ("paused", "dataflow_diagnosed")
+    held = engine.run(max_steps=200)
+    assert (held.outcome, held.exit_code, held.steps) == ("paused", 5, [])
+    assert engine.step().outcome == "blocked"
+    assert tuning.document(instance) == paused
+    control.apply("resume", actor="test")
+    rest = engine.run(max_steps=200)
+    assert events(first) + events(rest) == [
+        "init",
+        *ROUND,
+        "apply_fix",
+        "iterate",
+        *ROUND,
+        "complete",
+    ]
+    assert (rest.outcome, tuning.doc(instance).quality_gate) == ("completed", "pass")
+    assert_consistent(tuning, instance, before)
+
+
+def test_stop_ends_the_run_and_the_original_is_restorable(
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
+) -> None:
+    """A stop after fixes were applied ends the run in user_exit with a report; the backup
+    taken by init holds the original bytes and restores them."""
+    root = make_skill(samples.fixable)
+    original = tree_bytes(root)
+    instance = tuning.create(root)
+    before = tree_bytes(tuning.path)
+    engine, control = Engine(instance), ControlPlane(instance)
+    assert events(engine.run(max_steps=7))[-1] == "apply_fix"
+    assert tree_bytes(root) != original
+    control.apply("stop", actor="test", reason="enough")
+    doc = tuning.doc(instance)
+    assert (doc.status, doc.phase) == ("user_exit", "user_exit")
+    result = engine.run(max_steps=200)
+    assert (result.outcome, result.exit_code, result.state, result.steps) == (
+        "failed",
+        4,
+        "user_exit",
+        [],
+    )
+    with pytest.raises(ControlRefusedError):
+        control.apply("resume", actor="test")
+    text = report(tuning, instance)
+    assert "- Outcome: stopped by the user" in text
+    assert_consistent(tuning, instance, before)
+    backup_dir = tuning.path / (doc.backup_dir or "")
+    assert tree_bytes(backup_dir / "sample-skill-backup") == original
+    assert f"`{doc.backup_dir}/sample-skill-backup/`" in text
+    restore_original(root, backup_dir, "sample-skill")
+    assert tree_bytes(root) == original
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        pytest.param(
+            ["--set", "target_skill.path=nowhere"],
+            "target skill folder does not exist: nowhere",
+            id="missing",
+        ),
+        pytest.param(
+            ["--set", "target_skill.path=.claude"],
+            "target skill folder has no SKILL.md: .claude",
+            id="no-skill-md",
+        ),
+        pytest.param([], "no target skill given", id="not-given"),
+    ],
+)
+def test_fsm_new_refuses_an_unusable_target_in_one_line(
+    setting: list[str],
+    message: str,
     make_skill: Callable[..., Path],
     samples: SimpleNamespace,
-    tuning_ctx: Callable[..., Context],
-    engine: SimpleNamespace,
+    tmp_path: Path,
+    cli: Callable[..., CliResult],
 ) -> None:
-    """The stop command's action writes the report; the codec then reads user_exit."""
-    root = make_skill(samples.clean)
-    ctx = tuning_ctx()
-    doc, _event = engine.step(engine.new(ctx, root), ctx)
-    doc = engine.apply(doc, registry.actions["stop"](doc, ctx))
-    assert registry.codecs["tuning_state"].read(doc) == "user_exit"
-    assert engine.step(doc, ctx) == (doc, None)
-    assert "stopped by the user" in (ctx.instance_dir / "tuning-report.md").read_text(
-        encoding="utf-8"
-    )
+    """fsm new with a missing target folder, or one without SKILL.md, exits 2 with one clear
+    line and creates nothing."""
+    make_skill(samples.clean)
+    result = cli("new", str(MACHINE_YAML), *setting)
+    assert result.code == 2
+    assert result.out == ""
+    [line] = result.err.strip().splitlines()
+    assert line.startswith("fsm: error: ") and message in line
+    assert "Traceback" not in result.err
+    assert not (tmp_path / ".workflow").exists()

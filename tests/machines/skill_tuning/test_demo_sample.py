@@ -1,0 +1,73 @@
+"""The demo sample workspace (examples/workspaces/skill-tuning) run on a copy, as the demo
+runs it: diagnosed, fixed, verified, and completed with gate pass."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from fsm.engine import Engine
+from fsm.inspect import replay
+from fsm.instance import Workspace
+from fsm.machine import load_machine
+from machines.skill_tuning.backup import tree_bytes
+from machines.skill_tuning.model import TuningState
+from tests.machines.skill_tuning.conftest import MACHINE_YAML
+
+DEMO = Path(__file__).parents[3] / "examples" / "workspaces" / "skill-tuning"
+INPUTS = {
+    "target_skill": {"path": "my-skill"},
+    "user_issue_description": "The review forgets its constraints after phase 1 and its "
+    "history grows with every file.",
+}
+"""The inputs the demo creates its instance with."""
+
+NEW_LINES = {
+    "phases/01-collect.md": [
+        "  state.history.splice(0, Math.max(0, state.history.length - 10));"
+        "  // sliding window: keep the last 10"
+    ],
+    "phases/02-review.md": [
+        "## Constraints (carried from phases/01-collect.md)",
+        "- Never modify the files under review",
+    ],
+    "phases/03-report.md": [
+        "if (report === null || typeof report !== 'object') "
+        "throw new Error('schema: report is not a JSON object');"
+    ],
+    "specs/state.md": ['  "review_count": 0'],
+}
+"""A line each fix adds, per file the demo changes."""
+
+
+def test_the_demo_sample_is_fixed_and_passes(tmp_path: Path) -> None:
+    """Two rounds: four mechanical fixes applied after a failed gate, all verified, no issue
+    left, score 100, gate pass; the skill changed in exactly the four files."""
+    copy = tmp_path / "demo"
+    shutil.copytree(DEMO, copy)
+    original = tree_bytes(copy / "my-skill")
+    instance = Workspace(copy).instance(
+        load_machine(MACHINE_YAML), "skill-tuning-20260101T000000-0a1b2c3d"
+    )
+    instance.create(INPUTS)
+    result = Engine(instance).run(max_steps=200)
+    assert (result.outcome, result.exit_code, result.state) == ("completed", 0, "completed")
+    assert len(result.steps) == 14
+    doc = TuningState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    assert (doc.quality_score, doc.quality_gate, doc.iteration_count) == (100, "pass", 2)
+    assert doc.issues == [] and doc.pending_fixes == []
+    assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [
+        (f"FIX-00{n}", "pass") for n in range(1, 5)
+    ]
+    now = tree_bytes(copy / "my-skill")
+    changed = {path for path in original if now[path] != original[path]}
+    assert changed == set(NEW_LINES) and now.keys() == original.keys()
+    for path, lines in NEW_LINES.items():
+        text = now[path].decode()
+        assert all(line in text.splitlines() for line in lines), path
+    backup = copy / (doc.backup_dir or "") / "code-review-backup"
+    assert tree_bytes(backup) == original
+    report = (copy / (doc.final_report or "")).read_text(encoding="utf-8")
+    assert "- Outcome: completed: the quality gate passed (gate pass)" in report
+    assert replay(instance).problems == []
+    assert tree_bytes(DEMO / "my-skill") == original
