@@ -45,6 +45,18 @@ def scenarios() -> list[Scenario]:
     """The demo's scenarios, one or more per machine."""
     return [
         Scenario(
+            "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
+            "skill-tuning",
+            "skill-tuning",
+            {
+                "target_skill": {"path": "my-skill"},
+                "user_issue_description": (
+                    "The review forgets its constraints after phase 1 and its history grows "
+                    "with every file."
+                ),
+            },
+        ),
+        Scenario(
             "counter (the example machine in examples/counter)",
             str(ROOT / "examples" / "counter" / "machine.yaml"),
             None,
