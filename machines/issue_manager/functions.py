@@ -258,6 +258,7 @@ def finalize(doc: IssueManagerState, ctx: Context) -> Update:
         **_done(doc, ctx, "action-complete"),
         "status": "completed",
         "completed_at": now,
+        "updated_at": now,
         "context.total_issues": stats.total_issues,
         "context.completed_count": stats.completed,
         "context.failed_count": stats.failed,

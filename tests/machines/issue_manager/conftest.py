@@ -1,19 +1,19 @@
-"""Sample workspaces and stand-in agents for the issue-manager tests.
+"""Sample workspaces, stand-in agents and real-engine instances for the issue-manager tests.
 
-``sample`` builds a workspace (issues file, solution files, stand-in agent scripts, fsm.toml);
-``make_ctx`` builds the Context an engine would pass; ``apply`` and ``fire`` are the smallest
-stand-in for the engine's step (apply dotted updates, validate, save, call ``after_save``), to be
-replaced by the real engine in end-to-end tests.
+``sample`` builds a workspace (issues file, solution files, stand-in agent scripts, fsm.toml).
+``launch`` creates an instance of the machine in it with the real engine's API (Workspace,
+Instance) and returns a :class:`Launched`: run it with :class:`fsm.engine.Engine`, command it
+through :class:`fsm.control.ControlPlane`, and read the files a user reads in its work_dir.
+``make_ctx``, ``apply``, ``new_doc`` and ``planned`` serve the unit tests of single actions,
+guards and hooks (``apply`` applies an update with the engine's own ``apply_update``).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,8 +21,13 @@ import structlog
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
-from fsm.definition import parse_definition
+from fsm.control import ControlPlane
+from fsm.engine import Engine, RunResult
 from fsm.executor import AgentCommand, SubprocessExecutor
+from fsm.inspect import replay
+from fsm.instance import Instance, Workspace
+from fsm.machine import load_machine
+from fsm.update import apply_update as update_document
 from machines.issue_manager import functions
 from machines.issue_manager.model import IssueManagerState
 from machines.issue_manager.options import IssueManagerOptions
@@ -186,14 +191,8 @@ def make_ctx(sample: SampleWorkspace) -> Callable[..., Context]:
 def apply_update(
     doc: IssueManagerState, update: Any, phase: str | None = None
 ) -> IssueManagerState:
-    """Apply dotted-path ``update`` (and the new phase) to ``doc`` and validate the result."""
-    data = copy.deepcopy(doc.model_dump(mode="json", exclude_unset=False))
-    for path, value in dict(update or {}).items():
-        *parents, last = path.split(".")
-        target = data
-        for key in parents:
-            target = target.setdefault(key, {})
-        target[last] = json.loads(json.dumps(value, default=lambda m: m.model_dump(mode="json")))
+    """Apply ``update`` (and the new phase) to ``doc`` as the engine does, and validate it."""
+    data = update_document(doc.model_dump(mode="json", by_alias=True), dict(update or {}))
     if phase is not None:
         data["phase"] = phase
     return IssueManagerState.model_validate(data)
@@ -201,42 +200,8 @@ def apply_update(
 
 @pytest.fixture
 def apply() -> Callable[..., IssueManagerState]:
-    """The update-applying helper as a fixture."""
+    """The update-applying helper of the action unit tests."""
     return apply_update
-
-
-def _transitions() -> list[Any]:
-    spec, _, problems = parse_definition(MACHINE_YAML.read_text(encoding="utf-8"))
-    assert spec is not None, problems
-    return list(spec.transitions)
-
-
-def _holds(ref: str, doc: IssueManagerState, ctx: Context) -> bool:
-    name, negated = (ref[4:], True) if ref.startswith("not ") else (ref, False)
-    return functions.registry.guards[name].func(doc, ctx) is not negated
-
-
-def fire_step(
-    doc: IssueManagerState, ctx: Context, event: str | None = None
-) -> tuple[str, IssueManagerState]:
-    """One step as the engine takes it: the named (or first enabled) transition, saved."""
-    if doc.status != "running":
-        raise LookupError(f"the instance is {doc.status}: no step runs")
-    for spec in _transitions():
-        if (
-            (event is None or spec.event == event)
-            and doc.phase in spec.sources
-            and all(_holds(g, doc, ctx) for g in spec.guards)
-        ):
-            step_ctx = ctx.for_transition(spec.event, doc.phase, spec.dest)
-            for name in spec.actions:
-                doc = apply_update(doc, functions.registry.actions[name](doc, step_ctx))
-            doc = apply_update(doc, {}, phase=spec.dest)
-            ctx.document_path.parent.mkdir(parents=True, exist_ok=True)
-            ctx.document_path.write_text(doc.model_dump_json(indent=2), encoding="utf-8")
-            functions.registry.hooks["record_history"](doc, step_ctx)
-            return spec.event, doc
-    raise LookupError(f"no transition enabled from {doc.phase} (event {event})")
 
 
 @pytest.fixture
@@ -249,23 +214,6 @@ def new_doc(make_ctx: Callable[..., Context]) -> Callable[..., IssueManagerState
         return apply_update(doc, {"status": "running"})
 
     return build
-
-
-def run_steps(
-    doc: IssueManagerState, ctx: Context, max_steps: int = 50
-) -> tuple[list[str], IssueManagerState]:
-    """Step until a final phase, a non-running status or ``max_steps``; return events and doc."""
-    events: list[str] = []
-    while doc.phase != "complete" and doc.status == "running" and len(events) < max_steps:
-        event, doc = fire_step(doc, ctx)
-        events.append(event)
-    return events, doc
-
-
-@pytest.fixture
-def engine() -> SimpleNamespace:
-    """The engine stand-ins together: ``apply``, ``fire`` (one step), ``run`` (until done)."""
-    return SimpleNamespace(apply=apply_update, fire=fire_step, run=run_steps)
 
 
 @pytest.fixture
@@ -283,3 +231,86 @@ def planned(new_doc: Callable[..., IssueManagerState]) -> Callable[[Context], Is
         return doc
 
     return build
+
+
+class Launched:
+    """An instance driven by the real engine, and the files a user reads in its work_dir."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.work_dir = instance.paths.document.parent
+
+    def run(self, max_steps: int = 100) -> RunResult:
+        """``Engine.run``, as ``fsm run`` does it."""
+        return Engine(self.instance).run(max_steps=max_steps)
+
+    def control(self, command: str) -> None:
+        """Apply a control command (``pause``, ``resume``, ``stop``, ``start``)."""
+        ControlPlane(self.instance).apply(command, actor="test", reason=f"test {command}")
+
+    def read(self, name: str) -> Any:
+        """A JSON file of the work_dir (``state.json``, ``execution-results.json``, ...)."""
+        return json.loads((self.work_dir / name).read_text(encoding="utf-8"))
+
+    def state(self) -> dict[str, Any]:
+        """``state.json`` as JSON."""
+        return dict(self.read("state.json"))
+
+    def history(self) -> list[dict[str, Any]]:
+        """``state-history.json``: one entry per save."""
+        return list(self.read("state-history.json"))
+
+    def report(self) -> str:
+        """``final-report.md``."""
+        return (self.work_dir / "final-report.md").read_text(encoding="utf-8")
+
+    def listing(self, folder: str) -> list[str]:
+        """The file names in ``snapshots/`` or ``solutions/``, sorted."""
+        return sorted(p.name for p in (self.work_dir / folder).iterdir())
+
+    def statuses(self) -> dict[str, str]:
+        """Issue id -> status, as ``state.json`` has it."""
+        return {key: issue["status"] for key, issue in self.state()["issues"].items()}
+
+    def journal(self) -> list[dict[str, Any]]:
+        """The engine's journal records."""
+        return list(self.instance.journal.read().records)
+
+    def audit(self) -> list[str]:
+        """What disagrees among the saved files: the journal replay, the model, the history.
+
+        The journal must replay to the document; ``state.json`` must validate; and
+        ``state-history.json`` must hold one entry per save, with the phase of that save.
+        """
+        problems = list(replay(self.instance).problems)
+        try:
+            IssueManagerState.model_validate(self.state())
+        except ValueError as exc:
+            problems.append(f"state.json does not validate: {exc}")
+        saves = [r["state"] for r in self.journal() if "doc_hash" in r]
+        phases = [entry["phase"] for entry in self.history()]
+        if phases != saves:
+            problems.append(f"history phases {phases} != journaled saves {saves}")
+        return problems
+
+
+@pytest.fixture
+def launch(sample: SampleWorkspace) -> Callable[..., Launched]:
+    """Create the test instance in the sample workspace with the real engine's API.
+
+    ``options`` go to ``[machine.issue-manager]`` in fsm.toml (with the stand-in agents as
+    ``[agent.<tool>]``); other keyword arguments are the create inputs. The clock is simulated
+    unless ``system_clock`` is set (for runs that share the instance with another process).
+    """
+
+    def start(
+        options: dict[str, Any] | None = None, *, system_clock: bool = False, **inputs: Any
+    ) -> Launched:
+        sample.write_fsm_toml(**(options or {}))
+        clock = None if system_clock else SimulatedClock(tick=1.0)
+        workspace = Workspace(sample.root, clock=clock)
+        instance = workspace.instance(load_machine(MACHINE_YAML), INSTANCE_ID)
+        instance.create(inputs)
+        return Launched(instance)
+
+    return start

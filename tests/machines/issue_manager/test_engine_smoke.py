@@ -1,5 +1,5 @@
-"""The machine driven by the real engine through the command line (a smoke test; the lead's
-scenario tests cover every edge)."""
+"""The machine driven through the in-process command line (``fsm new``, ``run``, ``stop``,
+``resume``); the scenarios with every file checked are in test_scenarios.py."""
 
 from __future__ import annotations
 

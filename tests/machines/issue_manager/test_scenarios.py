@@ -1,0 +1,317 @@
+"""The scenarios of the issue, end to end on the real engine, read from the files a user reads.
+
+Each test builds a sample workspace, creates an instance with the engine's API, runs it with
+``Engine.run`` (what ``fsm run`` does) and checks the run's outcome and exit code, ``state.json``,
+``state-history.json``, ``snapshots/``, ``solutions/``, ``execution-results.json``,
+``final-report.md`` and the statuses written back to the issues file. Every scenario ends with
+the audit: the journal replays to the document, which validates, and the history has one entry
+per save.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fsm.engine import Engine
+from fsm.inspect import status
+from machines.issue_manager.model import IssueManagerState
+from tests.machines.issue_manager.conftest import agent_task, command_task
+
+
+def _counting(task_id: str, *deps: str) -> dict[str, Any]:
+    """A task that appends its id to ran.txt, so a test sees what ran, in which order."""
+    return command_task(task_id, f"echo {task_id} >> ran.txt", *deps, title=f"record {task_id}")
+
+
+def _ran(sample: Any) -> list[str]:
+    path = sample.root / "ran.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def test_all_issues_succeed(sample: Any, launch: Any) -> None:
+    """Issues planned from solution files and by the planning agent, with command tasks and an
+    execution-agent task, all complete in dependency and queue order, at 100%."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_counting("ISS-1.b", "ISS-1.a"), _counting("ISS-1.a")])
+    sample.add_issue("ISS-2")
+    sample.add_solution(
+        "ISS-2", [_counting("ISS-2.a"), agent_task("ISS-2.b", "Edit it", "ISS-2.a")]
+    )
+    sample.add_issue("ISS-3", "Planned by the agent")
+    sample.planning_agent("planner", [_counting("ISS-3.a")])
+    sample.script_agent(
+        "writer",
+        "import re\n"
+        "task = re.search(r'Task (\\S+):', prompt).group(1)\n"
+        "open('ran.txt', 'a').write(task + '\\n')\n",
+    )
+    im = launch({"plan_tool": "planner", "execute_tool": "writer"})
+
+    result = im.run()
+
+    assert (result.outcome, result.state, result.exit_code) == ("completed", "complete", 0)
+    assert [s.event for s in result.steps] == [
+        *["init", "plan", "plan", "plan"],
+        *["execute", "execute", "execute", "list", "complete"],
+    ]
+    assert _ran(sample) == ["ISS-1.a", "ISS-1.b", "ISS-2.a", "ISS-2.b", "ISS-3.a"]
+    assert sample.prompts("writer")[0].startswith("Issue ISS-2: Issue ISS-2\n")
+    assert sample.prompts("writer")[0].endswith("Task ISS-2.b: task ISS-2.b\n\nEdit it")
+    state = im.state()
+    assert (state["status"], state["phase"]) == ("completed", "complete")
+    context = state["context"]
+    assert (context["rounds"], context["completed_count"], context["success_rate"]) == (
+        2,
+        3,
+        "100.0",
+    )
+    assert [(q["item_id"], q["issue_id"], q["status"]) for q in state["queue"]] == [
+        ("S-1", "ISS-1", "completed"),
+        ("S-2", "ISS-2", "completed"),
+        ("S-3", "ISS-3", "completed"),
+    ]
+    for issue in state["issues"].values():
+        assert state["created_at"] < issue["planned_at"] < issue["executed_at"]
+        assert issue["executed_at"] < state["completed_at"] == state["updated_at"]
+    assert sample.statuses() == dict.fromkeys(["ISS-1", "ISS-2", "ISS-3"], "completed")
+    history = im.history()
+    assert [h["phase"] for h in history] == [
+        *["init", "init", "listing", "planning", "planning", "planning"],
+        *["executing", "executing", "executing", "listing", "complete"],
+    ]
+    assert (history[-1]["completed_actions"], history[-1]["issues_count"]) == (10, 3)
+    assert im.listing("snapshots") == [f"snapshot-before-execute-{n}.json" for n in (1, 2, 3)]
+    before_second = im.read("snapshots/snapshot-before-execute-2.json")
+    assert (before_second["item_id"], before_second["issue_id"]) == ("S-2", "ISS-2")
+    assert [q["status"] for q in before_second["state"]["queue"]] == [
+        "completed",
+        "pending",
+        "pending",
+    ]
+    assert im.listing("solutions") == [
+        f"{issue}-{kind}.json"
+        for issue in ("ISS-1", "ISS-2", "ISS-3")
+        for kind in ("execution", "plan")
+    ]
+    record = im.read("solutions/ISS-2-execution.json")
+    assert [(t["id"], t["via"]) for t in record["execution_result"]["tasks"]] == [
+        ("ISS-2.a", "command"),
+        ("ISS-2.b", "agent:writer"),
+    ]
+    plan = im.read("solutions/ISS-3-plan.json")
+    assert (plan["source"], plan["solution"]["id"]) == ("agent", "SOL-ISS-3-1")
+    bound = json.loads((sample.solutions_dir / "ISS-3.jsonl").read_text())
+    assert bound["is_bound"] is True
+    results = im.read("execution-results.json")
+    assert (results["total"], results["completed"], results["failed"]) == (3, 3, 0)
+    assert "| Success rate | 100.0% |" in im.report()
+    assert im.audit() == []
+
+
+def test_one_failing_task_fails_only_its_issue(sample: Any, launch: Any) -> None:
+    """A failing task fails its issue at that task; the other issues still run; numbers agree."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_counting("one")])
+    sample.add_issue("ISS-2")
+    failing = command_task("T2", "exit 7", "T1", title="break")
+    sample.add_solution("ISS-2", [_counting("T1"), failing, _counting("T3", "T2")])
+    sample.add_issue("ISS-3")
+    sample.add_solution("ISS-3", [_counting("three")])
+    im = launch()
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert _ran(sample) == ["one", "T1", "three"]
+    state = im.state()
+    assert [q["status"] for q in state["queue"]] == ["completed", "failed", "completed"]
+    assert im.statuses() == {"ISS-1": "completed", "ISS-2": "failed", "ISS-3": "completed"}
+    error = state["issues"]["ISS-2"]["error"]
+    assert error.startswith("task T2 (break) failed: exited 7")
+    context = state["context"]
+    assert (context["completed_count"], context["failed_count"]) == (2, 1)
+    assert (context["total_issues"], context["success_rate"]) == (3, "66.7")
+    assert sample.statuses() == {"ISS-1": "completed", "ISS-2": "failed", "ISS-3": "completed"}
+    record = im.read("solutions/ISS-2-execution.json")
+    assert record["status"] == "failed"
+    assert [(t["id"], t["status"]) for t in record["execution_result"]["tasks"]] == [
+        ("T1", "completed"),
+        ("T2", "failed"),
+    ]
+    results = im.read("execution-results.json")
+    assert (results["total"], results["completed"], results["failed"]) == (3, 2, 1)
+    assert [r.get("error") for r in results["results"]] == [None, error, None]
+    report = im.report()
+    for row in (
+        "| Completed | 2 |",
+        "| Failed | 1 |",
+        "| Pending | 0 |",
+        "| Success rate | 66.7% |",
+    ):
+        assert row in report
+    assert f"- ✗ **ISS-2** Issue ISS-2 (SOL-ISS-2-1): failed: {error}" in report
+    assert im.audit() == []
+
+
+def test_issue_without_solution_and_without_agent_stays_registered(
+    sample: Any, launch: Any
+) -> None:
+    """No solution file and no planning agent: the issue keeps registered with an error saying
+    what to add; the other issue completes and the report counts the first as pending."""
+    sample.add_issue("ISS-1", "Nobody planned this")
+    sample.add_issue("ISS-2")
+    sample.add_solution("ISS-2", [_counting("two")])
+    im = launch({"plan_tool": "no-such-planner"})
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    state = im.state()
+    issue = state["issues"]["ISS-1"]
+    assert (issue["status"], issue["solution_id"], issue["planned_at"]) == (
+        "registered",
+        None,
+        None,
+    )
+    assert issue["error"].startswith(
+        "no solution file .workflow/issues/solutions/ISS-1.jsonl and no planning agent: "
+        "agent 'no-such-planner' is not configured"
+    )
+    assert [q["issue_id"] for q in state["queue"]] == ["ISS-2"]
+    assert im.listing("solutions") == ["ISS-2-execution.json", "ISS-2-plan.json"]
+    assert im.listing("snapshots") == ["snapshot-before-execute-1.json"]
+    assert im.read("execution-results.json")["total"] == 1
+    assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
+    assert (state["context"]["rounds"], state["context"]["success_rate"]) == (2, "50.0")
+    assert "| Pending | 1 |" in im.report()
+    assert f"**ISS-1** Nobody planned this: registered: {issue['error']}" in im.report()
+    assert im.audit() == []
+
+
+def test_cyclic_solution_is_rejected_naming_the_cycle(sample: Any, launch: Any) -> None:
+    """A solution whose tasks depend on each other in a circle is not queued; the error names
+    the cycle and the solution file line; nothing of it runs."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_counting("T1", "T2"), _counting("T2", "T1")])
+    sample.add_issue("ISS-2")
+    sample.add_solution("ISS-2", [_counting("fine")])
+    im = launch()
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    issue = im.state()["issues"]["ISS-1"]
+    assert issue["status"] == "registered"
+    assert issue["error"].endswith("ISS-1.jsonl:1: circular dependency: T1 -> T2 -> T1")
+    assert [q["issue_id"] for q in im.state()["queue"]] == ["ISS-2"]
+    assert _ran(sample) == ["fine"]
+    assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
+    assert im.listing("snapshots") == ["snapshot-before-execute-1.json"]
+    assert im.listing("solutions") == ["ISS-2-execution.json", "ISS-2-plan.json"]
+    assert [r["issue_id"] for r in im.read("execution-results.json")["results"]] == ["ISS-2"]
+    assert "| Pending | 1 |" in im.report()
+    assert "circular dependency: T1 -> T2 -> T1" in im.report()
+    assert im.audit() == []
+
+
+def test_malformed_issues_line_pauses_naming_the_line_and_loses_nothing(
+    sample: Any, launch: Any
+) -> None:
+    """A line that is not JSON fails the list step, naming file and line; after max_errors
+    tries the instance pauses with the issues file untouched; fixed and resumed, it finishes."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_counting("one")])
+    sample.append_line('{"id": "ISS-2", "status": registered}')
+    sample.add_issue("ISS-3")
+    sample.add_solution("ISS-3", [_counting("three")])
+    before = sample.issues_path.read_bytes()
+    im = launch()
+
+    result = im.run()
+
+    assert (result.outcome, result.status, result.exit_code) == ("paused", "paused", 5)
+    assert [s.outcome for s in result.steps] == ["failed"] * 3
+    assert "issues.jsonl:2: not valid JSON" in (result.steps[-1].error or "")
+    assert sample.issues_path.read_bytes() == before
+    state = im.state()
+    assert (state["phase"], state["issues"], state["queue"]) == ("init", {}, [])
+    where = f"{sample.issues_path}:2: not valid JSON (Expecting value at column 27)"
+    assert [(e["action"], e["message"]) for e in state["errors"]] == [("action-init", where)] * 3
+    shown = status(im.instance)
+    assert shown.control == ["resume", "stop"]
+    assert shown.summary["errors"] == "3 in a row (limit 3)"
+    assert [r["kind"] for r in im.journal()][-3:] == ["error"] * 3
+
+    lines = sample.issues_path.read_text().splitlines()
+    lines[1] = '{"id": "ISS-2", "status": "registered"}'
+    sample.issues_path.write_text("\n".join(lines) + "\n")
+    sample.add_solution("ISS-2", [_counting("two")])
+    im.control("resume")
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert _ran(sample) == ["one", "two", "three"]
+    assert sample.statuses() == dict.fromkeys(["ISS-1", "ISS-2", "ISS-3"], "completed")
+    assert im.state()["context"]["consecutive_errors"] == 0
+    assert len(im.listing("snapshots")) == 3
+    assert im.read("execution-results.json")["completed"] == 3
+    assert where in im.report()
+    assert "| Success rate | 100.0% |" in im.report()
+    assert im.audit() == []
+
+
+def test_new_issues_appended_between_rounds_are_picked_up(sample: Any, launch: Any) -> None:
+    """After the queue drains the machine lists again and plans issues added meanwhile."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_counting("first")])
+    im = launch()
+
+    first = im.run(max_steps=3)
+    assert (first.outcome, first.exit_code) == ("limit", 5)
+    assert [s.event for s in first.steps] == ["init", "plan", "execute"]
+    sample.add_issue("ISS-2", "Arrived later")
+    sample.add_solution("ISS-2", [_counting("second")])
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert [s.event for s in result.steps] == ["list", "plan", "execute", "list", "complete"]
+    state = im.state()
+    assert state["context"]["rounds"] == 3
+    assert [(q["item_id"], q["issue_id"]) for q in state["queue"]] == [
+        ("S-1", "ISS-1"),
+        ("S-2", "ISS-2"),
+    ]
+    assert _ran(sample) == ["first", "second"]
+    assert [h["issues_count"] for h in im.history() if h["phase"] == "listing"] == [1, 2, 2]
+    assert sample.statuses() == {"ISS-1": "completed", "ISS-2": "completed"}
+    assert "| Total issues | 2 |" in im.report()
+    assert im.audit() == []
+
+
+def test_every_step_saves_a_valid_document(sample: Any, launch: Any) -> None:
+    """Driven one Engine.step at a time, each save validates and adds one history entry."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_counting("a"), command_task("b", "false")])
+    sample.add_issue("ISS-2")
+    sample.add_issue("ISS-3")
+    sample.add_solution("ISS-3", [_counting("c")])
+    im = launch({"plan_tool": "no-such-planner"})
+    im.control("start")
+    engine = Engine(im.instance)
+    events: list[str | None] = []
+    while (step := engine.step()).outcome != "final":
+        assert step.outcome == "applied", step
+        events.append(step.event)
+        state = im.state()
+        IssueManagerState.model_validate(state)
+        assert state["phase"] == step.state
+        assert len(im.history()) == len(im.journal())
+        assert im.history()[-1]["phase"] == step.state
+        assert len(events) < 20
+    assert events == [
+        *["init", "plan", "plan", "plan"],
+        *["execute", "execute", "list", "complete"],
+    ]
+    assert im.statuses() == {"ISS-1": "failed", "ISS-2": "registered", "ISS-3": "completed"}
+    assert im.audit() == []
