@@ -36,6 +36,11 @@ class ControlPlane:
         """True when steps may run (always, for machines without a control block)."""
         return self.spec is None or loaded.status == self.spec.active
 
+    def is_paused(self, loaded: Loaded) -> bool:
+        """True when the status is the one ``pause`` sets."""
+        pause = self.spec.commands.get("pause") if self.spec is not None else None
+        return pause is not None and loaded.status == pause.dest
+
     def can_resume(self, loaded: Loaded) -> bool:
         """True when ``resume`` or ``start`` could make the instance active again."""
         if self.spec is None:

@@ -44,7 +44,7 @@ RunOutcome = Literal["completed", "failed", "paused", "stopped", "waiting", "lim
 _EXIT_CODES: dict[RunOutcome, int] = {
     "completed": 0,
     "failed": 4,
-    "stopped": 4,
+    "stopped": 5,
     "paused": 5,
     "waiting": 5,
     "limit": 5,
@@ -162,7 +162,11 @@ class Engine:
         self._lock_held = False
 
     def step(self, *, actor: str = "engine") -> StepResult:
-        """Take the first enabled automatic transition of the current state."""
+        """Take the first enabled automatic transition of the current state.
+
+        Unlike :meth:`run`, a step does not start a created instance: it reports ``blocked``
+        until the instance is started (``fsm start`` or :class:`~fsm.control.ControlPlane`).
+        """
         with self._run_lock():
             return self._step(None, actor)
 
@@ -263,9 +267,9 @@ class Engine:
             outcome: RunOutcome = "completed" if self.machine.is_success(state) else "failed"
             return RunResult(outcome, state, status, steps, f"ended in final state '{state}'")
         if not self.control.is_active(loaded):
-            if self.control.can_resume(loaded):
-                return RunResult("paused", state, status, steps, f"instance is {status}")
-            return RunResult("stopped", state, status, steps, f"instance is {status}")
+            outcome = "paused" if self.control.is_paused(loaded) else "stopped"
+            resumable = " (resume it to continue)" if self.control.can_resume(loaded) else ""
+            return RunResult(outcome, state, status, steps, f"instance is {status}{resumable}")
         if max_steps is not None and len(steps) >= max_steps:
             return RunResult("limit", state, status, steps, f"stopped after {max_steps} steps")
         return None

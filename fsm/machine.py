@@ -157,8 +157,9 @@ class Machine:
         self._by_source = by_source
 
 
-def load_machine(path: Path, *, expected_name: str | None = None) -> Machine:
+def load_machine(path: Path | str, *, expected_name: str | None = None) -> Machine:
     """Load the machine file at ``path``; raise DefinitionError listing every problem."""
+    path = Path(path)
     spec, lines = read_definition(path)
     registry, problems = import_registry(spec, path)
     machine = None
