@@ -57,6 +57,11 @@ def scenarios() -> list[Scenario]:
             },
         ),
         Scenario(
+            "issue-manager: four issues, one failing on purpose, one planned by plan_agent.py",
+            "issue-manager",
+            "issue-manager",
+        ),
+        Scenario(
             "counter (the example machine in examples/counter)",
             str(ROOT / "examples" / "counter" / "machine.yaml"),
             None,

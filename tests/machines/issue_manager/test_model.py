@@ -19,7 +19,7 @@ from machines.issue_manager.model import (
     initial_template,
 )
 
-SEED = Path("/work/shared/seeds/003_584647730d4fe622.txt")
+SEED = Path(__file__).resolve().parents[3].parent / "shared" / "seeds" / "003_584647730d4fe622.txt"
 
 TEMPLATE_TEXT = """{ "status": "pending", "phase": "init", "work_dir": "", "issues": {},
 "queue": [], "completed_actions": [], "context": { "total_issues": 0, "completed_count": 0,
