@@ -66,15 +66,21 @@ def _open_creating_folder(path: Path, flags: int, mode: int = 0o644) -> int:
         return os.open(path, flags, mode)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically and durably."""
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` atomically and durably (line endings kept as given).
+
+    Missing parent folders are created; ``mode`` sets the new file's permissions.
+    Machines use it for their side files too.
+    """
     tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
     try:
         fd = _open_creating_folder(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with open(fd, "w", encoding="utf-8") as handle:
+        with open(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -7,34 +7,18 @@ half of each.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from fsm.store import atomic_write_text
 
 __all__ = ["read_json", "write_json_atomic", "write_text_atomic"]
 
 
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``text`` atomically (parent folders are created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
+    """Replace ``path`` with ``text`` atomically (the engine's atomic write)."""
+    atomic_write_text(path, text, mode=mode)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -49,16 +33,3 @@ def read_json(path: Path) -> Any:
     except FileNotFoundError:
         return None
     return json.loads(text)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
