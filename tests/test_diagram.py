@@ -411,3 +411,28 @@ def test_overlay_without_per_source_counts_uses_totals(counter: Machine) -> None
     assert attr(edge_line(dot, "t1_idle"), "label") == "count [below_limit] ×3"
     assert attr(edge_line(dot, "t1_counting"), "label") == "count [below_limit] ×3"
     assert DIMMED in edge_line(dot, "c_stop")
+
+
+def test_overlay_counts_match_a_real_run(counter: Machine, tmp_path: Path) -> None:
+    """A run's journal gives the counts a person expects: each step once, on its own edge."""
+    from fsm.clock import SimulatedClock
+    from fsm.engine import Engine
+    from fsm.instance import Workspace
+
+    workspace = Workspace(tmp_path, clock=SimulatedClock(tick=0.001))
+    instance = workspace.instance(counter, "run1")
+    instance.create({"limit": 3})
+    result = Engine(instance).run()
+    assert result.state == "done"
+    overlay = overlay_from_journal(instance.journal.read().records, result.state)
+    count = next(t.index for t in counter.transitions if t.event == "count")
+    finish = next(t.index for t in counter.transitions if t.event == "finish")
+    assert overlay.state_visits == {"idle": 1, "counting": 3, "done": 1}
+    assert overlay.edge_source_visits == {
+        (count, "idle"): 1,
+        (count, "counting"): 2,
+        (finish, "counting"): 1,
+    }
+    assert overlay.control_visits == {"start": 1}
+    dot = to_dot(counter, run=overlay)
+    assert "×3" in dot  # counting was visited three times
