@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from fsm.clock import iso_utc
@@ -130,6 +131,8 @@ def list_instances(
     for machine in machines:
         store = workspace.store_for(machine)
         for instance_id in store.list_ids():
+            if not _belongs_to(machine, store.paths(instance_id).journal):
+                continue
             path = store.paths(instance_id).document
             try:
                 stat = path.stat()
@@ -155,6 +158,26 @@ def list_instances(
             )
     rows.sort(key=lambda item: (item[0], item[1].id), reverse=True)
     return [row for _, row in rows]
+
+
+def _belongs_to(machine: Machine, journal: Path) -> bool:
+    """False when the journal's first record says another machine created the instance.
+
+    Machines may share a storage layout (issue-manager and skill-tuning both keep
+    ``.workflow/.scratchpad/{id}/state.json``); documents written by other programs (the CCW
+    dashboard) have no journal yet and are listed.
+    """
+    try:
+        with journal.open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline()
+    except OSError:
+        return True
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError:
+        return True
+    owner = record.get("machine") if isinstance(record, dict) else None
+    return owner is None or owner == machine.name
 
 
 def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:

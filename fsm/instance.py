@@ -310,6 +310,7 @@ class Instance:
                 raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
             record = {
                 "kind": "create",
+                "machine": self.machine.name,
                 "event": None,
                 "source": None,
                 "dest": initial,

@@ -68,6 +68,7 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
             os.replace(path, moved)
         record = {
             "kind": "recover",
+            "machine": machine.name,
             "event": None,
             "source": None,
             "dest": machine.codec.read(instance.validate(data)),

@@ -299,3 +299,15 @@ def test_diagram_of_one_run(cli: Cli, tmp_path: Path) -> None:
     assert "×2" in dot  # the count transition was taken twice
     svg = cli("diagram", C, "--run", "c1", "-o", str(tmp_path / "c1.svg"))
     assert svg.code == 0 and (tmp_path / "c1.svg").read_bytes().lstrip().startswith(b"<")
+
+
+def test_ls_keeps_machines_with_one_layout_apart(cli: Cli, tmp_path: Path) -> None:
+    """Two machines sharing a storage layout each list only the instances they created."""
+    other = tmp_path / "twin" / "machine.yaml"
+    other.parent.mkdir()
+    other.write_text(COUNTER.read_text().replace("name: counter", "name: twin"))
+    (other.parent / "functions.py").write_text((COUNTER.parent / "functions.py").read_text())
+    new_counter(cli, "limit=1", instance_id="mine")
+    assert cli("new", str(other), "--id", "theirs").code == 0
+    assert [r["id"] for r in cli("ls", C, "--json").json()] == ["mine"]
+    assert [r["id"] for r in cli("ls", str(other), "--json").json()] == ["theirs"]
