@@ -8,7 +8,7 @@ failed action appends ``{action, message, timestamp}`` to ``skill_state.errors``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fsm.context import Context
 from fsm.registry import Update
@@ -28,6 +28,8 @@ __all__ = [
     "develop_block",
     "dump_task",
     "error_update",
+    "loop_mode",
+    "max_errors_of",
     "options_of",
     "progress_of",
     "skill_state_of",
@@ -44,6 +46,20 @@ def options_of(ctx: Context) -> LoopOptions:
     if isinstance(ctx.options, LoopOptions):
         return ctx.options
     return LoopOptions.model_validate(ctx.options.model_dump())
+
+
+def loop_mode(ctx: Context) -> Literal["auto", "interactive"]:
+    """The mode a loop is initialised in: interactive when the option says so or when a person
+    drives the run (``fsm run --interactive``), else auto."""
+    return "interactive" if ctx.interactive or options_of(ctx).mode == "interactive" else "auto"
+
+
+def max_errors_of(doc: LoopState, ctx: Context) -> int:
+    """The loop's error limit: persisted in ``skill_state.max_errors`` at init, else the option."""
+    state = doc.skill_state
+    if state is not None and state.max_errors is not None:
+        return state.max_errors
+    return options_of(ctx).max_errors
 
 
 def progress_of(doc: LoopState, ctx: Context) -> ProgressFiles:

@@ -18,6 +18,8 @@ from machines.ccw_loop.bookkeeping import (
     LoopActionError,
     develop_block,
     dump_task,
+    loop_mode,
+    max_errors_of,
     options_of,
     progress_of,
     skill_state_of,
@@ -33,16 +35,18 @@ from machines.ccw_loop.model import (
     ValidateState,
 )
 from machines.ccw_loop.rules import next_pending_task, unfixed_hypothesis
-from machines.ccw_loop.tasks import description_task, read_task_list
+from machines.ccw_loop.tasks import description_task, fallback_task_list, read_task_list
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]
 
 
 def init_loop(doc: LoopState, ctx: Context) -> Update:
-    """Create ``skill_state``: the tasks (task list, else the description), empty phases."""
+    """Create ``skill_state``: the tasks (task list, else the description), empty phases, and
+    the loop's error limit (persisted, so that it survives restarts)."""
     now = ctx.clock.iso()
-    opts = options_of(ctx)
-    listed = read_task_list(ctx.instance_dir, doc.loop_id, now)
+    mode = loop_mode(ctx)
+    max_errors = max_errors_of(doc, ctx)
+    listed = read_task_list(ctx.instance_dir, doc.loop_id, now, fallback=fallback_task_list(ctx))
     tasks = listed.tasks or [description_task(doc.description.strip() or doc.title, now)]
     previous = doc.skill_state
     errors = list(previous.errors) if previous is not None else []
@@ -51,7 +55,7 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
         "current_action": "init",
         "last_action": None,
         "completed_actions": [],
-        "mode": opts.mode,
+        "mode": mode,
         "develop": {
             "total": len(tasks),
             "completed": 0,
@@ -62,10 +66,11 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
         "debug": DebugState().model_dump(mode="json"),
         "validate": ValidateState().model_dump(mode="json"),
         "errors": [e.model_dump(mode="json") for e in errors],
+        "max_errors": max_errors,
     }
     if previous is not None:
         skill_state["consecutive_errors"] = 0
-    progress_of(doc, ctx).start_develop(doc, tasks, opts.mode, now)
+    progress_of(doc, ctx).start_develop(doc, tasks, mode, max_errors, now)
     ctx.log.info(
         "loop_initialized",
         tasks=len(tasks),

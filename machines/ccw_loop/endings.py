@@ -1,8 +1,8 @@
 """How a loop ends: completed (validation passed), failed at a limit, exited by the user, stopped.
 
-Every ending but a manual stop writes ``skill_state.summary`` and ``summary.md``; the final
-``status`` itself is written by the state codec for the destination state (or by the control
-command, for stop).
+Every ending but a manual stop writes ``skill_state.summary`` and ``summary.md`` (an ending
+whose summary.md cannot be written still ends the loop); the final ``status`` itself is written
+by the state codec for the destination state (or by the control command, for stop).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from fsm.clock import iso_utc
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import options_of, progress_of, skill_state_of
+from machines.ccw_loop.bookkeeping import max_errors_of, progress_of, skill_state_of
 from machines.ccw_loop.model import LoopState
 from machines.ccw_loop.rules import fail_fast_task
 from machines.ccw_loop.summary import build_summary, summary_markdown
@@ -51,7 +51,11 @@ def end_loop(
         summary = build_summary(doc, doc.skill_state, moment)
         update["skill_state.summary"] = summary.model_dump(mode="json")
         text = summary_markdown(doc, doc.skill_state, summary, outcome)
-        progress_of(doc, ctx).write_summary(text)
+        try:
+            progress_of(doc, ctx).write_summary(text)
+        except OSError as exc:
+            # ending is what stops a loop whose progress folder broke: it must not fail on it
+            ctx.log.warning("summary_not_written", error=f"{type(exc).__name__}: {exc}")
     ctx.log.info("loop_ended", outcome=outcome, reason=reason)
     return update
 
@@ -69,7 +73,7 @@ def error_limit_reason(doc: LoopState, ctx: Context) -> str:
     state = doc.skill_state
     streak = state.consecutive_errors if state is not None else 0
     last = state.errors[-1].message if state is not None and state.errors else "unknown"
-    limit = options_of(ctx).max_errors
+    limit = max_errors_of(doc, ctx)
     return f"{streak} consecutive action failures (max_errors {limit}); last: {last}"[:1000]
 
 

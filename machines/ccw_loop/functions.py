@@ -13,7 +13,7 @@ from fsm.context import Context
 from fsm.errors import DocumentInputError
 from fsm.registry import Recovery, Registry, Update
 from machines.ccw_loop import rules
-from machines.ccw_loop.bookkeeping import error_update, options_of
+from machines.ccw_loop.bookkeeping import error_update, loop_mode, max_errors_of
 from machines.ccw_loop.codec import LoopCodec
 from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
 from machines.ccw_loop.endings import (
@@ -54,20 +54,20 @@ def within_iteration_budget(doc: LoopState, ctx: Context) -> bool:
 
 @registry.guard(budget=True)
 def within_error_budget(doc: LoopState, ctx: Context) -> bool:
-    """Fewer than max_errors actions in a row have failed."""
-    return rules.error_budget_left(doc, options_of(ctx).max_errors)
+    """Fewer than max_errors (the loop's persisted limit) actions in a row have failed."""
+    return rules.error_budget_left(doc, max_errors_of(doc, ctx))
 
 
 @registry.guard
 def auto_mode(doc: LoopState, ctx: Context) -> bool:
     """The loop follows the phase rules by itself."""
-    return options_of(ctx).mode == "auto"
+    return loop_mode(ctx) == "auto"
 
 
 @registry.guard
 def interactive_mode(doc: LoopState, ctx: Context) -> bool:
-    """The loop offers a menu after every action."""
-    return options_of(ctx).mode == "interactive"
+    """The loop offers a menu after every action (option mode, or fsm run --interactive)."""
+    return loop_mode(ctx) == "interactive"
 
 
 @registry.guard
@@ -201,16 +201,34 @@ def new_loop(inputs: dict[str, Any], ctx: Context) -> LoopState:
 def record_error(doc: LoopState, ctx: Context, error: BaseException) -> Update:
     """Append {action, message, timestamp} to skill_state.errors (creating it if init failed)."""
     now = ctx.clock.iso()
-    action = (ctx.transition.event if ctx.transition else "unknown").upper()
-    message = f"{type(error).__name__}: {error}"[:2000]
+    action, message = _error_entry(ctx, error)
     if doc.skill_state is not None:
         return {**error_update(doc.skill_state, action, message, now), "updated_at": now}
     # init itself failed: keep the error in an uninitialised skill_state (the codec still reads
     # the loop as created), so the error limit can end a loop whose init keeps failing.
     entry = ErrorEntry(action=action, message=message, timestamp=now)
-    fresh = SkillState(mode=options_of(ctx).mode, errors=[entry], consecutive_errors=1)
-    skill_state = fresh.model_dump(mode="json", exclude={"summary"})
+    fresh = SkillState(
+        mode=loop_mode(ctx),
+        errors=[entry],
+        consecutive_errors=1,
+        max_errors=max_errors_of(doc, ctx),
+    )
+    skill_state = fresh.model_dump(mode="json", by_alias=True, exclude={"summary"})
     return {"skill_state": skill_state, "updated_at": now}
+
+
+def _error_entry(ctx: Context, error: BaseException) -> tuple[str, str]:
+    """The ``action`` and ``message`` of an error entry: the action that failed (``DEVELOP``
+    for the develop of a fix step), or the step's event when a guard or the validation of the
+    result failed, which the message then names."""
+    event = (ctx.transition.event if ctx.transition else "unknown").upper()
+    failed = ctx.failed_action
+    message = f"{type(error).__name__}: {error}"
+    if failed is None:
+        return event, message[:2000]
+    if failed.startswith("guard ") or failed == "validation":
+        return event, f"{failed}: {message}"[:2000]
+    return failed.upper(), message[:2000]
 
 
 @registry.hook
@@ -237,7 +255,8 @@ def status_lines(doc: LoopState) -> dict[str, str]:
         lines["validate"] = f"PASSED ({state.validate_.pass_rate:.1f}%)"
     else:
         lines["validate"] = f"FAILED ({len(state.validate_.failed_tests)} failures)"
-    lines["errors"] = f"{len(state.errors)} ({state.consecutive_errors} in a row)"
+    limit = f" of max {state.max_errors}" if state.max_errors is not None else ""
+    lines["errors"] = f"{len(state.errors)} ({state.consecutive_errors} in a row{limit})"
     return lines
 
 

@@ -10,9 +10,11 @@ Where the Claude version of the seed differs from the Codex one, the Claude name
 input (``total_count``/``completed_count``, ``current_task_id``, ``current_bug``, the
 ``current_action`` value ``paused``) and mapped to the Codex form, which is what gets written.
 
-Two fields are fsm extensions, not in the seed: ``SkillState.consecutive_errors`` (the streak the
-``max_errors`` limit counts; the seed has no ``error_count``) and the ``fixes`` key of a fix task
-(the id of the confirmed hypothesis it implements, so a confirmed hypothesis is consumed once).
+Three fields are fsm extensions, not in the seed: ``SkillState.consecutive_errors`` (the streak
+the ``max_errors`` limit counts; the seed has no ``error_count``), ``SkillState.max_errors`` (that
+limit, persisted at init like ``max_iterations`` so that it survives restarts) and the ``fixes``
+key of a fix task (the id of the confirmed hypothesis it implements, so a confirmed hypothesis is
+consumed once).
 """
 
 from __future__ import annotations
@@ -203,6 +205,8 @@ class SkillState(_Open):
     errors: list[ErrorEntry] = Field(default_factory=list)
     summary: Summary | None = None
     consecutive_errors: int = 0
+    max_errors: int | None = Field(default=None, ge=1)
+    """None in documents written before fsm (or by the seeds' skills): the option applies."""
 
     @model_validator(mode="before")
     @classmethod

@@ -26,13 +26,19 @@ class LoopOptions(BaseModel):
     runners write ``{junit}`` where the JUnit XML report path goes (and ``{coverage}`` for a
     Cobertura XML or coverage.py JSON coverage report)."""
     mode: Literal["auto", "interactive"] = "auto"
-    """auto follows the phase rules; interactive stops at a menu after every action."""
+    """auto follows the phase rules; interactive stops at a menu after every action (so does
+    every loop initialised by ``fsm run --interactive``)."""
     max_errors: int = Field(default=3, ge=1)
-    """Consecutive failed actions after which the loop ends ``failed``."""
+    """Consecutive failed actions after which the loop ends ``failed``. Written into the loop's
+    ``skill_state.max_errors`` when it is initialised; from then on the document's value counts,
+    so the limit survives restarts and later changes of the option."""
     fix_tool: Literal["codex", "claude", "gemini", "qwen"] = "codex"
     """The agent that implements fix tasks and tasks that name no tool."""
     state_dir: str = Field(default=".workflow/.loop", min_length=1)
     """Where master files, task lists and progress folders live (``.loop`` is the Claude layout)."""
+    task_list: str | None = Field(default=None, min_length=1)
+    """A task list (the dashboard's line format), relative to the workspace, for loops that have
+    no task list of their own: a repository can keep its standing tasks in one file."""
     task_timeout: Seconds = 600.0
     """Seconds one develop task (a bash command or an agent run) may take."""
     test_timeout: Seconds = 300.0

@@ -40,8 +40,10 @@ class ProgressFiles:
         """A file of the folder (``develop.md``, ``changes.log``, ...)."""
         return self.folder / name
 
-    def start_develop(self, doc: LoopState, tasks: list[DevelopTask], mode: str, now: str) -> None:
-        """Write develop.md's header: the loop, its task list and an empty timeline."""
+    def start_develop(
+        self, doc: LoopState, tasks: list[DevelopTask], mode: str, max_errors: int, now: str
+    ) -> None:
+        """Write develop.md's header: the loop, its limits, its task list, an empty timeline."""
         lines = [
             "# Development progress",
             "",
@@ -49,6 +51,7 @@ class ProgressFiles:
             f"- Task: {doc.title}",
             f"- Description: {doc.description}",
             f"- Mode: {mode}",
+            f"- Max errors: {max_errors}",
             f"- Started: {now}",
             "",
             "## Tasks",

@@ -21,7 +21,7 @@ from fsm.registry import Recovery
 from machines.ccw_loop.bookkeeping import dump_task, options_of
 from machines.ccw_loop.model import DebugState, DevelopTask, LoopState, LoopStatus
 from machines.ccw_loop.progress import ProgressFiles
-from machines.ccw_loop.tasks import read_task_list
+from machines.ccw_loop.tasks import fallback_task_list, read_task_list
 
 __all__ = ["recover_loop", "salvage_api_fields"]
 
@@ -37,7 +37,7 @@ _API_TEXT = (
 _API_NUMBERS = ("max_iterations",)
 _NULLABLE = ("completed_at", "failure_reason")
 _TASK_LINE = re.compile(r"^- \[( |x)\] (\S+) \((\w+)/(\w+)\): (.*)$", re.M)
-_HEADER = re.compile(r"^- (Task|Description|Mode|Started): (.*)$", re.M)
+_HEADER = re.compile(r"^- (Task|Description|Mode|Max errors|Started): (.*)$", re.M)
 _RUN = re.compile(r"^## Run \d+ – iteration (\d+) – (PASSED|FAILED)", re.M)
 _OUTCOME = re.compile(r"^- Outcome: (completed|failed|user_exit)", re.M)
 
@@ -172,6 +172,10 @@ def _skill_state(
         else "skill_state.errors: could not be recovered (left empty)"
     )
     last = actions[-1] if actions else None
+    max_errors = header.get("Max errors", "")
+    if not max_errors.isdigit() or int(max_errors) < 1:
+        max_errors = str(options_of(ctx).max_errors)
+        notes.append(f"skill_state.max_errors: not in develop.md; set to the option {max_errors}")
     return {
         "current_action": last.lower() if last else "init",
         "last_action": last,
@@ -193,13 +197,15 @@ def _skill_state(
         else DebugState().model_dump(mode="json"),
         "validate": validate,
         "errors": errors,
+        "max_errors": int(max_errors),
     }
 
 
 def _tasks(ctx: Context, files: ProgressFiles, now: str) -> tuple[list[DevelopTask], list[Any]]:
-    tasks: dict[str, DevelopTask] = {
-        t.id: t for t in read_task_list(ctx.instance_dir, ctx.instance_id, now).tasks
-    }
+    listed = read_task_list(
+        ctx.instance_dir, ctx.instance_id, now, fallback=fallback_task_list(ctx)
+    )
+    tasks: dict[str, DevelopTask] = {t.id: t for t in listed.tasks}
     text = _read_text(files.path("develop.md"))
     for _, task_id, tool, mode, description in _TASK_LINE.findall(text):
         tasks.setdefault(

@@ -1,8 +1,9 @@
 """The loop's task list: read from the dashboard's JSONL file, or one task from the description.
 
 The dashboard keeps tasks at ``{state_dir}/{loop_id}/tasks.jsonl``; the seeds document
-``{state_dir}/{loop_id}.tasks.jsonl``. Both are read (the documented name first). One JSON object
-per line::
+``{state_dir}/{loop_id}.tasks.jsonl``. Both are read (the documented name first), then the
+workspace's standing task list named by the ``task_list`` option, if any. One JSON object per
+line::
 
     {"task_id": "task-1737...-9f3a1c07", "description": "...", "tool": "bash", "mode": "write",
      "prompt_template": "...", "order": 0, "command": "make", "on_error": "continue"}
@@ -19,9 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsm.context import Context
 from machines.ccw_loop.model import DevelopTask
 
-__all__ = ["TaskList", "description_task", "read_task_list", "task_list_paths"]
+__all__ = [
+    "TaskList",
+    "description_task",
+    "fallback_task_list",
+    "read_task_list",
+    "task_list_paths",
+]
 
 _TOOLS = {"bash", "gemini", "qwen", "codex", "claude"}
 _MODES = {"analysis": "analysis", "write": "write", "review": "analysis"}
@@ -42,12 +50,25 @@ def task_list_paths(instance_dir: Path, loop_id: str) -> list[Path]:
     return [instance_dir / f"{loop_id}.tasks.jsonl", instance_dir / loop_id / "tasks.jsonl"]
 
 
-def read_task_list(instance_dir: Path, loop_id: str, now: str) -> TaskList:
-    """Read the first task-list file that exists; an empty list when there is none."""
+def fallback_task_list(ctx: Context) -> Path | None:
+    """The workspace's standing task list (option ``task_list``), if one is configured."""
+    name = getattr(ctx.options, "task_list", None)
+    return ctx.workspace / name if isinstance(name, str) else None
+
+
+def read_task_list(
+    instance_dir: Path, loop_id: str, now: str, *, fallback: Path | None = None
+) -> TaskList:
+    """Read the first task-list file that exists (the loop's own, then ``fallback``); an empty
+    list when there is none. A configured ``fallback`` that is missing is reported."""
     for path in task_list_paths(instance_dir, loop_id):
         if path.is_file():
             return _parse(path, now)
-    return TaskList([])
+    if fallback is None:
+        return TaskList([])
+    if fallback.is_file():
+        return _parse(fallback, now)
+    return TaskList([], None, [f"task_list {fallback} does not exist; no tasks read from it"])
 
 
 def description_task(description: str, now: str) -> DevelopTask:

@@ -1,16 +1,16 @@
-"""Sample workspaces, a stand-in agent, and the smallest stand-in for the engine's step.
+"""Sample workspaces, a stand-in agent, and loops driven by the real engine.
 
 ``loop_ws`` (a :class:`LoopWorkspace`) builds a tiny Python project with a test suite (optionally
 with a bug), a git repository, task lists in both dashboard layouts, dashboard-written master files,
 and a scripted stand-in agent that edits files according to rules matched against its prompt (so
-fix tasks work without any network). ``Driver`` applies actions and the codec the way one engine
-step does (dotted updates, validation, ``on_error`` on failure); the engine replaces it in
-end-to-end tests.
+fix tasks work without any network). ``loop_ws.open()`` gives a :class:`Loop`: an instance of the
+machine in that workspace (simulated clock, the stand-in agents), an ``Engine`` on it, and every
+document the store wrote, so that scenarios can check each version against ``LoopState``.
 """
 
 from __future__ import annotations
 
-import copy
+import functools
 import json
 import subprocess
 import sys
@@ -20,19 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
-from fsm.definition import MachineSpec, guard_name, parse_definition
+from fsm.control import ControlPlane
+from fsm.engine import Engine, RunResult, StepResult
 from fsm.executor import AgentCommand, SubprocessExecutor
+from fsm.inspect import replay, status
+from fsm.instance import Instance, Workspace
+from fsm.machine import Machine, load_machine
 from machines.ccw_loop import functions
 from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.options import LoopOptions
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 LOOP_ID = "loop-v2-20260101T000000-0a1b2c3d"
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+FILE_SYNC = ("develop.md", "debug.md", "validate.md", "changes.log", "debug.log", "summary.md")
+"""The progress files of the seed's File Sync table."""
 
 CALC_OK = "def add(a, b):\n    return a + b\n"
 CALC_BUG = "def add(a, b):\n    return a - b\n"
@@ -70,6 +74,74 @@ print("edited: " + (", ".join(edited) or "nothing"))
 sys.exit(int(any(rule.get("fail") and rule["when"] in prompt for rule in
                  json.loads((here / "agent-rules.json").read_text()))))
 """
+
+
+@functools.cache
+def ccw_loop() -> Machine:
+    """The machine, loaded from its YAML file (once)."""
+    return load_machine(MACHINE_YAML)
+
+
+@dataclass
+class Loop:
+    """One loop instance, the engine driving it, and every document version written to disk."""
+
+    instance: Instance
+    engine: Engine
+    written: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The master file's JSON as it is on disk."""
+        data: dict[str, Any] = json.loads(self.instance.paths.document.read_text())
+        return data
+
+    @property
+    def doc(self) -> LoopState:
+        """The master file as the model reads it."""
+        return LoopState.model_validate(self.raw)
+
+    @property
+    def state(self) -> str:
+        """The FSM state the engine reads."""
+        return self.instance.load().state
+
+    @property
+    def ctx(self) -> Context:
+        """The context actions and hooks get."""
+        return self.instance.context()
+
+    def step(self) -> StepResult:
+        """One automatic step."""
+        return self.engine.step(actor="test")
+
+    def fire(self, event: str) -> StepResult:
+        """Fire ``event`` (a person's choice)."""
+        return self.engine.fire(event, actor="test")
+
+    def run(self, max_steps: int = 60, **kwargs: Any) -> RunResult:
+        """Run until the loop ends, pauses, waits, or ``max_steps``."""
+        return self.engine.run(max_steps=max_steps, **kwargs)
+
+    def control(self, command: str) -> None:
+        """A control command as the dashboard or ``fsm pause`` gives it."""
+        ControlPlane(self.instance).apply(command, actor="test", reason="scenario")
+
+    def events(self) -> list[str]:
+        """The events of the journal's steps (``event!`` for a step whose action failed)."""
+        return [
+            f"{r['event']}!" if r["kind"] == "error" else r["event"]
+            for r in self.instance.journal.read().records
+            if r["kind"] in ("transition", "error")
+        ]
+
+    def assert_consistent(self) -> None:
+        """Every version written validates against LoopState, and the journal replays."""
+        assert self.written, "nothing was written"
+        for version in self.written:
+            LoopState.model_validate(version)
+        report = replay(self.instance)
+        assert report.problems == [], report.problems
 
 
 @dataclass
@@ -135,7 +207,8 @@ class LoopWorkspace:
         return path
 
     def new_loop(self, loop_id: str = LOOP_ID, **fields: Any) -> dict[str, Any]:
-        """A master file as the dashboard writes it (status created, no skill_state)."""
+        """A master file as the dashboard writes it (2-space JSON, status created, no
+        skill_state)."""
         raw: dict[str, Any] = {
             "loop_id": loop_id,
             "title": "Sample loop",
@@ -147,34 +220,83 @@ class LoopWorkspace:
             "updated_at": "2026-01-01T00:00:00.000Z",
         }
         raw.update(fields)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / f"{loop_id}.json").write_text(json.dumps(raw, indent=2))
+        self.write_document(raw)
         return raw
 
-    def context(
+    def write_document(self, raw: dict[str, Any]) -> Path:
+        """Write a master file as the dashboard does: in place, 2-space JSON."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / f"{raw['loop_id']}.json"
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(json.dumps(raw, indent=2))
+        return path
+
+    def write_config(self, *, codex: AgentCommand | None = None, **options: Any) -> None:
+        """fsm.toml: ``[machine.ccw-loop]`` options (tests run with ``PYTEST``) and the codex
+        agent, for ``fsm`` run as a separate process."""
+        table = {"test_command": PYTEST, **options}
+        lines = ["[machine.ccw-loop]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
+        if codex is not None:
+            lines += ["", "[agent.codex]", f"command = {json.dumps(list(codex.command))}"]
+        (self.root / "fsm.toml").write_text("\n".join(lines) + "\n")
+
+    def workspace(
+        self, *, agents: dict[str, AgentCommand] | None = None, **options: Any
+    ) -> Workspace:
+        """The fsm workspace on ``root`` (simulated clock; tests run with ``PYTEST``)."""
+        return Workspace(
+            self.root,
+            options={"test_command": PYTEST, **options},
+            clock=self.clock,
+            executor=SubprocessExecutor(self.root, agents=agents or {}, default_timeout=60),
+        )
+
+    def open(
         self,
         loop_id: str = LOOP_ID,
         *,
+        interactive: bool = False,
         agents: dict[str, AgentCommand] | None = None,
         **options: Any,
-    ) -> Context:
-        """The Context an engine would pass for ``loop_id`` (tests run with ``PYTEST``)."""
-        opts = LoopOptions.model_validate({"test_command": PYTEST, **options})
-        return Context(
-            machine="ccw-loop",
-            instance_id=loop_id,
-            workspace=self.root,
-            document_path=self.state_dir / f"{loop_id}.json",
-            meta_dir=self.state_dir / f"{loop_id}.fsm",
-            options=opts,
-            clock=self.clock,
-            log=structlog.get_logger(),
-            executor=SubprocessExecutor(self.root, agents=agents or {}, default_timeout=60),
-        )
+    ) -> Loop:
+        """The loop ``loop_id`` in this workspace, with an engine and a record of its writes."""
+        instance = self.workspace(agents=agents, **options).instance(ccw_loop(), loop_id)
+        loop = Loop(instance, Engine(instance, interactive=interactive))
+        write = instance.store.write
+
+        def recording_write(instance_id: str, data: Any) -> bytes:
+            raw = write(instance_id, data)
+            loop.written.append(json.loads(raw))
+            return raw
+
+        instance.store.write = recording_write  # type: ignore[method-assign]
+        return loop
+
+    def context(self, loop_id: str = LOOP_ID, **options: Any) -> Context:
+        """The context the engine passes to hooks of ``loop_id``."""
+        return self.workspace(**options).instance(ccw_loop(), loop_id).context()
+
+    def automatic_event(self, raw: dict[str, Any], **options: Any) -> str | None:
+        """The event an automatic step takes on document ``raw`` (None: it waits for input).
+
+        This is what ``fsm status`` reports as enabled and automatic; the engine takes the first.
+        """
+        self.write_document(raw)
+        instance = self.workspace(**options).instance(ccw_loop(), raw["loop_id"])
+        return next((e.event for e in status(instance).events if e.enabled and e.auto), None)
 
     def progress(self, name: str, loop_id: str = LOOP_ID) -> Path:
         """A file of the loop's progress folder."""
         return self.state_dir / f"{loop_id}.progress" / name
+
+    def missing_progress(self, *names: str, loop_id: str = LOOP_ID) -> list[str]:
+        """Which of the progress files ``names`` do not exist or are empty."""
+        return [
+            name
+            for name in names
+            if not self.progress(name, loop_id).is_file()
+            or not self.progress(name, loop_id).stat().st_size
+        ]
 
 
 @pytest.fixture
@@ -186,154 +308,23 @@ def loop_ws(tmp_path: Path) -> LoopWorkspace:
 
 
 @pytest.fixture
-def drive() -> type[Driver]:
-    """The engine stand-in: ``drive(raw, ctx)`` makes a :class:`Driver`."""
-    return Driver
-
-
-@pytest.fixture
 def started(loop_ws: LoopWorkspace) -> Any:
-    """``started(**options)``: a dashboard-created loop, started, in a project without bugs."""
+    """``started(**options)``: a dashboard-created loop in a project (bug-free unless ``bug``),
+    started as the dashboard's start button does (``start=False`` leaves it created)."""
 
     def make(
-        *, bug: bool = False, agents: dict[str, AgentCommand] | None = None, **options: Any
-    ) -> Driver:
+        *,
+        bug: bool = False,
+        start: bool = True,
+        fields: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Loop:
         if not (loop_ws.root / "calc.py").exists():
             loop_ws.write_project(bug=bug)
-        raw = loop_ws.new_loop(**options.pop("fields", {}))
-        driver = Driver(raw, loop_ws.context(raw["loop_id"], agents=agents, **options))
-        driver.control("start")
-        return driver
+        raw = loop_ws.new_loop(**(fields or {}))
+        loop = loop_ws.open(raw["loop_id"], **options)
+        if start:
+            loop.control("start")
+        return loop
 
     return make
-
-
-def load_spec() -> MachineSpec:
-    """The parsed machine.yaml."""
-    spec, _, problems = parse_definition(MACHINE_YAML.read_text())
-    assert spec is not None, problems
-    return spec
-
-
-def apply_update(raw: dict[str, Any], update: Any) -> dict[str, Any]:
-    """``raw`` with each dotted path of ``update`` replaced (models dumped to JSON)."""
-    result = copy.deepcopy(raw)
-    for path, value in dict(update or {}).items():
-        *parents, leaf = path.split(".")
-        node = result
-        for key in parents:
-            if not isinstance(node.get(key), dict):
-                node[key] = {}
-            node = node[key]
-        node[leaf] = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
-    return result
-
-
-class Driver:
-    """One loop document driven by the machine's own functions, as an engine step would."""
-
-    def __init__(self, raw: dict[str, Any], ctx: Context) -> None:
-        self.raw = raw
-        self.ctx = ctx
-        self.spec = load_spec()
-        self.codec = functions.registry.codecs["loop_phase"]
-        self.taken: list[str] = []
-
-    @property
-    def doc(self) -> LoopState:
-        """The document as the model reads it."""
-        return LoopState.model_validate(self.raw)
-
-    @property
-    def state(self) -> str:
-        """The FSM state the codec reads."""
-        return self.codec.read(self.doc)
-
-    def holds(self, ref: str) -> bool:
-        """Evaluate a guard reference (``name`` or ``not name``)."""
-        name, negated = guard_name(ref)
-        return functions.registry.guards[name].func(self.doc, self.ctx) != negated
-
-    def fire(self, event: str) -> str:
-        """Take the first transition of ``event`` from the current state whose guards hold."""
-        for spec in self.spec.transitions:
-            if (
-                spec.event == event
-                and self._applies(spec.sources)
-                and all(self.holds(g) for g in spec.guards)
-            ):
-                self._take(spec.event, spec.actions, spec.dest)
-                return self.state
-        raise AssertionError(f"{event} not enabled in {self.state}")
-
-    def choose(self) -> str | None:
-        """The event of the first automatic transition whose guards hold (None: waiting)."""
-        for spec in self.spec.transitions:
-            if (
-                spec.auto
-                and self._applies(spec.sources)
-                and all(self.holds(g) for g in spec.guards)
-            ):
-                return spec.event
-        return None
-
-    def step(self) -> str | None:
-        """Take the first automatic transition whose guards hold; its event (None: waiting)."""
-        for spec in self.spec.transitions:
-            if (
-                spec.auto
-                and self._applies(spec.sources)
-                and all(self.holds(g) for g in spec.guards)
-            ):
-                self._take(spec.event, spec.actions, spec.dest)
-                return spec.event
-        return None
-
-    def run(self, limit: int = 40) -> list[str]:
-        """Step until a final state or no automatic transition; the events taken."""
-        finals = {name for name, s in self.spec.states.items() if s.final}
-        events: list[str] = []
-        while self.state not in finals and len(events) < limit:
-            event = self.step()
-            if event is None:
-                break
-            events.append(event)
-        return events
-
-    def control(self, command: str) -> None:
-        """Apply a control command (start, pause, resume, stop) as the control plane would."""
-        assert self.spec.control is not None
-        spec = self.spec.control.commands[command]
-        assert self.raw["status"] in spec.sources, f"{command} refused in {self.raw['status']}"
-        raw = apply_update(self.raw, {"status": spec.dest})
-        ctx = self.ctx.for_transition(command, self.state, spec.state or self.state)
-        for name in spec.actions:
-            raw = apply_update(
-                raw, functions.registry.actions[name](LoopState.model_validate(raw), ctx)
-            )
-        if spec.state is not None:
-            raw = apply_update(raw, self.codec.write(LoopState.model_validate(raw), spec.state))
-        self.raw = raw
-
-    def _applies(self, sources: list[str]) -> bool:
-        return sources == ["*"] or self.state in sources
-
-    def _take(self, event: str, actions: list[str], dest: str) -> None:
-        ctx = self.ctx.for_transition(event, self.state, dest)
-        before = self.raw
-        try:
-            raw = before
-            for name in actions:
-                raw = apply_update(
-                    raw, functions.registry.actions[name](LoopState.model_validate(raw), ctx)
-                )
-            raw = apply_update(raw, self.codec.write(LoopState.model_validate(raw), dest))
-            LoopState.model_validate(raw)
-        except Exception as exc:
-            hook = functions.registry.hooks["record_error"]
-            self.raw = apply_update(before, hook(LoopState.model_validate(before), ctx, exc))
-            self.taken.append(f"{event}!")
-            return
-        self.raw = raw
-        self.taken.append(event)
-        self.ctx.document_path.write_text(json.dumps(raw, indent=2))

@@ -1,4 +1,4 @@
-"""The actions and hooks one by one: real commands, agents and test runs in sample workspaces."""
+"""The actions one by one: real commands, agents and test runs in sample workspaces."""
 
 from __future__ import annotations
 
@@ -8,17 +8,13 @@ from typing import Any
 
 import pytest
 
-from fsm.errors import DocumentInputError
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import LoopState
-
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}
 
 
-def _developed(driver: Any) -> Any:
-    driver.fire("init")
-    driver.fire("develop")
-    state = driver.doc.skill_state
+def _developed(loop: Any) -> Any:
+    loop.fire("init")
+    loop.fire("develop")
+    state = loop.doc.skill_state
     return state.develop.tasks[0], state
 
 
@@ -38,14 +34,14 @@ def test_failed_task_is_recorded_not_raised(
 ) -> None:
     """A task that cannot run or fails is a failed task with its reason in the task and errors."""
     loop_ws.write_tasks([task])
-    driver = started(task_timeout=0.5)
-    done, state = _developed(driver)
-    assert driver.taken == ["init", "develop"]
+    loop = started(task_timeout=0.5)
+    done, state = _developed(loop)
+    assert loop.events() == ["init", "develop"]
     assert done.status == "failed"
     assert message in done.extra("error")
     assert message in state.errors[-1].message
     assert (state.errors[-1].action, state.consecutive_errors) == ("DEVELOP", 1)
-    assert driver.doc.current_iteration == 1
+    assert loop.doc.current_iteration == 1
 
 
 def test_successful_task_ends_the_error_streak(loop_ws: Any, started: Any) -> None:
@@ -53,10 +49,10 @@ def test_successful_task_ends_the_error_streak(loop_ws: Any, started: Any) -> No
     loop_ws.write_tasks(
         [{**BASH, "command": "exit 1"}, {**BASH, "task_id": "t2", "command": "true"}]
     )
-    driver = started()
-    _developed(driver)
-    driver.fire("develop")
-    assert driver.doc.skill_state.consecutive_errors == 0
+    loop = started()
+    _developed(loop)
+    loop.fire("develop")
+    assert loop.doc.skill_state.consecutive_errors == 0
 
 
 def test_files_changed_come_from_git(loop_ws: Any, started: Any) -> None:
@@ -83,9 +79,9 @@ def test_each_task_appends_one_change_line(loop_ws: Any, started: Any) -> None:
     loop_ws.write_tasks(
         [{**BASH, "command": "true"}, {**BASH, "task_id": "t2", "command": "false"}]
     )
-    driver = started()
-    _developed(driver)
-    driver.fire("develop")
+    loop = started()
+    _developed(loop)
+    loop.fire("develop")
     records = [json.loads(x) for x in loop_ws.progress("changes.log").read_text().splitlines()]
     assert [(r["task_id"], r["result"], r["iteration"]) for r in records] == [
         ("t1", "success", 1),
@@ -107,11 +103,13 @@ def test_agent_gets_prompt_and_mode(loop_ws: Any, started: Any) -> None:
 
 
 def test_on_error_pause_pauses_the_loop(loop_ws: Any, started: Any) -> None:
-    """A failed task whose entry says on_error pause sets the status to paused."""
+    """A failed task whose entry says on_error pause sets the status to paused: the run stops."""
     loop_ws.write_tasks([{**BASH, "command": "false", "on_error": "pause"}])
-    driver = started()
-    _developed(driver)
-    assert driver.doc.status == "paused"
+    loop = started()
+    result = loop.run()
+    assert (result.outcome, result.exit_code, result.state) == ("paused", 5, "develop")
+    assert loop.doc.status == "paused"
+    assert loop.events() == ["init", "develop"]
 
 
 def test_validate_with_zero_tests_is_an_error(loop_ws: Any, started: Any) -> None:
@@ -119,10 +117,10 @@ def test_validate_with_zero_tests_is_an_error(loop_ws: Any, started: Any) -> Non
     loop_ws.write_project()
     (loop_ws.root / "tests" / "test_calc.py").write_text("")
     loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started()
-    _developed(driver)
-    driver.fire("validate")
-    state = driver.doc.skill_state
+    loop = started()
+    _developed(loop)
+    loop.fire("validate")
+    state = loop.doc.skill_state
     assert not state.validate_.passed
     assert "ran no tests" in state.errors[-1].message
 
@@ -132,15 +130,15 @@ def test_validate_reads_coverage_the_run_produced(loop_ws: Any, started: Any) ->
     loop_ws.write_project()
     command = (
         f"{loop_ws.pytest_command} --junitxml={{junit}} && "
-        f"{sys.executable} -c \"import sys; "
+        f'{sys.executable} -c "import sys; '
         "open(sys.argv[1], 'w').write('<coverage line-rate=\\'0.75\\'/>')\""
         " {coverage}"
     )
     loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started(test_command=command)
-    _developed(driver)
-    driver.fire("validate")
-    validate = driver.doc.skill_state.validate_
+    loop = started(test_command=command)
+    _developed(loop)
+    loop.fire("validate")
+    validate = loop.doc.skill_state.validate_
     assert (validate.passed, validate.coverage, validate.pass_rate) == (True, 75.0, 100.0)
 
 
@@ -148,25 +146,25 @@ def test_debug_without_pytest_is_inconclusive(loop_ws: Any, started: Any) -> Non
     """A runner that cannot select one test leaves the hypothesis inconclusive."""
     loop_ws.write_project(bug=True)
     loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started()
-    _developed(driver)
-    driver.fire("validate")
-    driver.ctx = loop_ws.context(test_command="./run-tests {junit}")
-    driver.fire("debug")
-    hypotheses = driver.doc.skill_state.debug.hypotheses
+    loop = started()
+    _developed(loop)
+    loop.fire("validate")
+    loop = loop_ws.open(test_command="./run-tests {junit}")
+    loop.fire("debug")
+    hypotheses = loop.doc.skill_state.debug.hypotheses
     assert [h.status for h in hypotheses] == ["inconclusive"]
-    assert driver.doc.skill_state.debug.confirmed_hypothesis is None
+    assert loop.doc.skill_state.debug.confirmed_hypothesis is None
 
 
 def test_debug_hypothesis_names_error_and_location(loop_ws: Any, started: Any) -> None:
     """A confirmed hypothesis carries the error, the trace location and the re-run evidence."""
     loop_ws.write_project(bug=True)
     loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started()
-    _developed(driver)
-    driver.fire("validate")
-    driver.fire("debug")
-    debug = driver.doc.skill_state.debug
+    loop = started()
+    _developed(loop)
+    loop.fire("validate")
+    loop.fire("debug")
+    debug = loop.doc.skill_state.debug
     (h1,) = debug.hypotheses
     assert (h1.id, h1.status, h1.likelihood) == ("H1", "confirmed", 1)
     assert h1.logging_point == "tests/test_calc.py:test_add:5"
@@ -183,117 +181,18 @@ def test_fix_task_is_developed_before_other_pending_tasks(loop_ws: Any, started:
     loop_ws.write_project(bug=True)
     agent = loop_ws.write_agent(loop_ws.fix_add)
     loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started(mode="interactive", agents={"codex": agent})
+    loop = started(mode="interactive", agents={"codex": agent})
     for event in ("init", "develop", "validate", "debug"):
-        driver.fire(event)
-    driver.raw["skill_state"]["develop"]["tasks"].append(
+        loop.fire(event)
+    raw = loop.raw
+    raw["skill_state"]["develop"]["tasks"].append(
         {"id": "later", "description": "later", "status": "pending"}
     )
-    driver.fire("fix")
-    tasks = driver.doc.skill_state.develop.tasks
+    loop_ws.write_document(raw)
+    loop.fire("fix")
+    tasks = loop.doc.skill_state.develop.tasks
     assert [(t.id, t.status) for t in tasks] == [
         ("t1", "completed"),
         ("fix-H1", "completed"),
         ("later", "pending"),
     ]
-
-
-def test_create_hook_makes_a_dashboard_style_loop(loop_ws: Any) -> None:
-    """fsm new gives status created, the engine's id, iteration 0 and no skill_state."""
-    ctx = loop_ws.context("loop-v2-20260101T000000-deadbeef")
-    doc = functions.new_loop(
-        {"title": " Auth ", "description": "Add login", "max_iterations": 4}, ctx
-    )
-    dumped = doc.model_dump(mode="json", exclude_unset=True)
-    assert dumped == {
-        "loop_id": "loop-v2-20260101T000000-deadbeef",
-        "title": "Auth",
-        "description": "Add login",
-        "max_iterations": 4,
-        "status": "created",
-        "current_iteration": 0,
-        "created_at": "2026-01-01T00:00:00.000Z",
-        "updated_at": "2026-01-01T00:00:00.000Z",
-    }
-
-
-@pytest.mark.parametrize(
-    "inputs",
-    [
-        {},
-        {"title": "x", "max_iterations": 0},
-        {"title": "x", "max_iteration": 3},
-        {"title": "x", "max_iterations": "5"},
-    ],
-    ids=["no-title", "zero-iterations", "typo", "not-a-number"],
-)
-def test_create_hook_rejects_bad_inputs(loop_ws: Any, inputs: dict[str, Any]) -> None:
-    """Missing titles, bad limits and unknown keys are input errors."""
-    with pytest.raises(DocumentInputError):
-        functions.new_loop(inputs, loop_ws.context())
-
-
-def test_on_error_appends_to_errors(loop_ws: Any, started: Any) -> None:
-    """An action that raises leaves the document as it was plus an error entry."""
-    driver = started()
-    driver.fire("init")
-    before = driver.raw
-    update = functions.record_error(
-        driver.doc, driver.ctx.for_transition("validate", "init", "validate"), OSError("disk")
-    )
-    assert set(update) == {"skill_state.errors", "skill_state.consecutive_errors", "updated_at"}
-    assert update["skill_state.errors"][-1]["action"] == "VALIDATE"
-    assert update["skill_state.errors"][-1]["message"] == "OSError: disk"
-    assert before["current_iteration"] == 0
-
-
-def test_on_error_without_skill_state_keeps_the_loop_created(loop_ws: Any, started: Any) -> None:
-    """When init itself raises, the error is kept and the loop still reads as created."""
-    driver = started()
-    loop_ws.progress("").write_text("a file where the progress folder should be")
-    driver.fire("init")
-    assert driver.taken == ["init!"]
-    assert driver.state == "created"
-    errors = driver.doc.skill_state.errors
-    assert [e.action for e in errors] == ["INIT"]
-    assert driver.doc.skill_state.consecutive_errors == 1
-    LoopState.model_validate(driver.raw)
-
-
-@pytest.mark.parametrize("status", ["created", "running", "paused"])
-def test_stop_ends_failed_manually(loop_ws: Any, drive: Any, status: str) -> None:
-    """stop from created, running or paused ends failed, "Manually stopped by user"."""
-    raw = loop_ws.new_loop(status=status)
-    driver = drive(raw, loop_ws.context())
-    driver.control("stop")
-    doc = driver.doc
-    assert (doc.status, driver.state, doc.failure_reason) == (
-        "failed",
-        "failed",
-        "Manually stopped by user",
-    )
-    assert doc.completed_at == doc.updated_at
-
-
-def test_pause_and_resume_keep_the_phase(loop_ws: Any, started: Any) -> None:
-    """Pausing in the middle keeps the phase; after resume the loop continues where it was."""
-    loop_ws.write_project()
-    loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started()
-    driver.step()
-    driver.step()
-    driver.control("pause")
-    assert (driver.doc.status, driver.state) == ("paused", "develop")
-    driver.control("resume")
-    assert driver.run() == ["validate", "complete"]
-
-
-def test_summary_hook_lines(loop_ws: Any, started: Any) -> None:
-    """fsm status shows iteration, phase and per-phase progress."""
-    loop_ws.write_tasks([{**BASH, "command": "true"}])
-    driver = started()
-    _developed(driver)
-    lines = functions.status_lines(driver.doc)
-    assert lines["iteration"] == "1/10"
-    assert lines["develop"] == "1/1 tasks (100%)"
-    assert lines["validate"] == "not run"

@@ -1,16 +1,24 @@
-"""Whole loops on sample workspaces, driven step by step through the machine's ordered rules.
+"""Whole loops on sample workspaces, driven by the real engine: one scenario per path of the issue.
 
-Every path of the issue: all tasks pass first time; a bug is debugged, fixed by the agent and
-validated; validation never passes (iteration limit); actions keep failing (error limit); a
-flaky test is rejected and re-validated; interactive mode with its menu and exit.
+All tasks pass first time; a bug is debugged, fixed by the agent and validated; validation never
+passes (iteration limit); actions keep failing (error limit); a flaky test is rejected and
+re-validated; pause and resume; stop from created, running and paused; interactive mode with its
+menu and exit. Every scenario checks each document version the engine wrote against ``LoopState``
+and that the journal replays.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
+from fsm.engine import Choice
+from fsm.errors import EventNotAllowedError
 from machines.ccw_loop.model import LoopState
+from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID
 
 ADD_MUL = {
     "task_id": "task-1",
@@ -32,18 +40,24 @@ TEST_MUL = {
     "def test_mul():\\n    assert mul(2, 3) == 6\\n'"
     " > tests/test_mul.py",
 }
+WITHOUT_DEBUG = ("develop.md", "validate.md", "changes.log", "summary.md")
 
 
-def test_all_tasks_pass_first_time(loop_ws: Any, started: Any) -> None:
+@pytest.mark.parametrize("created_by", ["dashboard", "fsm-new"])
+def test_all_tasks_pass_first_time(loop_ws: Any, created_by: str) -> None:
     """Tasks develop one per step, validation passes once, and the loop completes."""
     loop_ws.write_project()
     loop_ws.write_tasks([TEST_MUL, ADD_MUL])
-    driver = started()
-    events = driver.run()
-    assert events == ["init", "develop", "develop", "validate", "complete"]
-    doc = driver.doc
-    assert doc.status == "completed"
-    assert doc.current_iteration == 3
+    loop = loop_ws.open()
+    if created_by == "dashboard":
+        loop_ws.new_loop()
+    else:
+        loop.instance.create({"title": "Sample loop", "description": "Add mul"})
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert loop.events() == ["init", "develop", "develop", "validate", "complete"]
+    doc = loop.doc
+    assert (doc.status, doc.current_iteration) == ("completed", 3)
     state = doc.skill_state
     assert state is not None
     assert [t.id for t in state.develop.tasks] == ["task-1", "task-2"]
@@ -52,19 +66,20 @@ def test_all_tasks_pass_first_time(loop_ws: Any, started: Any) -> None:
     assert len(state.validate_.test_results) == 3
     assert state.summary is not None
     assert state.completed_actions == ["DEVELOP", "DEVELOP", "VALIDATE", "COMPLETE"]
-    for name in ("develop.md", "validate.md", "changes.log", "summary.md", "test-results.json"):
-        assert loop_ws.progress(name).is_file(), name
+    assert loop_ws.missing_progress(*WITHOUT_DEBUG) == []
+    loop.assert_consistent()
 
 
-def test_bug_is_debugged_fixed_and_validated(loop_ws: Any, started: Any) -> None:
+def test_bug_is_debugged_fixed_and_validated(loop_ws: Any) -> None:
     """A failing test is confirmed by debug, the fix agent repairs it, and validation passes."""
     loop_ws.write_project(bug=True)
     agent = loop_ws.write_agent(loop_ws.fix_add)
-    loop_ws.write_tasks([{**ADD_MUL, "order": 0}])
-    driver = started(agents={"codex": agent})
-    events = driver.run()
-    assert events == ["init", "develop", "validate", "debug", "fix", "validate", "complete"]
-    state = driver.doc.skill_state
+    loop_ws.write_tasks([ADD_MUL])
+    loop_ws.new_loop()
+    loop = loop_ws.open(agents={"codex": agent})
+    assert loop.run().outcome == "completed"
+    assert loop.events() == ["init", "develop", "validate", "debug", "fix", "validate", "complete"]
+    state = loop.doc.skill_state
     assert state is not None
     assert state.debug.confirmed_hypothesis == "H1"
     assert [h.status for h in state.debug.hypotheses] == ["confirmed"]
@@ -77,37 +92,71 @@ def test_bug_is_debugged_fixed_and_validated(loop_ws: Any, started: Any) -> None
     )
     assert fix.extra("fixes") == "H1"
     assert "test_calc.py::test_add" in loop_ws.agent_calls()[0]["prompt"]
-    assert driver.doc.status == "completed"
+    assert loop.doc.status == "completed"
     assert loop_ws.progress("debug.log").read_text().count("\n") == 1
+    assert loop_ws.missing_progress(*FILE_SYNC) == []
+    loop.assert_consistent()
 
 
 def test_validation_never_passing_ends_failed_at_the_limit(loop_ws: Any, started: Any) -> None:
     """Without a working fix the loop ends failed at max_iterations, with its summary written."""
     loop_ws.write_project(bug=True)
     agent = loop_ws.write_agent()  # edits nothing
-    driver = started(agents={"codex": agent}, fields={"max_iterations": 5})
-    events = driver.run()
-    assert events[-1] == "exhaust"
-    doc = driver.doc
+    loop = started(agents={"codex": agent}, fields={"max_iterations": 5})
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    assert loop.events() == ["init", "develop", "validate", "debug", "fix", "validate", "exhaust"]
+    doc = loop.doc
     assert (doc.status, doc.current_iteration) == ("failed", 5)
     assert doc.failure_reason == "Reached max_iterations (5) without a passing validation"
     assert doc.completed_at is not None
     assert doc.skill_state is not None and doc.skill_state.summary is not None
     assert "Outcome: failed" in loop_ws.progress("summary.md").read_text()
+    assert loop_ws.missing_progress(*FILE_SYNC) == []
+    loop.assert_consistent()
 
 
 def test_consecutive_action_failures_end_failed(loop_ws: Any, started: Any) -> None:
     """A test command that cannot run fails validate and debug in a row until max_errors."""
     loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
-    driver = started(test_command="no-such-test-runner {junit}", max_errors=3)
-    events = driver.run()
-    doc = driver.doc
+    loop = started(test_command="no-such-test-runner {junit}", max_errors=3)
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    assert loop.events() == ["init", "develop", "validate", "debug", "validate", "give_up"]
+    doc = loop.doc
     assert doc.status == "failed"
-    assert events[-1] == "give_up"
     assert doc.skill_state is not None
-    assert doc.skill_state.consecutive_errors == 3
-    assert "3 consecutive action failures" in (doc.failure_reason or "")
-    assert [e.action for e in doc.skill_state.errors][-3:] == ["VALIDATE", "DEBUG", "VALIDATE"]
+    assert (doc.skill_state.consecutive_errors, doc.skill_state.max_errors) == (3, 3)
+    assert "3 consecutive action failures (max_errors 3)" in (doc.failure_reason or "")
+    assert [e.action for e in doc.skill_state.errors] == ["VALIDATE", "DEBUG", "VALIDATE"]
+    assert loop_ws.missing_progress("develop.md", "validate.md", "changes.log", "summary.md") == []
+    loop.assert_consistent()
+
+
+def test_raising_actions_end_failed_at_the_error_limit(loop_ws: Any, started: Any) -> None:
+    """Actions that raise are recorded by on_error (the step changes nothing else) until the
+    persisted max_errors ends the loop."""
+    loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
+    loop = started(max_errors=2)
+    loop.fire("init")
+    # a file where the progress folder should be makes every action that writes progress raise
+    folder = loop_ws.progress("")
+    for child in folder.iterdir():
+        child.unlink()
+    folder.rmdir()
+    folder.write_text("not a folder")
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    assert loop.events() == ["init", "develop!", "develop!", "give_up"]
+    doc = loop.doc
+    assert doc.current_iteration == 0
+    assert doc.skill_state is not None
+    assert [(e.action, e.message.split(":")[0]) for e in doc.skill_state.errors] == [
+        ("DEVELOP", "FileExistsError"),
+        ("DEVELOP", "FileExistsError"),
+    ]
+    assert "2 consecutive action failures (max_errors 2)" in (doc.failure_reason or "")
+    loop.assert_consistent()
 
 
 def test_flaky_failure_is_rejected_and_revalidated(loop_ws: Any, started: Any) -> None:
@@ -122,37 +171,120 @@ def test_flaky_failure_is_rejected_and_revalidated(loop_ws: Any, started: Any) -
         "        raise AssertionError('first run fails')\n"
     )
     loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
-    driver = started()
-    events = driver.run()
-    state = driver.doc.skill_state
+    loop = started()
+    assert loop.run().outcome == "completed"
+    assert loop.events() == ["init", "develop", "validate", "debug", "validate", "complete"]
+    state = loop.doc.skill_state
     assert state is not None
-    assert "debug" in events
     assert [h.status for h in state.debug.hypotheses] == ["rejected"]
     assert state.debug.confirmed_hypothesis is None
-    assert events[-2:] == ["validate", "complete"]
+    assert loop_ws.missing_progress(*FILE_SYNC) == []
+    loop.assert_consistent()
 
 
-def test_interactive_mode_waits_at_the_menu(loop_ws: Any, started: Any) -> None:
-    """In interactive mode the loop stops at the menu; chosen actions run; exit ends user_exit."""
+def test_pause_and_resume_in_the_middle(loop_ws: Any, started: Any) -> None:
+    """A paused loop takes no step and refuses events; after resume it continues where it was."""
+    loop_ws.write_project()
+    loop_ws.write_tasks([ADD_MUL, TEST_MUL])
+    loop = started()
+    assert [loop.step().event, loop.step().event] == ["init", "develop"]
+    loop.control("pause")
+    assert (loop.doc.status, loop.state) == ("paused", "develop")
+    assert loop.step().outcome == "blocked"
+    with pytest.raises(EventNotAllowedError, match="paused"):
+        loop.fire("develop")
+    paused = loop.run()
+    assert (paused.outcome, paused.exit_code, paused.steps) == ("paused", 5, [])
+    loop.control("resume")
+    assert loop.run().outcome == "completed"
+    assert loop.events() == ["init", "develop", "develop", "validate", "complete"]
+    controls = [
+        (r["event"], r["status_to"])
+        for r in loop.instance.journal.read().records
+        if r["kind"] == "control"
+    ]
+    assert controls == [("start", "running"), ("pause", "paused"), ("resume", "running")]
+    assert loop_ws.missing_progress(*WITHOUT_DEBUG) == []
+    loop.assert_consistent()
+
+
+def _stopped_in(loop_ws: Any, started: Any, status: str) -> Any:
+    if status == "created":
+        return started(start=False)
+    loop = started()
+    assert loop.step().event == "init"
+    if status == "paused":
+        loop.control("pause")
+    return loop
+
+
+@pytest.mark.parametrize("status", ["created", "running", "paused"])
+def test_stop_ends_failed_manually(loop_ws: Any, started: Any, status: str) -> None:
+    """stop from created, running or paused ends failed, "Manually stopped by user"."""
+    loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
+    loop = _stopped_in(loop_ws, started, status)
+    assert loop.doc.status == status
+    loop.control("stop")
+    doc = loop.doc
+    assert (doc.status, loop.state, doc.failure_reason) == (
+        "failed",
+        "failed",
+        "Manually stopped by user",
+    )
+    assert doc.completed_at == doc.updated_at
+    result = loop.run()
+    assert (result.outcome, result.exit_code, result.steps) == ("failed", 4, [])
+    initialised = [] if status == "created" else ["develop.md"]
+    assert [name for name in FILE_SYNC if loop_ws.progress(name).exists()] == initialised
+    loop.assert_consistent()
+
+
+def test_interactive_mode_offers_the_legal_actions(loop_ws: Any) -> None:
+    """fsm run --interactive initialises into the menu, runs what the person chooses from the
+    legal actions, waits when they choose nothing, and exit ends the loop user_exit."""
     loop_ws.write_project()
     loop_ws.write_tasks([ADD_MUL])
-    driver = started(mode="interactive")
-    assert driver.run() == ["init"]
-    assert driver.state == "menu"
-    assert driver.step() is None
-    assert driver.fire("develop") == "menu"
-    assert driver.fire("validate") == "menu"
-    assert driver.doc.skill_state is not None and driver.doc.skill_state.validate_.passed
-    assert driver.fire("exit") == "user_exit"
-    assert driver.doc.status == "user_exit"
-    assert loop_ws.progress("summary.md").is_file()
+    loop_ws.new_loop()
+    loop = loop_ws.open(interactive=True)
+    menus: list[list[str]] = []
+    script = ["develop", "validate"]
+
+    def choose(state: str, choices: Sequence[Choice]) -> str | None:
+        assert state == "menu"
+        menus.append([c.event for c in choices])
+        return script.pop(0) if script else None
+
+    result = loop.run(chooser=choose)
+    assert (result.outcome, result.exit_code, result.state) == ("waiting", 5, "menu")
+    assert menus == [
+        ["develop", "validate", "exit"],
+        ["validate", "exit"],
+        ["validate", "complete", "exit"],
+    ]
+    state = loop.doc.skill_state
+    assert state is not None and state.mode == "interactive" and state.validate_.passed
+    assert loop.fire("exit").state == "user_exit"
+    assert loop.events() == ["init", "develop", "validate", "exit"]
+    doc = loop.doc
+    assert (doc.status, doc.failure_reason) == ("user_exit", None)
+    assert doc.completed_at is not None
+    assert "Outcome: user_exit" in loop_ws.progress("summary.md").read_text()
+    assert loop_ws.missing_progress(*WITHOUT_DEBUG) == []
+    loop.assert_consistent()
 
 
 def test_master_file_stays_valid_at_every_step(loop_ws: Any, started: Any) -> None:
-    """The written master file validates against the seed model after every step."""
+    """Driven step by step, the master file on disk validates against the seed model after
+    every step, and every step is applied (none fails)."""
     loop_ws.write_project()
     loop_ws.write_tasks([ADD_MUL])
-    driver = started()
-    while driver.step() is not None:
-        LoopState.model_validate(json.loads(driver.ctx.document_path.read_text()))
-    assert driver.doc.status == "completed"
+    loop = started()
+    path = loop_ws.state_dir / f"{LOOP_ID}.json"
+    outcomes = []
+    while not loop.instance.machine.is_final(loop.state):
+        outcomes.append(loop.step().outcome)
+        LoopState.model_validate(json.loads(path.read_text()))
+        assert len(outcomes) < 20
+    assert outcomes == ["applied"] * 4
+    assert loop.doc.status == "completed"
+    loop.assert_consistent()

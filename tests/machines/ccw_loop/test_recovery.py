@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from fsm.recovery import recover
 from machines.ccw_loop import functions
 from machines.ccw_loop.recovery import salvage_api_fields
+from tests.machines.ccw_loop.conftest import LoopWorkspace
 
 TASK = {
     "task_id": "t1",
@@ -21,16 +23,20 @@ TASK = {
 PENDING = {**TASK, "task_id": "t2", "description": "later", "order": 1, "command": "true"}
 
 
-@pytest.fixture
-def finished(loop_ws: Any, started: Any) -> Any:
-    """A loop that developed, failed validation, debugged, fixed and passed (then stopped)."""
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A loop that developed, failed validation, debugged, fixed and passed (built once: the
+    tests only read its files)."""
+    root = tmp_path_factory.mktemp("finished")
+    loop_ws = LoopWorkspace(root / "ws", root / "bin")
+    loop_ws.root.mkdir()
     loop_ws.write_project(bug=True)
     agent = loop_ws.write_agent(loop_ws.fix_add)
     loop_ws.write_tasks([TASK])
-    driver = started(agents={"codex": agent})
-    driver.run()
-    assert driver.doc.status == "completed"
-    return driver
+    loop_ws.new_loop()
+    loop = loop_ws.open(agents={"codex": agent})
+    assert loop.run().outcome == "completed"
+    return loop
 
 
 def _skill(raw: dict[str, Any]) -> dict[str, Any]:
@@ -85,10 +91,10 @@ def test_unstarted_work_is_pending_and_status_paused(loop_ws: Any, started: Any)
     """Tasks that never ran come back pending, and an unknown status becomes paused."""
     loop_ws.write_project()
     loop_ws.write_tasks([TASK, PENDING])
-    driver = started()
-    driver.step()
-    driver.step()
-    recovery = functions.recover(driver.ctx, "")
+    loop = started()
+    loop.step()
+    loop.step()
+    recovery = functions.recover(loop.ctx, "")
     doc = recovery.document
     state = doc.skill_state  # type: ignore[attr-defined]
     assert [(t.id, t.status) for t in state.develop.tasks] == [
@@ -119,3 +125,44 @@ def test_unstarted_work_is_pending_and_status_paused(loop_ws: Any, started: Any)
 def test_salvage_api_fields(raw: str, expected: dict[str, Any]) -> None:
     """Only top-level API values the model accepts are salvaged."""
     assert salvage_api_fields(raw) == expected
+
+
+def test_error_limit_is_recovered_from_develop_md(finished: Any) -> None:
+    """The persisted max_errors comes back from develop.md's header."""
+    recovery = functions.recover(finished.ctx, None)
+    assert recovery.document.skill_state.max_errors == 3  # type: ignore[attr-defined]
+    assert not any(n.startswith("skill_state.max_errors") for n in recovery.notes)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_recovered_loop_runs_to_completed(loop_ws: Any, started: Any, damage: str) -> None:
+    """A master file corrupted mid-loop is rebuilt by fsm recover (the corrupt file kept aside,
+    the losses noted), and the loop then continues to completed."""
+    loop_ws.write_project(bug=True)
+    loop_ws.write_tasks([TASK])
+    loop = started(agents={"codex": loop_ws.write_agent(loop_ws.fix_add)})
+    assert loop.run(max_steps=3).outcome == "limit"
+    assert loop.events() == ["init", "develop", "validate"]
+    master = loop.instance.paths.document
+    text = master.read_text()
+    damaged = text[: text.index('"skill_state"') + 50] if damage == "truncated" else "\0"
+    master.write_text(damaged)
+    report = recover(loop.instance)
+    assert report.recovered and report.moved_aside is not None
+    assert report.moved_aside.read_text() == damaged
+    notes = "\n".join(report.notes)
+    assert "skill_state.errors: could not be recovered" in notes
+    if damage == "garbage":
+        assert "max_iterations: could not be recovered; set to the dashboard default 10" in notes
+        assert "status: could not be recovered; set to paused" in notes
+        loop.control("resume")
+    else:
+        assert "max_iterations" not in notes and "status" not in notes
+    assert loop.state == "validate"
+    assert loop.run().outcome == "completed"
+    assert loop.events() == [
+        *["init", "develop", "validate"],
+        *["debug", "fix", "validate", "complete"],
+    ]
+    assert loop.doc.current_iteration == 5
+    loop.assert_consistent()

@@ -147,45 +147,58 @@ RULES = [
 
 
 @pytest.mark.parametrize(("raw", "event"), [r[1:] for r in RULES], ids=[r[0] for r in RULES])
-def test_phase_rule(loop_ws: Any, drive: Any, raw: dict[str, Any], event: str) -> None:
+def test_phase_rule(loop_ws: Any, raw: dict[str, Any], event: str) -> None:
     """An automatic step from a phase state takes the first rule that applies."""
-    driver = drive(raw, loop_ws.context())
-    assert driver.choose() == event
+    assert loop_ws.automatic_event(raw) == event
 
 
 @pytest.mark.parametrize("phase", ["init", "develop", "debug", "validate"])
-def test_rules_do_not_depend_on_the_phase(loop_ws: Any, drive: Any, phase: str) -> None:
+def test_rules_do_not_depend_on_the_phase(loop_ws: Any, phase: str) -> None:
     """The same facts select the same action whatever the current phase is."""
     raw = loop(actions=["DEVELOP", "VALIDATE"])
     raw["skill_state"]["current_action"] = phase
-    assert drive(raw, loop_ws.context()).choose() == "debug"
+    assert loop_ws.automatic_event(raw) == "debug"
 
 
-def test_created_loop_initialises(loop_ws: Any, drive: Any) -> None:
+def test_created_loop_initialises(loop_ws: Any) -> None:
     """A dashboard-created loop without skill_state starts with init."""
     raw = loop()
     del raw["skill_state"]
-    assert drive(raw, loop_ws.context()).choose() == "init"
+    assert loop_ws.automatic_event(raw) == "init"
 
 
-def test_repeated_init_failures_end_failed(loop_ws: Any, drive: Any) -> None:
+def test_repeated_init_failures_end_failed(loop_ws: Any) -> None:
     """A loop whose init failed max_errors times (errors kept, not initialised) gives up."""
     raw = loop(errors_in_a_row=3)
     raw["skill_state"].update(current_action=None, completed_actions=[])
-    driver = drive(raw, loop_ws.context())
-    assert driver.state == "created"
-    assert driver.choose() == "give_up"
+    assert LoopCodec().read(LoopState.model_validate(raw)) == "created"
+    assert loop_ws.automatic_event(raw) == "give_up"
 
 
-def test_interactive_menu_takes_no_automatic_step(loop_ws: Any, drive: Any) -> None:
+@pytest.mark.parametrize(
+    ("persisted", "option", "event"),
+    [(None, 3, "develop"), (None, 2, "give_up"), (2, 3, "give_up"), (3, 2, "develop")],
+    ids=["option-below", "option-reached", "persisted-reached", "persisted-wins"],
+)
+def test_error_limit_is_the_persisted_one(
+    loop_ws: Any, persisted: int | None, option: int, event: str
+) -> None:
+    """skill_state.max_errors bounds the streak; the option applies only when none is
+    persisted."""
+    raw = loop(tasks=[task("b")], errors_in_a_row=2)
+    if persisted is not None:
+        raw["skill_state"]["max_errors"] = persisted
+    assert loop_ws.automatic_event(raw, max_errors=option) == event
+
+
+def test_interactive_menu_takes_no_automatic_step(loop_ws: Any) -> None:
     """In the menu only the limits fire automatically; everything else waits for a choice."""
     raw = loop(tasks=[task("b")])
     raw["skill_state"]["mode"] = "interactive"
-    driver = drive(raw, loop_ws.context(mode="interactive"))
-    assert driver.state == "menu"
-    assert driver.choose() is None
+    assert LoopCodec().read(LoopState.model_validate(raw)) == "menu"
+    assert loop_ws.automatic_event(raw, mode="interactive") is None
     raw["current_iteration"] = 10
-    assert drive(raw, loop_ws.context(mode="interactive")).choose() == "exhaust"
+    assert loop_ws.automatic_event(raw, mode="interactive") == "exhaust"
 
 
 CODEC_READS = [

@@ -118,3 +118,35 @@ def test_init_writes_the_seed_shape(loop_ws: Any, started: Any) -> None:
     assert [e["action"] for e in state["errors"]] == ["INIT"]
     assert driver.raw["current_iteration"] == 0
     assert "- [ ] a (bash/write): do a" in loop_ws.progress("develop.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("own_list", "standing_list", "expected", "problems"),
+    [
+        (None, ["s1", "s2"], ["s1", "s2"], []),
+        (["own"], ["s1"], ["own"], []),
+        (None, None, ["task-001"], ["task_list"]),
+    ],
+    ids=["standing-list-used", "own-list-wins", "missing-standing-list-reported"],
+)
+def test_standing_task_list_of_the_workspace(
+    loop_ws: Any,
+    started: Any,
+    own_list: list[str] | None,
+    standing_list: list[str] | None,
+    expected: list[str],
+    problems: list[str],
+) -> None:
+    """The task_list option names a task list for loops without one of their own; a configured
+    list that is missing is an INIT error entry, and the description becomes the task."""
+    if own_list is not None:
+        loop_ws.write_tasks([line(name, n) for n, name in enumerate(own_list)])
+    if standing_list is not None:
+        (loop_ws.root / "standing.jsonl").write_text(
+            "".join(json.dumps(line(name, n)) + "\n" for n, name in enumerate(standing_list))
+        )
+    loop = started(task_list="standing.jsonl")
+    loop.fire("init")
+    state = loop.doc.skill_state
+    assert [t.id for t in state.develop.tasks] == expected
+    assert [e.message.split(" ")[0] for e in state.errors] == problems

@@ -1,0 +1,159 @@
+"""The hooks (create, on_error, summary) and the persisted error limit, through the engine."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm.errors import DocumentInputError
+from machines.ccw_loop import functions
+from machines.ccw_loop.model import LoopState
+from tests.machines.ccw_loop.conftest import MACHINE_YAML
+
+BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}
+CREATED_BY_API = [
+    "loop_id",
+    "title",
+    "description",
+    "max_iterations",
+    "status",
+    "current_iteration",
+    "created_at",
+    "updated_at",
+]
+"""The keys of the seed's "Created by API" example, in its order."""
+
+
+def test_create_hook_makes_a_dashboard_style_loop(loop_ws: Any) -> None:
+    """fsm new gives status created, the engine's id, iteration 0 and no skill_state."""
+    ctx = loop_ws.context("loop-v2-20260101T000000-deadbeef")
+    doc = functions.new_loop(
+        {"title": " Auth ", "description": "Add login", "max_iterations": 4}, ctx
+    )
+    dumped = doc.model_dump(mode="json", exclude_unset=True)
+    assert dumped == {
+        "loop_id": "loop-v2-20260101T000000-deadbeef",
+        "title": "Auth",
+        "description": "Add login",
+        "max_iterations": 4,
+        "status": "created",
+        "current_iteration": 0,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": "2026-01-01T00:00:00.000Z",
+    }
+
+
+def test_fsm_new_writes_the_created_by_api_shape(cli: Any, tmp_path: Path) -> None:
+    """fsm new writes exactly the keys of the seed's "Created by API" document, in its order (no
+    skill_state, completed_at or failure_reason), under an id in the dashboard's format."""
+    created = cli("new", str(MACHINE_YAML), "--set", "title=Auth", "--set", "max_iterations=4")
+    assert created.code == 0, created.err
+    loop_id = created.out.strip()
+    assert re.fullmatch(r"loop-v2-\d{8}T\d{6}-[0-9a-f]{8}", loop_id)
+    text = (tmp_path / ".workflow" / ".loop" / f"{loop_id}.json").read_text()
+    raw = json.loads(text)
+    assert list(raw) == CREATED_BY_API
+    assert (raw["title"], raw["description"], raw["max_iterations"], raw["status"]) == (
+        "Auth",
+        "",
+        4,
+        "created",
+    )
+    assert text.startswith('{\n  "loop_id": ')
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {},
+        {"title": "x", "max_iterations": 0},
+        {"title": "x", "max_iteration": 3},
+        {"title": "x", "max_iterations": "5"},
+    ],
+    ids=["no-title", "zero-iterations", "typo", "not-a-number"],
+)
+def test_create_hook_rejects_bad_inputs(loop_ws: Any, inputs: dict[str, Any]) -> None:
+    """Missing titles, bad limits and unknown keys are input errors."""
+    with pytest.raises(DocumentInputError):
+        functions.new_loop(inputs, loop_ws.context())
+
+
+@pytest.mark.parametrize(
+    ("failed_action", "action", "message"),
+    [
+        (None, "VALIDATE", "OSError: disk"),
+        ("develop", "DEVELOP", "OSError: disk"),
+        ("guard debug_due", "VALIDATE", "guard debug_due: OSError: disk"),
+        ("validation", "VALIDATE", "validation: OSError: disk"),
+    ],
+    ids=["unknown", "action", "guard", "result-validation"],
+)
+def test_on_error_appends_to_errors(
+    started: Any, failed_action: str | None, action: str, message: str
+) -> None:
+    """The error entry names the action that failed (or the step, for a guard or an invalid
+    result) and extends the streak; nothing else changes."""
+    loop = started()
+    loop.fire("init")
+    ctx = replace(
+        loop.ctx.for_transition("validate", "init", "validate"), failed_action=failed_action
+    )
+    update = functions.record_error(loop.doc, ctx, OSError("disk"))
+    assert set(update) == {"skill_state.errors", "skill_state.consecutive_errors", "updated_at"}
+    assert (
+        update["skill_state.errors"][-1]["action"],
+        update["skill_state.errors"][-1]["message"],
+    ) == (action, message)
+    assert update["skill_state.consecutive_errors"] == 1
+
+
+def test_on_error_without_skill_state_keeps_the_loop_created(loop_ws: Any, started: Any) -> None:
+    """When init itself raises, the error (and the error limit) is kept and the loop still reads
+    as created."""
+    loop = started(max_errors=2)
+    loop_ws.progress("").write_text("a file where the progress folder should be")
+    assert loop.fire("init").outcome == "failed"
+    assert loop.events() == ["init!"]
+    assert loop.state == "created"
+    state = loop.doc.skill_state
+    assert [e.action for e in state.errors] == ["INIT"]
+    assert (state.consecutive_errors, state.max_errors) == (1, 2)
+    loop.assert_consistent()
+
+
+def test_init_persists_the_error_limit(loop_ws: Any, started: Any) -> None:
+    """init writes the effective max_errors into skill_state and develop.md."""
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    loop = started(max_errors=4)
+    loop.fire("init")
+    assert loop.raw["skill_state"]["max_errors"] == 4
+    assert "- Max errors: 4" in loop_ws.progress("develop.md").read_text()
+
+
+def test_persisted_error_limit_outlives_the_option(loop_ws: Any, started: Any) -> None:
+    """A loop keeps the limit it was initialised with when a later run has another option."""
+    loop_ws.write_tasks([{**BASH, "command": "false"}, {**BASH, "task_id": "t2"}])
+    started(max_errors=1).fire("init")
+    loop = loop_ws.open(max_errors=5)
+    result = loop.run()
+    assert (result.outcome, loop.events()) == ("failed", ["init", "develop", "give_up"])
+    assert "(max_errors 1)" in (loop.doc.failure_reason or "")
+    LoopState.model_validate(loop.raw)
+
+
+def test_summary_hook_lines(loop_ws: Any, started: Any) -> None:
+    """fsm status shows iteration, phase, per-phase progress and the error limit."""
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    loop = started()
+    loop.fire("init")
+    loop.fire("develop")
+    lines = functions.status_lines(loop.doc)
+    assert lines["iteration"] == "1/10"
+    assert lines["develop"] == "1/1 tasks (100%)"
+    assert lines["validate"] == "not run"
+    assert lines["errors"] == "0 (0 in a row of max 3)"
