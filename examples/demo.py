@@ -45,6 +45,18 @@ def scenarios() -> list[Scenario]:
     """The demo's scenarios, one or more per machine."""
     return [
         Scenario(
+            "ccw-loop: develop, validate (fails), debug, fix with the stand-in agent, validate",
+            "ccw-loop",
+            "ccw-loop",
+            {
+                "title": "Median of an even-length list",
+                "description": "Cover the median of an even count with a test and make it pass",
+                "max_iterations": 10,
+            },
+            # The sample's fsm.toml says python3; the demo's own interpreter surely has pytest.
+            {"test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider"},
+        ),
+        Scenario(
             "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
             "skill-tuning",
             "skill-tuning",
