@@ -30,7 +30,7 @@ from fsm.executor import Executor, SubprocessExecutor
 from fsm.journal import Journal, LineLog
 from fsm.log import EventLog
 from fsm.machine import Machine
-from fsm.store import FileStore, InstancePaths, validate_id
+from fsm.store import FileStore, InstancePaths, atomic_write_text, validate_id
 from fsm.update import apply_update, canonical_hash, keep_external
 
 __all__ = ["Instance", "Loaded", "Workspace", "describe_validation"]
@@ -226,11 +226,56 @@ class Instance:
             if base is not None:
                 current = self.store.read_raw_bytes(self.id)
                 if current is not None and current != base.raw:
-                    theirs = self.store.read(self.id).data
+                    theirs = self._their_document(data)
+                    self._journal_external_control(base, theirs)
                     merged = keep_external(merged, base.data, theirs, self.external_paths)
                     merged = self._keep_their_state(merged, base, theirs)
                     record = {**record, "merged": True}
             return self._write(self.touched(merged), record)
+
+    def _their_document(self, ours: Mapping[str, Any]) -> dict[str, Any]:
+        """The document another writer left on disk; when it stays corrupt, the step's result
+        is parked in the meta folder (never lost) and the corruption reported."""
+        try:
+            return self.store.read(self.id).data
+        except CorruptDocumentError as exc:
+            stamp = self.clock.now().strftime("%Y%m%dT%H%M%S%f")
+            parked = self.paths.meta / f"unsaved-step-{stamp}.json"
+            atomic_write_text(parked, json.dumps(ours, indent=2, ensure_ascii=False) + "\n")
+            raise CorruptDocumentError(
+                f"{exc}; another program broke it during the step, whose result was kept in "
+                f"{parked} (repair the document or run 'fsm recover')"
+            ) from exc
+
+    def _journal_external_control(self, base: Loaded, theirs: dict[str, Any]) -> None:
+        """Journal a status change another program made during a step (a dashboard's pause)."""
+        their_status = self.status_of(theirs)
+        if their_status == base.status:
+            return
+        last = self.journal.last()
+        if last is not None and last.get("doc_hash") == canonical_hash(theirs):
+            return  # fsm's own control plane made (and journaled) the change
+        try:
+            their_state = self.machine.codec.read(self.validate(theirs))
+        except ValidationError:
+            their_state = base.state
+        self.journal.append(
+            {
+                "time": self.clock.iso(),
+                "kind": "control",
+                "event": "external",
+                "source": base.state,
+                "dest": their_state,
+                "status_from": base.status,
+                "status_to": their_status,
+                "actor": "external",
+                "reason": "status changed by another program while a step ran",
+                "state": their_state,
+                "status": their_status,
+                "doc_hash": canonical_hash(theirs),
+            }
+        )
+        self.log.info("external_control_seen", status_from=base.status, status_to=their_status)
 
     def _keep_their_state(
         self, merged: dict[str, Any], base: Loaded, theirs: dict[str, Any]

@@ -75,6 +75,31 @@ class LineLog:
 class Journal(LineLog):
     """The instance journal (see the module docstring for the record fields)."""
 
+    def last(self) -> dict[str, Any] | None:
+        """The last readable record, read from the end of the file (cheap on long journals)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                chunk = 65536
+                while True:
+                    start = max(0, size - chunk)
+                    handle.seek(start)
+                    lines = handle.read(size - start).splitlines()
+                    if start == 0 or len(lines) > 1:
+                        break
+                    chunk *= 4
+        except FileNotFoundError:
+            return None
+        for line in reversed(lines[1:] if start > 0 else lines):
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict):
+                return record
+        return None
+
     def transitions(self) -> list[dict[str, Any]]:
         """Records that moved or kept the FSM state through a transition."""
         return [r for r in self.read().records if r.get("kind") == "transition"]

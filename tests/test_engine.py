@@ -289,3 +289,42 @@ def test_replay_detects_a_document_moved_behind_the_journal(make_counter: MakeCo
     document["phase"] = "done"
     instance.paths.document.write_text(json.dumps(document))
     assert any("ends in state 'counting'" in p for p in replay(instance).problems)
+
+
+def test_status_changed_by_another_program_is_journaled(make_counter: MakeCounter) -> None:
+    """A pause written straight into the file during a step gets its own `external` record."""
+    instance = started(make_counter(limit=3))
+    base = instance.load()
+    paused = json.loads(base.raw)
+    paused["status"] = "paused"
+    instance.paths.document.write_text(json.dumps(paused))
+    instance.commit({**base.data, "count": 1}, {"kind": "transition", "source": "idle"}, base=base)
+    kinds = [(r["kind"], r.get("event"), r.get("actor")) for r in instance.journal.read().records]
+    assert kinds[-2:] == [("control", "external", "external"), ("transition", None, None)]
+    assert instance.journal.read().records[-2]["status_to"] == "paused"
+
+
+def test_fsm_control_during_a_step_is_not_journaled_twice(make_counter: MakeCounter) -> None:
+    """A pause given through the control plane during a step is journaled once, by it."""
+    from fsm.control import ControlPlane
+
+    instance = started(make_counter(limit=3))
+    base = instance.load()
+    ControlPlane(instance).apply("pause")
+    instance.commit({**base.data, "count": 1}, {"kind": "transition", "source": "idle"}, base=base)
+    events = [r.get("event") for r in instance.journal.read().records if r["kind"] == "control"]
+    assert events == ["start", "pause"]
+
+
+def test_document_broken_during_a_step_parks_the_result(make_counter: MakeCounter) -> None:
+    """A document left corrupt by another program is not overwritten; the result is kept aside."""
+    instance = started(make_counter(limit=3))
+    instance.store.read_retries = 0
+    base = instance.load()
+    instance.paths.document.write_bytes(b'{"status": "pau')
+    with pytest.raises(CorruptDocumentError, match="result was kept in"):
+        instance.commit({**base.data, "count": 1}, {"kind": "transition"}, base=base)
+    assert instance.paths.document.read_bytes() == b'{"status": "pau'
+    parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
+    assert len(parked) == 1
+    assert json.loads(parked[0].read_text())["count"] == 1
