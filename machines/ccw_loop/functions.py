@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.context import Context
-from fsm.errors import DocumentInputError
 from fsm.registry import Recovery, Registry, Update
 from machines.ccw_loop import rules
 from machines.ccw_loop.bookkeeping import error_update, loop_mode, max_errors_of
@@ -24,6 +23,7 @@ from machines.ccw_loop.endings import (
     iteration_limit_reason,
     task_failure_reason,
 )
+from machines.ccw_loop.inputs import checked_inputs
 from machines.ccw_loop.model import ErrorEntry, LoopState, SkillState
 from machines.ccw_loop.options import LoopOptions
 from machines.ccw_loop.recovery import recover_loop
@@ -35,8 +35,6 @@ registry = Registry()
 registry.document(LoopState)
 registry.options(LoopOptions)
 registry.codec("loop_phase", LoopCodec())
-
-_INPUTS = {"title", "description", "max_iterations", "tags", "priority", "notes"}
 
 
 def _state(doc: LoopState) -> SkillState:
@@ -166,33 +164,18 @@ def touch(doc: LoopState, ctx: Context) -> Update:
 @registry.hook
 def new_loop(inputs: dict[str, Any], ctx: Context) -> LoopState:
     """A loop as the dashboard creates it: status created, no skill_state yet."""
-    unknown = sorted(set(inputs) - _INPUTS)
-    if unknown:
-        raise DocumentInputError(
-            f"unknown ccw-loop input(s) {', '.join(unknown)}; use {', '.join(sorted(_INPUTS))}"
-        )
-    title = str(inputs.get("title") or "").strip()
-    description = str(inputs.get("description") or "").strip()
-    if not title and not description:
-        raise DocumentInputError("a loop needs a title (--set title=...) or a description")
-    max_iterations = inputs.get("max_iterations", 10)
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int | float):
-        raise DocumentInputError(f"max_iterations must be a number, got {max_iterations!r}")
-    if max_iterations < 1:
-        raise DocumentInputError(f"max_iterations must be at least 1, got {max_iterations}")
+    fields = checked_inputs(inputs)
     now = ctx.clock.iso()
-    extra = {k: inputs[k] for k in ("tags", "priority", "notes") if k in inputs}
+    optional = {k: fields.pop(k) for k in ("tags", "priority", "notes") if k in fields}
     return LoopState.model_validate(
         {
             "loop_id": ctx.instance_id,
-            "title": title or description[:100],
-            "description": description,
-            "max_iterations": max_iterations,
+            **fields,
             "status": "created",
             "current_iteration": 0,
             "created_at": now,
             "updated_at": now,
-            **extra,
+            **optional,
         }
     )
 

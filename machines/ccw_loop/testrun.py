@@ -50,6 +50,10 @@ class TestRun:
             return f"test command did not run to the end: {self.result.describe()}"
         if self.counts is None:
             detail = "; ".join(self.problems) or self.result.describe()
+            if self.problems and not self.result.ok:
+                # the command's own failure (exit 127: command not found) explains the report
+                # it did not write
+                detail = f"{detail}; {self.result.describe()}"
             return f"test command produced no test report ({detail})"
         return f"test command ran no tests ({self.result.describe()})"
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from fsm.context import Context
 from fsm.registry import Update
-from machines.issue_manager.model import IssueManagerState, initial_template
+from machines.issue_manager.model import IssueManagerState, ManagerContext, initial_template
 from machines.issue_manager.records import append_history
 from machines.issue_manager.report import run_stats
 
@@ -25,12 +25,24 @@ def create_instance(inputs: dict[str, Any], ctx: Context) -> IssueManagerState:
     given = sorted(key for key in MACHINE_OWNED if key in inputs)
     if given:
         raise ValueError(f"{', '.join(given)} cannot be set: the machine sets them")
+    _check_context(inputs.get("context", {}))
     document = _merged(initial_template(), inputs)
     now = ctx.clock.iso()
     document |= {"work_dir": _work_dir(ctx), "created_at": now, "updated_at": now}
     context = {"rounds": 0, "max_rounds": 10, "consecutive_errors": 0, "max_errors": 3}
     document["context"] = context | cast(dict[str, Any], document["context"])
     return IssueManagerState.model_validate(document)
+
+
+def _check_context(given: object) -> None:
+    """``context`` inputs are the loop limits and counters: an object of known keys, so that a
+    typo (``--set context.max_round=3``) is an error rather than a limit silently not set."""
+    if not isinstance(given, dict):
+        raise ValueError(f"context must be an object (--set context.max_rounds=N), got {given!r}")
+    unknown = sorted(set(given) - set(ManagerContext.model_fields))
+    if unknown:
+        known = ", ".join(ManagerContext.model_fields)
+        raise ValueError(f"unknown context key(s) {', '.join(unknown)}; use {known}")
 
 
 def record_history(doc: IssueManagerState, ctx: Context) -> None:

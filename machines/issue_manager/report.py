@@ -101,7 +101,8 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
     for issue in doc.issues.values():
         mark = _MARKS.get(issue.status, "○")
         solution = f" ({issue.solution_id})" if issue.solution_id else ""
-        line = f"- {mark} **{issue.id}** {issue.title}{solution}: {issue.status}"
+        title = f" {issue.title}" if issue.title else ""
+        line = f"- {mark} **{issue.id}**{title}{solution}: {issue.status}"
         if issue.error:
             line += f": {issue.error}"
         lines.append(line)

@@ -29,7 +29,7 @@ from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import backup_root, shown, skill_root, work_root
 from machines.skill_tuning.quality import issue_update, quality_gate, quality_score
 from machines.skill_tuning.report import REPORT_NAME, render_report
-from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill
+from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill, readable
 
 __all__ = [
     "abort",
@@ -57,10 +57,14 @@ def _options(ctx: Context) -> TuningOptions:
 
 
 def _write_side_file(doc: TuningState, ctx: Context, name: str, text: str) -> str:
-    """Write ``name`` under the work dir; return its path as the document shows it."""
+    """Write ``name`` under the work dir; return its path as the document shows it.
+
+    Text quoted from a skill file that is not valid UTF-8 carries the undecodable bytes as lone
+    surrogates (see :mod:`.skill`); they are written as ``\\udcXX`` escapes, which keeps a JSON
+    side file valid and a report readable instead of failing the step."""
     target = ensure_inside(work_root(doc, ctx) / name, work_root(doc, ctx))
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    target.write_text(text, encoding="utf-8", errors="backslashreplace")
     return shown(target, ctx)
 
 
@@ -101,9 +105,15 @@ def _diagnosed(
     began = ctx.clock.monotonic()
     result, drafts = diagnose(area, skill)
     elapsed = round((ctx.clock.monotonic() - began) * 1000, 3)
-    result = DiagnosisResult.model_validate({**result.model_dump(), "execution_time_ms": elapsed})
+    result = DiagnosisResult.model_validate(
+        readable({**result.model_dump(), "execution_time_ms": elapsed})
+    )
     used = [i.id for i in doc.issues] + [i for f in doc.proposed_fixes for i in f.issue_ids]
-    return result, number_issues(drafts, doc.issues, used)
+    issues = number_issues(drafts, doc.issues, used)
+    return result, [
+        Issue.model_validate(readable(i.model_dump(mode="json", by_alias=True, exclude_unset=True)))
+        for i in issues
+    ]
 
 
 def diagnose_area(area: Area, doc: TuningState, ctx: Context) -> dict[str, Any]:

@@ -106,14 +106,31 @@ def _nested(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
+_INPUTS = frozenset(
+    {"target_skill", "user_issue_description", "focus_areas", "max_iterations", "max_errors"}
+)
+_MACHINE_OWNED = frozenset(TuningState.model_fields) - _INPUTS
+"""Fields the run writes (status, counters, diagnosis, fixes, paths): ``fsm new`` may not set
+them, or a new instance would start with, say, ``error_count`` 99 and abort at once."""
+
+
 @registry.hook
 def create(inputs: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     """A new instance for the skill at ``target_skill.path``: the seed's whole template with
     the inputs merged in; its work dir is the instance folder, its backups go to ``backups/``."""
     values = _nested(inputs)
+    owned = sorted(_MACHINE_OWNED & set(values))
+    if owned:
+        raise DocumentInputError(f"{', '.join(owned)} cannot be set: the machine sets them")
     target = values.get("target_skill", {})
+    path = target.get("path") if isinstance(target, dict) else None
+    if path is not None and not isinstance(path, str):
+        raise DocumentInputError(
+            f"target_skill.path must be a folder path, got {path!r}; to name a folder {path}, "
+            f"quote it: --set 'target_skill.path=\"{path}\"'"
+        )
     try:
-        resolve_target(ctx.workspace, target.get("path") if isinstance(target, dict) else None)
+        resolve_target(ctx.workspace, path)
     except TargetSkillError as exc:
         raise DocumentInputError(str(exc)) from exc
     work = ctx.instance_dir
@@ -124,9 +141,25 @@ def create(inputs: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         "backup_dir": shown(work / "backups", ctx),
     }
     try:
-        return initial_document(values)
+        document = initial_document(values)
     except ValidationError as exc:
-        raise DocumentInputError(f"skill-tuning inputs do not make a document: {exc}") from exc
+        message = f"skill-tuning inputs do not make a document: {_one_line(exc)}"
+        raise DocumentInputError(message) from exc
+    if document["max_iterations"] < 1:
+        # the model reads 0 in documents written elsewhere; a new run with no iteration would
+        # end "completed" at once, without a diagnosis
+        raise DocumentInputError(
+            f"max_iterations must be at least 1, got {document['max_iterations']}"
+        )
+    return document
+
+
+def _one_line(error: ValidationError) -> str:
+    """Pydantic's problems as ``field: message; ...`` (its own text spans several lines)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'document'}: {problem['msg']}"
+        for problem in error.errors()
+    )
 
 
 @registry.hook

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "CodeBlock",
@@ -23,6 +23,7 @@ __all__ = [
     "decode",
     "encode",
     "read_skill",
+    "readable",
     "resolve_target",
 ]
 
@@ -47,6 +48,19 @@ def decode(data: bytes) -> str:
 def encode(text: str) -> bytes:
     """The inverse of :func:`decode`."""
     return text.encode(ENCODING, ERRORS)
+
+
+def readable(value: Any) -> Any:
+    """``value`` (JSON data) with the undecodable bytes :func:`decode` keeps in its strings
+    shown as ``\\xNN``: text quoted from a file that is not valid UTF-8 (evidence, snippets)
+    can then be written to state.json and reports, which must hold valid text."""
+    if isinstance(value, str):
+        return encode(value).decode(ENCODING, "backslashreplace")
+    if isinstance(value, list):
+        return [readable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: readable(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)

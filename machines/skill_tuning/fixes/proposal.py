@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from machines.skill_tuning.diagnosis.run import RULES
 from machines.skill_tuning.fixes.mechanical import mechanical_changes
-from machines.skill_tuning.model import Fix, Issue
+from machines.skill_tuning.model import FileChange, Fix, Issue
 from machines.skill_tuning.quality import WEIGHTS
 from machines.skill_tuning.skill import Skill
 
@@ -75,6 +75,11 @@ def _fix_for(fix_id: str, issue: Issue, skill: Skill, window: int) -> Fix:
     strategy = rule.strategy if rule is not None else "custom"
     area = rule.area if rule is not None else "every"
     how = "mechanical change" if changes else "needs judgement (agent or by hand)"
+    if not all(_is_text(change) for change in changes):
+        # the file is not valid UTF-8: its content cannot be carried in state.json, whose
+        # readers expect text, so the fix is left to an agent or a person
+        changes = []
+        how = "the file is not valid UTF-8: fix it by hand"
     return Fix(
         id=fix_id,
         issue_ids=[issue.id],
@@ -92,3 +97,14 @@ def _fix_for(fix_id: str, issue: Issue, skill: Skill, window: int) -> Fix:
             f"{issue.location.file}",
         ],
     )
+
+
+def _is_text(change: FileChange) -> bool:
+    """Whether ``change`` holds only text (files that are not valid UTF-8 are read with their
+    undecodable bytes as lone surrogates, which JSON documents cannot hold)."""
+    for content in (change.old_content, change.new_content, change.diff):
+        try:
+            (content or "").encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True

@@ -125,6 +125,18 @@ def test_validate_with_zero_tests_is_an_error(loop_ws: Any, started: Any) -> Non
     assert "ran no tests" in state.errors[-1].message
 
 
+def test_validate_error_names_why_the_test_command_failed(loop_ws: Any, started: Any) -> None:
+    """A test command that cannot run (not found) is reported with its exit code and stderr,
+    not only as a missing test report."""
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    loop = started(test_command="no-such-test-runner-xyz")
+    _developed(loop)
+    loop.fire("validate")
+    message = loop.doc.skill_state.errors[-1].message
+    assert "produced no test report" in message
+    assert "exited 127" in message and "not found" in message
+
+
 def test_validate_reads_coverage_the_run_produced(loop_ws: Any, started: Any) -> None:
     """Coverage written by the test command to {coverage} becomes validate.coverage."""
     loop_ws.write_project()

@@ -74,13 +74,58 @@ def test_fsm_new_writes_the_created_by_api_shape(cli: Any, tmp_path: Path) -> No
         {"title": "x", "max_iterations": 0},
         {"title": "x", "max_iteration": 3},
         {"title": "x", "max_iterations": "5"},
+        {"title": "x", "max_iterations": float("inf")},
+        {"title": "x", "max_iterations": float("nan")},
+        {"title": {"a": 1}},
+        {"title": "x", "description": ["a"]},
+        {"title": "x", "tags": "auth"},
+        {"title": "x", "priority": 999},
+        {"title": "x", "notes": {"a": 1}},
     ],
-    ids=["no-title", "zero-iterations", "typo", "not-a-number"],
+    ids=[
+        "no-title",
+        "zero-iterations",
+        "typo",
+        "not-a-number",
+        "infinite-iterations",
+        "nan-iterations",
+        "object-title",
+        "list-description",
+        "tags-not-a-list",
+        "unknown-priority",
+        "object-notes",
+    ],
 )
 def test_create_hook_rejects_bad_inputs(loop_ws: Any, inputs: dict[str, Any]) -> None:
-    """Missing titles, bad limits and unknown keys are input errors."""
+    """Missing titles, bad or non-finite limits, unknown keys and values of the wrong type for the
+    dashboard (an object as title, tags that are not a list) are input errors."""
     with pytest.raises(DocumentInputError):
         functions.new_loop(inputs, loop_ws.context())
+
+
+@pytest.mark.parametrize(
+    ("typed", "title"),
+    [("2024", "2024"), ("true", "true"), ("1.5", "1.5"), ("Fix parser", "Fix parser")],
+    ids=["number", "boolean", "decimal", "text"],
+)
+def test_fsm_new_takes_a_scalar_title_as_the_text_typed(
+    cli: Any, tmp_path: Path, typed: str, title: str
+) -> None:
+    """--set title=VALUE whose VALUE parses as a JSON scalar keeps the text, not Python's repr."""
+    created = cli("new", str(MACHINE_YAML), "--set", f"title={typed}")
+    assert created.code == 0, created.err
+    raw = json.loads((tmp_path / ".workflow" / ".loop" / f"{created.out.strip()}.json").read_text())
+    assert raw["title"] == title
+
+
+def test_fsm_new_refuses_an_infinite_limit_in_one_line(cli: Any, tmp_path: Path) -> None:
+    """--set max_iterations=1e400 (infinity, which JSON cannot hold) exits 2 and writes nothing."""
+    created = cli("new", str(MACHINE_YAML), "--set", "title=x", "--set", "max_iterations=1e400")
+    assert created.code == 2
+    assert created.err.strip().splitlines() == [
+        "fsm: error: max_iterations must be a finite number, got inf"
+    ]
+    assert not (tmp_path / ".workflow").exists()
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -51,6 +52,25 @@ def test_create_refuses_machine_owned_inputs(make_ctx: Any, key: str) -> None:
     """Fields the machine sets cannot be given as inputs."""
     with pytest.raises(ValueError, match=f"{key} cannot be set"):
         HOOKS["create_instance"]({key: "x"}, make_ctx())
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        pytest.param({"context": 5}, "context must be an object", id="context-number"),
+        pytest.param({"context": []}, "context must be an object", id="context-list"),
+        pytest.param(
+            {"context": {"max_round": 3}}, "unknown context key(s) max_round", id="context-typo"
+        ),
+    ],
+)
+def test_create_refuses_a_malformed_context(
+    make_ctx: Any, inputs: dict[str, Any], message: str
+) -> None:
+    """context inputs must be an object of the known limits and counters, so a typo is an error
+    and a wrong shape gets a message naming the field rather than a Python type error."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        HOOKS["create_instance"](inputs, make_ctx())
 
 
 # -- init and list --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from machines.issue_manager import functions
+from machines.issue_manager.report import final_report
 
 ACTIONS = functions.registry.actions
 HOOKS = functions.registry.hooks
@@ -191,6 +192,16 @@ def test_finalize_reports_totals_and_success_rate(
         "pending": 1,
         "success_rate": "33.3",
     }
+
+
+def test_report_lists_an_untitled_issue_without_a_stray_space(
+    make_ctx: Any, new_doc: Any, apply: Any
+) -> None:
+    """An issue without a title is listed as ``**ID**: status``, not ``**ID** : status``."""
+    ctx = make_ctx()
+    doc = apply(new_doc(ctx), {"issues": {"ISS-9": {"id": "ISS-9", "status": "registered"}}})
+    text = final_report(doc, ctx.instance_id, "2026-01-01T00:00:00.000Z")
+    assert "- ○ **ISS-9**: registered" in text.splitlines()
 
 
 @pytest.mark.parametrize(

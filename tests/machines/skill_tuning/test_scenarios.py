@@ -312,6 +312,9 @@ def test_stop_ends_the_run_and_the_original_is_restorable(
     assert tree_bytes(root) == original
 
 
+TARGET = ["--set", f"target_skill.path={SKILL}"]
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
@@ -326,6 +329,26 @@ def test_stop_ends_the_run_and_the_original_is_restorable(
             id="no-skill-md",
         ),
         pytest.param([], "no target skill given", id="not-given"),
+        pytest.param(
+            ["--set", "target_skill.path=123"],
+            "target_skill.path must be a folder path, got 123",
+            id="path-not-text",
+        ),
+        pytest.param(
+            [*TARGET, "--set", "max_iterations=0"],
+            "max_iterations must be at least 1, got 0",
+            id="no-iterations",
+        ),
+        pytest.param(
+            [*TARGET, "--set", "error_count=99"],
+            "error_count cannot be set: the machine sets them",
+            id="machine-owned",
+        ),
+        pytest.param(
+            [*TARGET, "--set", "max_iterations=abc"],
+            "inputs do not make a document: max_iterations: Input should be a valid integer",
+            id="invalid-value",
+        ),
     ],
 )
 def test_fsm_new_refuses_an_unusable_target_in_one_line(
@@ -336,8 +359,9 @@ def test_fsm_new_refuses_an_unusable_target_in_one_line(
     tmp_path: Path,
     cli: Callable[..., CliResult],
 ) -> None:
-    """fsm new with a missing target folder, or one without SKILL.md, exits 2 with one clear
-    line and creates nothing."""
+    """fsm new with a missing target folder, one without SKILL.md, a limit that allows no
+    iteration, a field the machine owns or a value of the wrong type exits 2 with one clear line
+    naming the problem and creates nothing."""
     make_skill(samples.clean)
     result = cli("new", str(MACHINE_YAML), *setting)
     assert result.code == 2
@@ -346,3 +370,27 @@ def test_fsm_new_refuses_an_unusable_target_in_one_line(
     assert line.startswith("fsm: error: ") and message in line
     assert "Traceback" not in result.err
     assert not (tmp_path / ".workflow").exists()
+
+
+def test_a_file_that_is_not_utf8_is_diagnosed_and_left_to_a_person(
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
+) -> None:
+    """A phase file with a byte that is not UTF-8 on a line the rules quote is diagnosed (the
+    byte shown as \\xNN in state.json), gets no mechanical fix (state.json could not carry its
+    content) and keeps its bytes, while the other files are fixed; the run ends normally."""
+    root = make_skill(samples.fixable)
+    phase = root / "phases/02-analyse.md"
+    raw = phase.read_bytes().replace(b"files.json`));", b"files.json`)); // caf\xe9")
+    phase.write_bytes(raw)
+    instance = tuning.create(root, max_iterations=3)
+    before = tree_bytes(tuning.path)
+    result = Engine(instance).run(max_steps=200)
+    assert (result.outcome, result.state) == ("completed", "completed")
+    assert phase.read_bytes() == raw
+    text = (tuning.path / f".workflow/.scratchpad/{instance.id}/state.json").read_bytes()
+    assert "caf\\\\xe9" in text.decode("utf-8")
+    doc = tuning.doc(instance)
+    stuck = [f for f in doc.proposed_fixes if "not valid UTF-8" in (f.description or "")]
+    assert stuck and all(not f.changes for f in stuck)
+    assert any(r.verification_result == "pass" for r in doc.applied_fixes)
+    assert_consistent(tuning, instance, before)

@@ -1,0 +1,79 @@
+"""The inputs of ``fsm new ccw-loop``, checked as the dashboard's create and update API checks them.
+
+``--set`` values are parsed as JSON when they parse, so ``--set title=2024`` arrives as a number
+and ``--set title=true`` as a boolean: such scalars are taken as the text that was typed. An
+object or a list is never a title. ``max_iterations`` must be a finite number of at least 1
+(``1e400`` parses as infinity, which JSON cannot hold and the dashboard could not read back), and
+the dashboard's optional ``tags`` (strings), ``priority`` (low, medium, high) and ``notes`` (text)
+keep their types, so the file stays one the dashboard accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from fsm.errors import DocumentInputError
+
+__all__ = ["INPUTS", "checked_inputs"]
+
+INPUTS = frozenset({"title", "description", "max_iterations", "tags", "priority", "notes"})
+_PRIORITIES = ("low", "medium", "high")
+
+
+def checked_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The loop's API fields from ``inputs``: trimmed title and description, max_iterations
+    (default 10) and the optional fields given; raise :class:`DocumentInputError` on bad input."""
+    unknown = sorted(set(inputs) - INPUTS)
+    if unknown:
+        raise DocumentInputError(
+            f"unknown ccw-loop input(s) {', '.join(unknown)}; use {', '.join(sorted(INPUTS))}"
+        )
+    title = _text(inputs, "title")
+    description = _text(inputs, "description")
+    if not title and not description:
+        raise DocumentInputError("a loop needs a title (--set title=...) or a description")
+    fields: dict[str, Any] = {
+        "title": title or description[:100],
+        "description": description,
+        "max_iterations": _limit(inputs.get("max_iterations", 10)),
+    }
+    if "tags" in inputs:
+        tags = inputs["tags"]
+        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+            raise DocumentInputError(f'tags must be a list of strings (["a","b"]), got {tags!r}')
+        fields["tags"] = tags
+    if "priority" in inputs:
+        if inputs["priority"] not in _PRIORITIES:
+            raise DocumentInputError(
+                f"priority must be one of {', '.join(_PRIORITIES)}, got {inputs['priority']!r}"
+            )
+        fields["priority"] = inputs["priority"]
+    if "notes" in inputs:
+        fields["notes"] = _text(inputs, "notes")
+    return fields
+
+
+def _text(inputs: Mapping[str, Any], key: str) -> str:
+    """``inputs[key]`` as trimmed text ('' when absent or null); numbers and booleans become the
+    JSON text they were parsed from."""
+    value = inputs.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    raise DocumentInputError(f"{key} must be text, got {type(value).__name__} {value!r}")
+
+
+def _limit(value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DocumentInputError(f"max_iterations must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DocumentInputError(f"max_iterations must be a finite number, got {value}")
+    if value < 1:
+        raise DocumentInputError(f"max_iterations must be at least 1, got {value}")
+    return value
