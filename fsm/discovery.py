@@ -36,15 +36,7 @@ class MachineEntry:
 
 def registered_machines() -> dict[str, MachineEntry]:
     """Every registered machine by name: bundled first, then entry points."""
-    import machines
-
-    found: dict[str, MachineEntry] = {}
-    base = Path(machines.__file__).parent
-    for package in machines.BUNDLED:
-        name = package.replace("_", "-")
-        found[name] = MachineEntry(
-            name, base / package / "machine.yaml", f"bundled (machines.{package})"
-        )
+    found = _bundled_machines()
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry.name in found:
             continue
@@ -52,6 +44,20 @@ def registered_machines() -> dict[str, MachineEntry]:
             entry.name, _entry_path(entry), f"entry point {entry.value}"
         )
     return found
+
+
+def _bundled_machines() -> dict[str, MachineEntry]:
+    import machines
+
+    base = Path(machines.__file__).parent
+    return {
+        package.replace("_", "-"): MachineEntry(
+            package.replace("_", "-"),
+            base / package / "machine.yaml",
+            f"bundled (machines.{package})",
+        )
+        for package in machines.BUNDLED
+    }
 
 
 def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
@@ -71,21 +77,33 @@ def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
 
 
 def find_machine(target: str) -> MachineEntry:
-    """The machine named ``target``, or the machine file at path ``target``."""
+    """The machine named ``target``, or the machine file at path ``target``.
+
+    Bundled names and ``.yaml`` paths are resolved without reading (and importing) the
+    third-party entry points: a machine name has no ``.``, so no registered machine can be
+    named like a machine file.
+    """
+    bundled = _bundled_machines()
+    if target in bundled:
+        return bundled[target]
+    path = Path(target)
+    if path.suffix in {".yaml", ".yml"}:
+        return _machine_file(path)
     machines = registered_machines()
     if target in machines:
         return machines[target]
-    path = Path(target)
-    if path.suffix in {".yaml", ".yml"} or path.is_dir():
-        if path.is_dir():
-            path = path / "machine.yaml"
-        if not path.exists():
-            raise UnknownMachineError(f"no machine file at {path}")
-        return MachineEntry(path.stem, path, str(path))
+    if path.is_dir():
+        return _machine_file(path / "machine.yaml")
     raise UnknownMachineError(
         f"unknown machine '{target}'{did_you_mean(target, machines)}; "
         "'fsm machines' lists the registered ones"
     )
+
+
+def _machine_file(path: Path) -> MachineEntry:
+    if not path.exists():
+        raise UnknownMachineError(f"no machine file at {path}")
+    return MachineEntry(path.stem, path, str(path))
 
 
 _CACHE: dict[Path, Machine] = {}

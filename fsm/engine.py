@@ -322,7 +322,7 @@ class Engine:
                     f"event '{event}' refused in state '{state}' by its guards ({shown})"
                 )
             return StepResult("waiting", state, status)
-        return self._apply(current, chosen, ctx, evaluated, actor)
+        return self._apply(current, chosen, ctx, tctx, evaluated, actor)
 
     def _guards_hold(
         self, transition: Transition, doc: BaseModel, ctx: Context, evaluated: list[dict[str, Any]]
@@ -349,13 +349,14 @@ class Engine:
         current: Loaded,
         transition: Transition,
         ctx: Context,
+        tctx: Context,
         evaluated: list[dict[str, Any]],
         actor: str,
     ) -> StepResult:
+        """Take ``transition``; ``tctx`` is the context its guards saw (the actions' too)."""
         instance = self.instance
         source = current.state
         dest = transition.dest_from(source)
-        tctx = ctx.for_transition(transition.event, source, dest)
         started = time.monotonic()
         outcome: dict[str, Any] = {}
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from fsm.clock import iso_utc
@@ -13,6 +13,7 @@ from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError
 from fsm.instance import Instance, Workspace
 from fsm.machine import FieldCodec, Machine
+from fsm.store import read_file
 from fsm.update import canonical_hash
 
 __all__ = [
@@ -131,12 +132,12 @@ def list_instances(
     for machine in machines:
         store = workspace.store_for(machine)
         for instance_id in store.list_ids():
-            if not _belongs_to(machine, store.paths(instance_id).journal):
+            path, journal = store.locations(instance_id)
+            if not _belongs_to(machine, journal):
                 continue
-            path = store.paths(instance_id).document
             try:
-                stat = path.stat()
-                data = json.loads(path.read_bytes())
+                raw, stat = read_file(path)
+                data = json.loads(raw)
                 if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
             except (OSError, ValueError) as exc:
@@ -160,7 +161,7 @@ def list_instances(
     return [row for _, row in rows]
 
 
-def _belongs_to(machine: Machine, journal: Path) -> bool:
+def _belongs_to(machine: Machine, journal: str) -> bool:
     """False when the journal's first record says another machine created the instance.
 
     Machines may share a storage layout (issue-manager and skill-tuning both keep
@@ -168,16 +169,30 @@ def _belongs_to(machine: Machine, journal: Path) -> bool:
     dashboard) have no journal yet and are listed.
     """
     try:
-        with journal.open(encoding="utf-8", errors="replace") as handle:
-            first = handle.readline()
+        first = _first_line(journal)
     except OSError:
         return True
     try:
-        record = json.loads(first)
+        record = json.loads(first.decode("utf-8", errors="replace"))
     except json.JSONDecodeError:
         return True
     owner = record.get("machine") if isinstance(record, dict) else None
     return owner is None or owner == machine.name
+
+
+def _first_line(path: str) -> bytes:
+    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 4096):
+            line, newline, _ = chunk.partition(b"\n")
+            chunks.append(line)
+            if newline:
+                break
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
 from pydantic import BaseModel, ValidationError
 
 from fsm.clock import Clock, SystemClock
@@ -28,7 +27,7 @@ from fsm.discovery import open_machine
 from fsm.errors import CorruptDocumentError, DocumentInputError, InputError, StoreError
 from fsm.executor import Executor, SubprocessExecutor
 from fsm.journal import Journal, LineLog
-from fsm.log import EventLog
+from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.store import FileStore, InstancePaths, atomic_write_text, validate_id
 from fsm.update import apply_update, canonical_hash, keep_external
@@ -122,12 +121,13 @@ class Instance:
         self.paths: InstancePaths = self.store.paths(instance_id)
         self.journal = Journal(self.paths.journal)
         self.log = EventLog(
-            structlog.get_logger("fsm"),
+            get_logger("fsm"),
             LineLog(self.paths.log),
             workspace.clock,
             machine=machine.name,
             instance=instance_id,
         )
+        self._committed: Loaded | None = None
         control = machine.spec.control
         self.external_paths: list[str] = list(machine.spec.external_fields)
         if control is not None:
@@ -162,7 +162,16 @@ class Instance:
         return self.machine.document_model.model_validate(data)
 
     def load(self) -> Loaded:
-        """Read and validate the document; corrupt or invalid ones raise CorruptDocumentError."""
+        """Read and validate the document; corrupt or invalid ones raise CorruptDocumentError.
+
+        When the file holds exactly the bytes this instance committed last, the version
+        validated then is returned instead of parsing and validating them again (a step of a
+        large document saves most of its CPU time). Only once: a version handed to guards and
+        actions is never handed out again, as a fresh read never would be.
+        """
+        committed, self._committed = self._committed, None
+        if committed is not None and self.store.read_raw_bytes(self.id) == committed.raw:
+            return committed
         snapshot = self.store.read(self.id)
         return self._loaded(snapshot.data, snapshot.raw)
 
@@ -314,6 +323,8 @@ class Instance:
         self.journal.append(entry)
         loaded = Loaded(data, raw, doc, state, status)
         self.after_save(loaded)
+        if state in self.machine.states:  # else a fresh load reports the document corrupt
+            self._committed = loaded
         return loaded
 
     def after_save(self, loaded: Loaded) -> None:

@@ -1,31 +1,48 @@
 """Structured logging: configuration for the edge, and the engine's per-instance event log.
 
-Library code takes ``structlog.get_logger()`` and never configures anything; the command line
-(or an orchestrator script) calls :func:`configure` once. Every instance also keeps a JSON-lines
-log file beside its journal; :class:`EventLog` sends each event to both, and keeps tracebacks out
-of the terminal: they go to the file only.
+Library code takes a structlog logger and never configures anything; the command line (or an
+orchestrator script) calls :func:`configure` once. Every instance also keeps a JSON-lines log
+file beside its journal; :class:`EventLog` sends each event to both, and keeps tracebacks out of
+the terminal: they go to the file only.
+
+structlog itself (~40 ms of the start-up of ``fsm status``, asyncio included) is imported
+only when something is logged: :func:`get_logger` hands out a :class:`LazyLogger`, and
+:func:`configure` applies its settings at once when structlog is already imported, or else on
+the first event fsm logs (or when a loaded machine module imported structlog itself).
 """
 
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import Any, Literal, TextIO
-
-import structlog
 
 from fsm.clock import Clock
 from fsm.journal import LineLog
 
-__all__ = ["EventLog", "configure"]
+__all__ = ["EventLog", "LazyLogger", "apply_pending_configuration", "configure", "get_logger"]
 
 LogFormat = Literal["console", "json"]
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+_pending: list[tuple[LogFormat, str, TextIO]] = []
+"""The settings of a :func:`configure` call not applied yet (structlog not imported then)."""
 
 
 def configure(
     fmt: LogFormat = "console", level: str = "info", stream: TextIO | None = None
 ) -> None:
     """Configure structlog for a process: JSON lines or readable console lines on ``stream``."""
+    _pending[:] = [(fmt, level, stream or sys.stderr)]
+    if "structlog" in sys.modules:
+        apply_pending_configuration()
+
+
+def apply_pending_configuration() -> None:
+    """Apply the settings of the last :func:`configure` call if structlog is imported by now."""
+    if not _pending or "structlog" not in sys.modules:
+        return
+    fmt, level, stream = _pending.pop()
+    structlog = _structlog()
     renderer: Any
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer(sort_keys=True)
@@ -39,13 +56,55 @@ def configure(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
 
 
+def _structlog() -> ModuleType:
+    import structlog
+
+    return structlog
+
+
 def _no_traceback(stream: TextIO, exc_info: Any) -> None:
     """Console output never shows tracebacks; they are in the instance log file."""
+
+
+class LazyLogger:
+    """A structlog logger bound with context values, created (and structlog imported) on first use.
+
+    ``bind`` stays lazy; any other attribute (``info``, ``warning``, ``new``...) is the real
+    bound logger's, built with the structlog configuration current at that first use.
+    """
+
+    __slots__ = ("_bound", "_logger", "_name")
+
+    def __init__(self, name: str | None = None, **bound: Any) -> None:
+        self._name = name
+        self._bound = bound
+        self._logger: Any = None
+
+    def bind(self, **values: Any) -> LazyLogger:
+        """A logger with more context values."""
+        return LazyLogger(self._name, **{**self._bound, **values})
+
+    def resolve(self) -> Any:
+        """The real structlog bound logger."""
+        if self._logger is None:
+            structlog = _structlog()
+            apply_pending_configuration()
+            logger = structlog.get_logger(self._name) if self._name else structlog.get_logger()
+            self._logger = logger.bind(**self._bound)
+        return self._logger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.resolve(), name)
+
+
+def get_logger(name: str | None = None, **bound: Any) -> LazyLogger:
+    """A :class:`LazyLogger` named ``name``, bound with ``bound``."""
+    return LazyLogger(name, **bound)
 
 
 class EventLog:
@@ -74,7 +133,10 @@ class EventLog:
         self._emit("error", event, fields, traceback)
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], traceback: str | None) -> None:
-        getattr(self.logger, level)(event, **fields)
+        logger = self.logger
+        if type(logger) is LazyLogger:
+            logger = self.logger = logger.resolve()
+        getattr(logger, level)(event, **fields)
         if self.file is None:
             return
         record = {"time": self.clock.iso(), "level": level, "event": event, **self.bound, **fields}

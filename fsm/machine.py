@@ -32,6 +32,7 @@ from fsm.definition import (
     read_definition,
 )
 from fsm.errors import DefinitionError
+from fsm.log import apply_pending_configuration
 from fsm.registry import Action, Codec, GuardInfo, Registry, Update
 from fsm.yaml_loader import LoadedYaml
 
@@ -186,6 +187,7 @@ def import_registry(spec: MachineSpec, path: Path) -> tuple[Registry | None, lis
     except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return None, [Problem("module", None, f"cannot import '{spec.module}': {detail}")]
+    apply_pending_configuration()  # the module may log through structlog directly
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
         return None, [
