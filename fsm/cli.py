@@ -185,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused: a store error, not a bug
+        where = f": {exc.filename}" if exc.filename else ""
+        _error(f"store error: {exc.strerror or exc}{where}")
+        return 6
     except Exception as exc:
         if os.environ.get("FSM_DEBUG"):
             traceback.print_exc()

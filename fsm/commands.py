@@ -203,10 +203,12 @@ def _menu(state: str, choices: Sequence[Any]) -> str | None:
         print(f"  {number}. {choice.event:<14} {choice.description}", file=sys.stderr)
     print("  q. quit (leave the instance as it is)", file=sys.stderr)
     while True:
-        try:
-            answer = input("> ").strip()
-        except EOFError:
+        sys.stderr.write("> ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:  # end of input
             return None
+        answer = line.strip()
         if answer in {"q", "quit", ""}:
             return None
         if answer.isdigit() and 1 <= int(answer) <= len(choices):

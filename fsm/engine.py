@@ -31,7 +31,12 @@ from transitions import Machine as _KernelMachine
 
 from fsm.context import Context
 from fsm.control import ControlPlane
-from fsm.errors import EventNotAllowedError, FsmError, GuardRejectedError
+from fsm.errors import (
+    EventNotAllowedError,
+    FsmError,
+    GuardRejectedError,
+    UnwritableDocumentError,
+)
 from fsm.instance import Instance, Loaded, describe_validation
 from fsm.machine import Machine, Transition
 from fsm.update import apply_update
@@ -269,7 +274,14 @@ class Engine:
         if not self.control.is_active(loaded):
             outcome = "paused" if self.control.is_paused(loaded) else "stopped"
             resumable = " (resume it to continue)" if self.control.can_resume(loaded) else ""
-            return RunResult(outcome, state, status, steps, f"instance is {status}{resumable}")
+            message = f"instance is {status}{resumable}"
+            for record in reversed(self.instance.journal.read().records):
+                if record.get("kind") == "transition":
+                    break  # the last failure was followed by a step that worked
+                if record.get("kind") == "error":
+                    message += f"; last error: {record.get('action')}: {record.get('error')}"
+                    break
+            return RunResult(outcome, state, status, steps, message)
         if max_steps is not None and len(steps) >= max_steps:
             return RunResult("limit", state, status, steps, f"stopped after {max_steps} steps")
         return None
@@ -393,7 +405,11 @@ class Engine:
             "actor": actor,
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
         }
-        saved = instance.commit(outcome["data"], record, base=current)
+        try:
+            saved = instance.commit(outcome["data"], record, base=current)
+        except UnwritableDocumentError as exc:
+            unwritable = _ActionsFailed(None, exc)
+            return self._failed(current, transition, ctx, unwritable, evaluated, actor, started)
         instance.log.info(
             "transition_applied",
             trigger=transition.event,

@@ -18,7 +18,8 @@ line saying what went wrong, where, and (when there is one) what to do::
     └── StoreError                exit 6   the persisted instance cannot be used
         ├── CorruptDocumentError           the document does not parse or does not validate
         ├── LockHeldError                  another run holds the instance
-        └── JournalMismatchError           the journal does not reproduce the document
+        ├── JournalMismatchError           the journal does not reproduce the document
+        └── UnwritableDocumentError        a document that is not strict JSON or not UTF-8
 
 Exit codes 0, 4 and 5 are outcomes of a run, not errors (see :class:`fsm.engine.RunOutcome`).
 """
@@ -44,6 +45,7 @@ __all__ = [
     "StoreError",
     "UnknownInstanceError",
     "UnknownMachineError",
+    "UnwritableDocumentError",
 ]
 
 
@@ -125,3 +127,7 @@ class LockHeldError(StoreError):
 
 class JournalMismatchError(StoreError):
     """Replaying the journal does not reproduce the persisted document."""
+
+
+class UnwritableDocumentError(StoreError):
+    """A document holds values JSON or UTF-8 cannot carry (NaN, lone surrogates)."""

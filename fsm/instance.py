@@ -350,7 +350,7 @@ class Instance:
             if isinstance(created, BaseModel):
                 data = created.model_dump(mode="json", by_alias=True, exclude_unset=True)
             else:
-                data = json.loads(json.dumps(created))
+                data = json.loads(json.dumps(created, allow_nan=False))
             doc = self.validate(data)
         except ValidationError as exc:
             raise DocumentInputError(

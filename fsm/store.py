@@ -33,6 +33,7 @@ from fsm.errors import (
     OptionsError,
     StoreError,
     UnknownInstanceError,
+    UnwritableDocumentError,
 )
 
 __all__ = [
@@ -312,8 +313,17 @@ class FileStore:
             return None
 
     def write(self, instance_id: str, data: Mapping[str, Any]) -> bytes:
-        """Write ``data`` atomically; return the bytes written."""
-        raw = self.render(data).encode("utf-8")
+        """Write ``data`` atomically; return the bytes written.
+
+        Data that is not strict JSON (NaN, Infinity) or not encodable as UTF-8 (lone surrogates)
+        raises UnwritableDocumentError before anything is written.
+        """
+        try:
+            raw = self.render(data).encode("utf-8")
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise UnwritableDocumentError(
+                f"the document of '{instance_id}' cannot be written as JSON: {exc}"
+            ) from exc
         path = self.paths(instance_id).document
         try:
             atomic_write_bytes(path, raw)
@@ -324,7 +334,7 @@ class FileStore:
     def render(self, data: Mapping[str, Any]) -> str:
         """The text a document is written as."""
         indent = self.indent or None
-        return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+        return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
 
     def list_ids(self) -> list[str]:
         """Ids of every instance whose document exists."""

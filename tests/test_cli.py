@@ -311,3 +311,30 @@ def test_ls_keeps_machines_with_one_layout_apart(cli: Cli, tmp_path: Path) -> No
     assert cli("new", str(other), "--id", "theirs").code == 0
     assert [r["id"] for r in cli("ls", C, "--json").json()] == ["mine"]
     assert [r["id"] for r in cli("ls", str(other), "--json").json()] == ["theirs"]
+
+
+def test_file_system_errors_are_store_errors(cli: Cli, tmp_path: Path) -> None:
+    """A meta folder that is a plain file is a store error (exit 6), not an internal error."""
+    new_counter(cli, "limit=1")
+    meta = tmp_path / ".counters" / "c1.fsm"
+    for child in meta.iterdir():
+        child.unlink()
+    meta.rmdir()
+    meta.write_text("not a folder")
+    result = cli("run", C, "c1")
+    assert result.code == 6
+    assert "store error" in result.err and "c1.fsm" in result.err
+
+
+def test_interactive_menu_prompts_on_stderr(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --interactive` shows the menu and prompt on stderr and fires the chosen event."""
+    import io
+
+    assert cli("new", str(BARE), "--id", "t1").code == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("2\n"))
+    result = cli("run", str(BARE), "t1", "--interactive")
+    assert result.code == 4  # the person chose `reject`, a failure final state
+    assert "1. approve" in result.err and "> " in result.err
+    assert result.out.strip() == "t1: failed in state 'rejected' after 2 steps"

@@ -328,3 +328,39 @@ def test_document_broken_during_a_step_parks_the_result(make_counter: MakeCounte
     parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
     assert len(parked) == 1
     assert json.loads(parked[0].read_text())["count"] == 1
+
+
+@pytest.mark.parametrize("bad", [float("nan"), "\udcff"], ids=["nan", "lone-surrogate"])
+def test_unwritable_update_is_a_failed_step(
+    make_counter: MakeCounter, counter: Machine, bad: object
+) -> None:
+    """An update JSON cannot carry fails the step: only the error bookkeeping is written."""
+    import dataclasses
+
+    def unwritable(doc: object, ctx: object) -> dict[str, object]:
+        return {"note": bad}
+
+    count = next(t for t in counter.transitions if t.event == "count")
+    counter.transitions[count.index] = dataclasses.replace(
+        count, actions=(("unwritable", unwritable),)
+    )
+    counter.__post_init__()
+    instance = started(make_counter(limit=3))
+    result = Engine(instance).step()
+    assert result.outcome == "failed"
+    assert "cannot be written as JSON" in (result.error or "")
+    document = doc_of(instance)
+    assert "note" not in document
+    assert (document["phase"], len(document["errors"])) == ("idle", 1)  # type: ignore[arg-type]
+
+
+def test_paused_run_reports_the_last_error(make_counter: MakeCounter) -> None:
+    """A run that finds the instance paused after a failure says what failed last."""
+    from fsm.control import ControlPlane
+
+    instance = started(make_counter(limit=3, fail_at=0, max_errors=5))
+    Engine(instance).step()
+    ControlPlane(instance).apply("pause")
+    result = Engine(instance).run()
+    assert result.outcome == "paused"
+    assert "last error: increment: RuntimeError: cannot count past 0" in result.message
