@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fsm.config import parse_assignments
+from fsm.config import assignment_texts, parse_assignments
 from fsm.errors import DocumentInputError, InputError
 from fsm.instance import Instance, Workspace
 
@@ -30,11 +30,12 @@ def dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 def _workspace(values: dict[str, Any]) -> Workspace:
-    options = parse_assignments(values.get("options") or [], what="option")
+    items = values.get("options") or []
+    options = parse_assignments(items, what="option")
     path = Path(values.get("workspace", "."))
     if not path.is_dir():
         raise InputError(f"workspace {path} is not a folder")
-    return Workspace(path, options=options)
+    return Workspace(path, options=options, option_texts=assignment_texts(items))
 
 
 def _instance(

@@ -25,6 +25,7 @@ from fsm.executor import AgentCommand
 __all__ = [
     "NoOptions",
     "WorkspaceConfig",
+    "assignment_texts",
     "load_config",
     "parse_assignments",
     "parse_value",
@@ -131,17 +132,43 @@ def parse_assignments(items: Iterable[str], *, what: str) -> dict[str, Any]:
     return result
 
 
+def assignment_texts(items: Iterable[str]) -> dict[str, str]:
+    """``["a=1", "b.c=x"]`` -> ``{"a": "1"}``: the text typed for each top-level key."""
+    texts: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if sep and key.strip() and "." not in key:
+            texts[key.strip()] = value
+    return texts
+
+
 def resolve_options(
     model: type[BaseModel],
     machine: str,
     table: Mapping[str, Any],
     overrides: Mapping[str, Any],
+    texts: Mapping[str, str] | None = None,
 ) -> BaseModel:
-    """Validate fsm.toml's table for ``machine`` overlaid with ``-o`` overrides."""
+    """Validate fsm.toml's table for ``machine`` overlaid with ``-o`` overrides.
+
+    ``-o`` values are parsed as JSON when they parse; when such a value is refused and the text
+    typed for it is accepted (``-o test_command=true`` for a text option), the text wins.
+    """
     merged = {**table, **overrides}
     try:
         return model.model_validate(merged)
     except ValidationError as exc:
+        refused = {str(e["loc"][0]) for e in exc.errors(include_url=False) if e["loc"]}
+        retry = {
+            key: texts[key]
+            for key in refused
+            if texts and key in texts and merged.get(key) != texts[key]
+        }
+        if retry:
+            try:
+                return model.model_validate({**merged, **retry})
+            except ValidationError:
+                pass
         problems = []
         for error in exc.errors(include_url=False):
             where = format_location(error["loc"]) or "options"

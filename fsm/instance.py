@@ -64,6 +64,7 @@ class Workspace:
         path: Path | str = ".",
         *,
         options: Mapping[str, Any] | None = None,
+        option_texts: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         executor: Executor | None = None,
         config: WorkspaceConfig | None = None,
@@ -71,6 +72,7 @@ class Workspace:
         self.path = Path(path).resolve()
         self.config = config if config is not None else load_config(self.path)
         self.option_overrides = dict(options or {})
+        self.option_texts = dict(option_texts or {})
         self.clock: Clock = clock or SystemClock()
         self.executor: Executor = executor or SubprocessExecutor(self.path, self.config.agents)
 
@@ -81,7 +83,9 @@ class Workspace:
     def options_for(self, machine: Machine) -> BaseModel:
         """The validated options of ``machine`` in this workspace."""
         table = self.config.machines.get(machine.name, {})
-        return resolve_options(machine.options_model, machine.name, table, self.option_overrides)
+        return resolve_options(
+            machine.options_model, machine.name, table, self.option_overrides, self.option_texts
+        )
 
     def store_for(self, machine: Machine, options: BaseModel | None = None) -> FileStore:
         """The store of ``machine``'s instances in this workspace."""

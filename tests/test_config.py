@@ -196,3 +196,21 @@ def test_machine_without_options_accepts_none() -> None:
     assert resolve_options(NoOptions, "bare", {}, {}) == NoOptions()
     with pytest.raises(OptionsError, match="delay: unknown option"):
         resolve_options(NoOptions, "bare", {}, {"delay": 1})
+
+
+def test_option_text_wins_when_the_json_value_is_refused() -> None:
+    """`-o name=true` for a text option keeps the text typed; numbers still parse as numbers."""
+    from pydantic import BaseModel, ConfigDict
+
+    from fsm.config import assignment_texts, parse_assignments, resolve_options
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        command: str = "x"
+        retries: int = 1
+
+    items = ["command=true", "retries=3"]
+    options = resolve_options(
+        Options, "m", {}, parse_assignments(items, what="option"), assignment_texts(items)
+    )
+    assert options.model_dump() == {"command": "true", "retries": 3}
