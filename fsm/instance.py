@@ -22,9 +22,15 @@ from pydantic import BaseModel, ValidationError
 from fsm.clock import Clock, SystemClock
 from fsm.config import WorkspaceConfig, load_config, resolve_options
 from fsm.context import Context
-from fsm.definition import format_location
+from fsm.definition import did_you_mean, format_location
 from fsm.discovery import open_machine
-from fsm.errors import CorruptDocumentError, DocumentInputError, InputError, StoreError
+from fsm.errors import (
+    CorruptDocumentError,
+    DocumentInputError,
+    InputError,
+    OptionsError,
+    StoreError,
+)
 from fsm.executor import Executor, SubprocessExecutor
 from fsm.journal import Journal, LineLog
 from fsm.log import EventLog, get_logger
@@ -81,8 +87,20 @@ class Workspace:
         return open_machine(name)
 
     def options_for(self, machine: Machine) -> BaseModel:
-        """The validated options of ``machine`` in this workspace."""
-        table = self.config.machines.get(machine.name, {})
+        """The validated options of ``machine`` in this workspace.
+
+        A ``[machine.X]`` table whose name is a near miss of this machine's (``ccw_loop`` for
+        ``ccw-loop``) is an error rather than silently ignored.
+        """
+        table = self.config.machines.get(machine.name)
+        if table is None:
+            for name in self.config.machines:
+                hint = did_you_mean(name, [machine.name])
+                if hint:
+                    raise OptionsError(
+                        f"{self.path / 'fsm.toml'}: [machine.{name}] names no machine{hint}"
+                    )
+            table = {}
         return resolve_options(
             machine.options_model, machine.name, table, self.option_overrides, self.option_texts
         )

@@ -338,3 +338,12 @@ def test_interactive_menu_prompts_on_stderr(
     assert result.code == 4  # the person chose `reject`, a failure final state
     assert "1. approve" in result.err and "> " in result.err
     assert result.out.strip() == "t1: failed in state 'rejected' after 2 steps"
+
+
+def test_near_miss_machine_table_in_fsm_toml_is_an_error(cli: Cli, tmp_path: Path) -> None:
+    """`[machine.countr]` for the counter is reported with a did-you-mean, not ignored."""
+    new_counter(cli, "limit=1")
+    (tmp_path / "fsm.toml").write_text("[machine.countr]\nstep_size = 2\n")
+    result = cli("run", C, "c1")
+    assert result.code == 2
+    assert "[machine.countr] names no machine (did you mean 'counter'?)" in result.err
