@@ -39,6 +39,7 @@ from fsm.errors import (
     StoreError,
     UnknownInstanceError,
     UnknownMachineError,
+    UnwritableDocumentError,
 )
 from fsm.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
 from fsm.registry import Recovery, Registry, Update
@@ -83,6 +84,7 @@ __all__ = [
     "TransitionInfo",
     "UnknownInstanceError",
     "UnknownMachineError",
+    "UnwritableDocumentError",
     "Update",
     "Workspace",
 ]

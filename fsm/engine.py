@@ -56,6 +56,17 @@ _EXIT_CODES: dict[RunOutcome, int] = {
     "error": 1,
 }
 
+_RUN_ENDED_EVENTS: dict[RunOutcome, str] = {
+    "completed": "run_completed",
+    "failed": "run_failed",
+    "stopped": "run_stopped",
+    "paused": "run_paused",
+    "waiting": "run_waited_for_input",
+    "limit": "run_reached_step_limit",
+    "error": "run_gave_up",
+}
+"""The log event (a fact, past tense) that ends a run with each outcome."""
+
 MAX_CONSECUTIVE_FAILURES = 100
 """A run gives up after this many failed steps in a row, whatever the machine's own limits."""
 
@@ -221,48 +232,53 @@ class Engine:
         actor: str = "run",
     ) -> RunResult:
         """Step until a final state, a pause or stop, waiting for input, or ``max_steps``."""
-        steps: list[StepResult] = []
         with self._run_lock():
-            loaded = self.instance.load()
-            loaded = self.control.start_if_needed(loaded, actor=actor)
+            loaded = self.control.start_if_needed(self.instance.load(), actor=actor)
             self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
-            failures = 0
-            while True:
-                loaded = self.instance.load()
-                ended = self._ended(loaded, steps, max_steps)
-                if ended is not None:
-                    self.instance.log.info(
-                        f"run_{ended.outcome}", state=ended.state, status=ended.status
-                    )
-                    return ended
-                result = self._step(None, actor, loaded=loaded)
-                if result.outcome == "waiting" and chooser is not None:
-                    choices = self.allowed_events()
-                    event = chooser(result.state, choices) if choices else None
-                    if event is not None:
-                        result = self._step(event, "person")
-                if result.outcome == "waiting":
-                    return RunResult(
-                        "waiting",
-                        result.state,
-                        result.status,
-                        steps,
-                        f"no automatic transition is enabled in state '{result.state}'",
-                    )
-                steps.append(result)
-                failures = failures + 1 if result.outcome == "failed" else 0
-                if failures and "on_error" not in self.machine.hooks:
-                    return RunResult(
-                        "error", result.state, result.status, steps, result.error or ""
-                    )
-                if failures >= MAX_CONSECUTIVE_FAILURES:
-                    return RunResult(
-                        "error",
-                        result.state,
-                        result.status,
-                        steps,
-                        f"gave up after {failures} consecutive failed steps: {result.error}",
-                    )
+            result = self._run_steps(max_steps, chooser, actor)
+        self.instance.log.info(
+            _RUN_ENDED_EVENTS[result.outcome],
+            state=result.state,
+            status=result.status,
+            steps=len(result.steps),
+            reason=result.message,
+        )
+        return result
+
+    def _run_steps(self, max_steps: int | None, chooser: Chooser | None, actor: str) -> RunResult:
+        steps: list[StepResult] = []
+        failures = 0
+        while True:
+            loaded = self.instance.load()
+            ended = self._ended(loaded, steps, max_steps)
+            if ended is not None:
+                return ended
+            result = self._step(None, actor, loaded=loaded)
+            if result.outcome == "waiting" and chooser is not None:
+                choices = self.allowed_events()
+                event = chooser(result.state, choices) if choices else None
+                if event is not None:
+                    result = self._step(event, "person")
+            if result.outcome == "waiting":
+                return RunResult(
+                    "waiting",
+                    result.state,
+                    result.status,
+                    steps,
+                    f"no automatic transition is enabled in state '{result.state}'",
+                )
+            steps.append(result)
+            failures = failures + 1 if result.outcome == "failed" else 0
+            if failures and "on_error" not in self.machine.hooks:
+                return RunResult("error", result.state, result.status, steps, result.error or "")
+            if failures >= MAX_CONSECUTIVE_FAILURES:
+                return RunResult(
+                    "error",
+                    result.state,
+                    result.status,
+                    steps,
+                    f"gave up after {failures} consecutive failed steps: {result.error}",
+                )
 
     def _ended(
         self, loaded: Loaded, steps: list[StepResult], max_steps: int | None
