@@ -9,13 +9,11 @@ reach the terminal (set ``FSM_DEBUG=1`` to see them), they are in the instance's
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from fsm import commands
 from fsm.errors import FsmError
@@ -204,8 +202,3 @@ def _error(message: str) -> None:
 def main_entry() -> None:
     """Console-script entry point."""
     sys.exit(main())
-
-
-def print_json(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout."""
-    print(json.dumps(value, indent=2, ensure_ascii=False))

@@ -88,7 +88,7 @@ class ControlPlane:
             current = instance.load()
             self._check(command, spec, current)
             saved = instance.commit(
-                self._updated(command, spec, current),
+                self._updated(command, spec, current, self.spec.field),
                 {
                     "kind": "control",
                     "event": command,
@@ -126,10 +126,9 @@ class ControlPlane:
             )
 
     def _updated(
-        self, command: str, spec: ControlCommandSpec, current: Loaded
+        self, command: str, spec: ControlCommandSpec, current: Loaded, field: str
     ) -> dict[str, object]:
         instance = self.instance
-        field = self.spec.field if self.spec is not None else "status"
         ctx = instance.context().for_transition(command, current.state, spec.state or current.state)
         try:
             data = apply_update(current.data, {field: spec.dest})

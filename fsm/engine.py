@@ -493,9 +493,9 @@ class Engine:
                 instance.log.error(
                     "error_bookkeeping_failed", traceback=traceback.format_exc(), error=str(exc)
                 )
-                instance.journal.append({"time": instance.clock.iso(), **record})
+                saved = instance.journal_failure(record, base=current)
         else:
-            instance.journal.append({"time": instance.clock.iso(), **record})
+            saved = instance.journal_failure(record, base=current)
         return StepResult(
             "failed",
             saved.state,

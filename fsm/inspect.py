@@ -141,6 +141,8 @@ def list_instances(
                 if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
             except (OSError, ValueError) as exc:
+                if status_filter is not None:
+                    continue  # its status is unknown, so it does not match a filter
                 row = ListedInstance(
                     machine.name, instance_id, None, None, "", f"unreadable: {exc}"
                 )
@@ -237,7 +239,9 @@ def replay(instance: Instance) -> ReplayReport:
     loaded = instance.load()
     read = instance.journal.read()
     report = ReplayReport(len(read.records), loaded.state, loaded.status)
-    if read.bad_lines:
+    if read.torn_tail:
+        report.notes.append(f"the last journal line ({read.last_line}) is torn and was skipped")
+    elif read.bad_lines:
         report.problems.append(f"unreadable journal lines: {read.bad_lines}")
     if not read.records:
         report.problems.append("the journal is empty")
@@ -262,9 +266,16 @@ def replay(instance: Instance) -> ReplayReport:
             f"the journal ends in state '{state}' but the document is in '{loaded.state}'"
         )
     if last.get("doc_hash") and last["doc_hash"] != canonical_hash(loaded.data):
-        report.notes.append(
-            "the document was changed after the last journal record (by another writer)"
-        )
+        core = last.get("core_hash")
+        if core is not None and core != instance.core_hash(loaded.data):
+            report.problems.append(
+                "the document was changed outside fsm beyond the fields other programs own "
+                f"({', '.join(instance.external_paths) or 'none'})"
+            )
+        else:
+            report.notes.append(
+                "the document was changed after the last journal record (by another writer)"
+            )
         if last.get("status") != loaded.status:
             report.notes.append(
                 f"status changed outside fsm: '{last.get('status')}' -> '{loaded.status}'"

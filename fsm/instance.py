@@ -30,13 +30,14 @@ from fsm.errors import (
     InputError,
     OptionsError,
     StoreError,
+    UnwritableDocumentError,
 )
 from fsm.executor import Executor, SubprocessExecutor
 from fsm.journal import Journal, LineLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.store import FileStore, InstancePaths, atomic_write_text, validate_id
-from fsm.update import apply_update, canonical_hash, keep_external
+from fsm.update import MISSING, apply_update, canonical_hash, get_path, keep_external
 
 __all__ = ["Instance", "Loaded", "Workspace", "describe_validation"]
 
@@ -229,6 +230,12 @@ class Instance:
             return data
         return apply_update(data, {control.field: status})
 
+    def core_hash(self, data: Mapping[str, Any]) -> str:
+        """The hash of ``data`` without the fields other programs may change (external fields,
+        the control status and what it owns) and the touch timestamps: what only fsm writes."""
+        paths = [*self.external_paths, *self.machine.spec.storage.touch]
+        return canonical_hash(apply_update(data, dict.fromkeys(paths, MISSING)))
+
     def touched(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """``data`` with the storage ``touch`` fields set to now."""
         touch = self.machine.spec.storage.touch
@@ -252,6 +259,25 @@ class Instance:
         """
         if locked:
             return self._write(self.touched(data), record)
+        try:
+            return self._merge_and_write(data, record, base)
+        except (CorruptDocumentError, UnwritableDocumentError):
+            raise  # parked already, or the step's own fault (handled as a failed step)
+        except StoreError as exc:
+            parked = self.park(data)
+            raise StoreError(f"{exc}; the step's result was kept in {parked}") from exc
+
+    def park(self, data: Mapping[str, Any]) -> Path:
+        """Keep a step's result that cannot be committed in the meta folder; return its path."""
+        stamp = self.clock.now().strftime("%Y%m%dT%H%M%S%f")
+        parked = self.paths.meta / f"unsaved-step-{stamp}.json"
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+        atomic_write_text(parked, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        return parked
+
+    def _merge_and_write(
+        self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
+    ) -> Loaded:
         with self.store.document_lock(self.id):
             merged = dict(data)
             if base is not None:
@@ -260,9 +286,32 @@ class Instance:
                     theirs = self._their_document(data)
                     self._journal_external_control(base, theirs)
                     merged = keep_external(merged, base.data, theirs, self.external_paths)
-                    merged = self._keep_their_state(merged, base, theirs)
+                    merged = self._keep_their_state(merged, base, theirs, data)
                     record = {**record, "merged": True}
             return self._write(self.touched(merged), record)
+
+    def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
+        """Journal a failed step that changes no document, under the document lock.
+
+        The record states where the instance is now: another writer may have moved it (a stop)
+        while the step ran, in which case the record is marked ``merged``.
+        """
+        with self.store.document_lock(self.id):
+            try:
+                current = self.load()
+            except StoreError:
+                current = base
+            entry = {"time": self.clock.iso(), **record}
+            if current.raw != base.raw:
+                entry["merged"] = True
+            entry.update(
+                state=current.state,
+                status=current.status,
+                doc_hash=canonical_hash(current.data),
+                core_hash=self.core_hash(current.data),
+            )
+            self.journal.append(entry)
+        return current
 
     def _their_document(self, ours: Mapping[str, Any]) -> dict[str, Any]:
         """The document another writer left on disk; when it stays corrupt, the step's result
@@ -270,9 +319,7 @@ class Instance:
         try:
             return self.store.read(self.id).data
         except CorruptDocumentError as exc:
-            stamp = self.clock.now().strftime("%Y%m%dT%H%M%S%f")
-            parked = self.paths.meta / f"unsaved-step-{stamp}.json"
-            atomic_write_text(parked, json.dumps(ours, indent=2, ensure_ascii=False) + "\n")
+            parked = self.park(ours)
             raise CorruptDocumentError(
                 f"{exc}; another program broke it during the step, whose result was kept in "
                 f"{parked} (repair the document or run 'fsm recover')"
@@ -309,21 +356,43 @@ class Instance:
         self.log.info("external_control_seen", status_from=base.status, status_to=their_status)
 
     def _keep_their_state(
-        self, merged: dict[str, Any], base: Loaded, theirs: dict[str, Any]
+        self,
+        merged: dict[str, Any],
+        base: Loaded,
+        theirs: dict[str, Any],
+        ours: Mapping[str, Any],
     ) -> dict[str, Any]:
-        """When another writer moved the FSM state during the step (a stop into a failure
-        state), their state wins over the step's destination."""
+        """Settle the FSM state after a merge.
+
+        When another writer moved the FSM state during the step (a stop into a failure state),
+        their state wins over the step's destination. When they only changed the status (a
+        pause) but the step ended the instance, the ending wins: a finished instance keeps the
+        status its final state set, since no command could ever change it again.
+        """
         try:
             their_state = self.machine.codec.read(self.validate(theirs))
         except ValidationError:
             return merged
         if their_state == base.state or their_state not in self.machine.states:
-            return merged
+            return self._keep_our_ending(merged, ours)
         try:
             update = self.machine.codec.write(self.validate(merged), their_state)
         except ValidationError:
             return merged
         return self.entered(apply_update(merged, update), their_state)
+
+    def _keep_our_ending(self, merged: dict[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
+        control = self.machine.spec.control
+        if control is None:
+            return merged
+        try:
+            our_state = self.machine.codec.read(self.validate(ours))
+        except ValidationError:
+            return merged
+        if not self.machine.is_final(our_state):
+            return merged
+        keep = {path: get_path(ours, path) for path in [control.field, *control.owned]}
+        return self.entered(apply_update(merged, keep), our_state)
 
     def _write(self, data: dict[str, Any], record: Mapping[str, Any]) -> Loaded:
         try:
@@ -341,6 +410,7 @@ class Instance:
             "state": state,
             "status": status,
             "doc_hash": canonical_hash(data),
+            "core_hash": self.core_hash(data),
         }
         self.journal.append(entry)
         loaded = Loaded(data, raw, doc, state, status)

@@ -26,6 +26,12 @@ class JournalRead:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)
+    last_line: int = 0
+
+    @property
+    def torn_tail(self) -> bool:
+        """True when the only unreadable line is the last one (a crash mid-append)."""
+        return self.bad_lines == [self.last_line]
 
 
 class LineLog:
@@ -43,7 +49,9 @@ class LineLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, line.encode("utf-8"))
+            # Text from outside (argv, file names) may hold lone surrogates: keep them visible
+            # as escapes rather than losing the record.
+            os.write(fd, line.encode("utf-8", errors="backslashreplace"))
         finally:
             os.close(fd)
 
@@ -57,6 +65,7 @@ class LineLog:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
+            result.last_line = number
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
@@ -76,7 +85,11 @@ class Journal(LineLog):
     """The instance journal (see the module docstring for the record fields)."""
 
     def last(self) -> dict[str, Any] | None:
-        """The last readable record, read from the end of the file (cheap on long journals)."""
+        """The last readable record, read from the end of the file (cheap on long journals).
+
+        The window read from the end widens until it holds a complete line that parses, so a
+        torn last line before a long record is skipped correctly.
+        """
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(0, os.SEEK_END)
@@ -86,20 +99,21 @@ class Journal(LineLog):
                     start = max(0, size - chunk)
                     handle.seek(start)
                     lines = handle.read(size - start).splitlines()
-                    if start == 0 or len(lines) > 1:
-                        break
+                    complete = lines[1:] if start > 0 else lines  # the first may be cut
+                    for line in reversed(complete):
+                        record = _parse(line)
+                        if record is not None:
+                            return record
+                    if start == 0:
+                        return None
                     chunk *= 4
         except FileNotFoundError:
             return None
-        for line in reversed(lines[1:] if start > 0 else lines):
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(record, dict):
-                return record
-        return None
 
-    def transitions(self) -> list[dict[str, Any]]:
-        """Records that moved or kept the FSM state through a transition."""
-        return [r for r in self.read().records if r.get("kind") == "transition"]
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) else None

@@ -116,10 +116,6 @@ class EventLog:
         self.clock = clock
         self.bound = bound
 
-    def bind(self, **values: Any) -> EventLog:
-        """A copy with more context values."""
-        return EventLog(self.logger, self.file, self.clock, **{**self.bound, **values})
-
     def info(self, event: str, /, **fields: Any) -> None:
         """Record an informational event."""
         self._emit("info", event, fields, None)
@@ -144,5 +140,5 @@ class EventLog:
             record["traceback"] = traceback
         try:
             self.file.append(record)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self.logger.warning("instance_log_unwritable", path=str(self.file.path), error=str(exc))

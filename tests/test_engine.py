@@ -364,3 +364,62 @@ def test_paused_run_reports_the_last_error(make_counter: MakeCounter) -> None:
     result = Engine(instance).run()
     assert result.outcome == "paused"
     assert "last error: increment: RuntimeError: cannot count past 0" in result.message
+
+
+def test_pause_during_the_final_step_does_not_leave_a_paused_ending(
+    make_counter: MakeCounter,
+) -> None:
+    """A step that ends the instance wins over a pause pressed meanwhile: done stays done."""
+    instance = started(make_counter(limit=0))
+    base = instance.load()
+    paused = json.loads(base.raw)
+    paused["status"] = "paused"
+    instance.paths.document.write_text(json.dumps(paused))
+    ours = {**base.data, "phase": "done", "status": "done"}
+    saved = instance.commit(ours, {"kind": "transition", "source": "idle"}, base=base)
+    assert (saved.state, saved.status) == ("done", "done")
+
+
+def test_replay_flags_changes_beyond_the_external_fields(make_counter: MakeCounter) -> None:
+    """Another program editing the title is a note; editing the count is a replay problem."""
+    instance = make_counter(limit=3)
+    Engine(instance).run(max_steps=1)
+    document = doc_of(instance)
+    document["title"] = "edited by the dashboard"
+    instance.paths.document.write_text(json.dumps(document))
+    report = replay(instance)
+    assert report.problems == []
+    assert any("changed after the last journal record" in n for n in report.notes)
+    document["count"] = 99
+    instance.paths.document.write_text(json.dumps(document))
+    assert any("beyond the fields other programs own" in p for p in replay(instance).problems)
+
+
+def test_replay_skips_a_torn_last_journal_line(make_counter: MakeCounter) -> None:
+    """A journal whose last line was cut by a crash still replays, with a note."""
+    instance = make_counter(limit=1)
+    Engine(instance).run()
+    with instance.paths.journal.open("a") as handle:
+        handle.write('{"kind": "transi')
+    report = replay(instance)
+    assert report.problems == []
+    assert any("torn" in n for n in report.notes)
+
+
+def test_commit_that_cannot_take_the_lock_parks_the_result(
+    make_counter: MakeCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step whose commit fails on the store keeps its result in the meta folder."""
+    from fsm.errors import LockHeldError, StoreError
+
+    instance = started(make_counter(limit=3))
+    base = instance.load()
+
+    def held(*args: object, **kwargs: object) -> object:
+        raise LockHeldError("document lock not released within 10s")
+
+    monkeypatch.setattr(instance.store, "document_lock", held)
+    with pytest.raises(StoreError, match="result was kept in"):
+        instance.commit({**base.data, "count": 1}, {"kind": "transition"}, base=base)
+    parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
+    assert [json.loads(p.read_text())["count"] for p in parked] == [1]
