@@ -38,7 +38,7 @@ from fsm.errors import (
     UnwritableDocumentError,
 )
 from fsm.instance import Instance, Loaded, describe_validation
-from fsm.machine import Machine, Transition
+from fsm.machine import Machine, Transition, event_options
 from fsm.update import apply_update
 
 __all__ = ["Choice", "Engine", "Kernel", "RunResult", "StepResult"]
@@ -209,20 +209,8 @@ class Engine:
         """Events of the current state whose guards hold now."""
         current = loaded or self.instance.load()
         ctx = self.instance.context(interactive=self.interactive)
-        choices: list[Choice] = []
-        for transition in self.machine.transitions_from(current.state):
-            if any(c.event == transition.event for c in choices):
-                continue
-            tctx = ctx.for_transition(
-                transition.event, current.state, transition.dest_from(current.state)
-            )
-            try:
-                enabled = all(g.holds(current.doc, tctx) for g in transition.guards)
-            except Exception:
-                enabled = False
-            if enabled:
-                choices.append(Choice(transition.event, transition.description))
-        return choices
+        options = event_options(self.machine, current.state, current.doc, ctx)
+        return [Choice(o.event, o.description) for o in options if o.enabled]
 
     def run(
         self,

@@ -12,7 +12,7 @@ from fsm.clock import iso_utc
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError
 from fsm.instance import Instance, Workspace
-from fsm.machine import FieldCodec, Machine
+from fsm.machine import FieldCodec, Machine, event_options
 from fsm.store import read_file
 from fsm.update import canonical_hash
 
@@ -63,28 +63,8 @@ def status(instance: Instance) -> InstanceStatus:
     """The state, status, summary and allowed events of ``instance``."""
     loaded = instance.load()
     machine = instance.machine
-    ctx = instance.context()
-    events: list[EventInfo] = []
-    seen: set[str] = set()
-    for transition in machine.transitions_from(loaded.state):
-        tctx = ctx.for_transition(
-            transition.event, loaded.state, transition.dest_from(loaded.state)
-        )
-        try:
-            enabled = all(g.holds(loaded.doc, tctx) for g in transition.guards)
-        except Exception:
-            enabled = False
-        if transition.event in seen:
-            if enabled:
-                events = [
-                    EventInfo(e.event, e.description, True, e.auto)
-                    if e.event == transition.event
-                    else e
-                    for e in events
-                ]
-            continue
-        seen.add(transition.event)
-        events.append(EventInfo(transition.event, transition.description, enabled, transition.auto))
+    options = event_options(machine, loaded.state, loaded.doc, instance.context())
+    events = [EventInfo(o.event, o.description, o.enabled, o.auto) for o in options]
     summary_hook = machine.hooks.get("summary")
     summary = {
         str(k): str(v) for k, v in (summary_hook(loaded.doc) if summary_hook else {}).items()

@@ -37,10 +37,12 @@ from fsm.registry import Action, Codec, GuardInfo, Registry, Update
 from fsm.yaml_loader import LoadedYaml
 
 __all__ = [
+    "EventOption",
     "FieldCodec",
     "GuardRef",
     "Machine",
     "Transition",
+    "event_options",
     "import_registry",
     "load_machine",
     "resolve",
@@ -156,6 +158,40 @@ class Machine:
             for source in transition.sources:
                 by_source.setdefault(source, []).append(transition)
         self._by_source = by_source
+
+
+@dataclass(frozen=True)
+class EventOption:
+    """An event leaving a state, and whether it could fire now."""
+
+    event: str
+    description: str
+    enabled: bool
+    auto: bool
+
+
+def event_options(machine: Machine, state: str, doc: Any, ctx: Any) -> list[EventOption]:
+    """Each event leaving ``state`` once, in declared order.
+
+    An event is enabled when the guards of any of its transitions hold (a guard that raises
+    counts as not holding); its description is that of its first enabled transition, else of
+    its first transition.
+    """
+    options: dict[str, EventOption] = {}
+    for transition in machine.transitions_from(state):
+        known = options.get(transition.event)
+        if known is not None and known.enabled:
+            continue
+        tctx = ctx.for_transition(transition.event, state, transition.dest_from(state))
+        try:
+            enabled = all(guard.holds(doc, tctx) for guard in transition.guards)
+        except Exception:  # a raising guard only means "not enabled" here
+            enabled = False
+        if known is None or enabled:
+            options[transition.event] = EventOption(
+                transition.event, transition.description, enabled, transition.auto
+            )
+    return list(options.values())
 
 
 def load_machine(path: Path | str, *, expected_name: str | None = None) -> Machine:
