@@ -36,8 +36,9 @@ from fsm.executor import Executor, SubprocessExecutor
 from fsm.journal import Journal, LineLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
+from fsm.merge import merge_concurrent
 from fsm.store import FileStore, InstancePaths, atomic_write_text, validate_id
-from fsm.update import MISSING, apply_update, canonical_hash, get_path, keep_external
+from fsm.update import MISSING, apply_update, canonical_hash
 
 __all__ = ["Instance", "Loaded", "Workspace", "describe_validation"]
 
@@ -284,9 +285,7 @@ class Instance:
                 current = self.store.read_raw_bytes(self.id)
                 if current is not None and current != base.raw:
                     theirs = self._their_document(data)
-                    self._journal_external_control(base, theirs)
-                    merged = keep_external(merged, base.data, theirs, self.external_paths)
-                    merged = self._keep_their_state(merged, base, theirs, data)
+                    merged = merge_concurrent(self, data, base, theirs)
                     record = {**record, "merged": True}
             return self._write(self.touched(merged), record)
 
@@ -324,75 +323,6 @@ class Instance:
                 f"{exc}; another program broke it during the step, whose result was kept in "
                 f"{parked} (repair the document or run 'fsm recover')"
             ) from exc
-
-    def _journal_external_control(self, base: Loaded, theirs: dict[str, Any]) -> None:
-        """Journal a status change another program made during a step (a dashboard's pause)."""
-        their_status = self.status_of(theirs)
-        if their_status == base.status:
-            return
-        last = self.journal.last()
-        if last is not None and last.get("doc_hash") == canonical_hash(theirs):
-            return  # fsm's own control plane made (and journaled) the change
-        try:
-            their_state = self.machine.codec.read(self.validate(theirs))
-        except ValidationError:
-            their_state = base.state
-        self.journal.append(
-            {
-                "time": self.clock.iso(),
-                "kind": "control",
-                "event": "external",
-                "source": base.state,
-                "dest": their_state,
-                "status_from": base.status,
-                "status_to": their_status,
-                "actor": "external",
-                "reason": "status changed by another program while a step ran",
-                "state": their_state,
-                "status": their_status,
-                "doc_hash": canonical_hash(theirs),
-            }
-        )
-        self.log.info("external_control_seen", status_from=base.status, status_to=their_status)
-
-    def _keep_their_state(
-        self,
-        merged: dict[str, Any],
-        base: Loaded,
-        theirs: dict[str, Any],
-        ours: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        """Settle the FSM state after a merge.
-
-        When another writer moved the FSM state during the step (a stop into a failure state),
-        their state wins over the step's destination. When they only changed the status (a
-        pause) but the step ended the instance, the ending wins: a finished instance keeps the
-        status its final state set, since no command could ever change it again.
-        """
-        try:
-            their_state = self.machine.codec.read(self.validate(theirs))
-        except ValidationError:
-            return merged
-        if their_state == base.state or their_state not in self.machine.states:
-            return self._keep_our_ending(merged, ours)
-        try:
-            update = self.machine.codec.write(self.validate(merged), their_state)
-        except ValidationError:
-            return merged
-        return self.entered(apply_update(merged, update), their_state)
-
-    def _keep_our_ending(self, merged: dict[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
-        control = self.machine.spec.control
-        if control is None:
-            return merged
-        try:
-            our_state = self.machine.codec.read(self.validate(ours))
-        except ValidationError:
-            return merged
-        if not self.machine.is_final(our_state):
-            return merged
-        keep = {path: get_path(ours, path) for path in [control.field, *control.owned]}
-        return self.entered(apply_update(merged, keep), our_state)
 
     def _write(self, data: dict[str, Any], record: Mapping[str, Any]) -> Loaded:
         try:
