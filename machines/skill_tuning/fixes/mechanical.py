@@ -115,45 +115,49 @@ def _sliding_window(skill: Skill, findings: list[Finding], window: int) -> list[
     return _insert_code(skill, findings, trim, per_block=False)
 
 
-def _constraint_injection(
-    skill: Skill, findings: list[Finding], _window: int
+def _append_sections(
+    skill: Skill, findings: list[Finding], section_for: Callable[[Finding, str], list[str]]
 ) -> list[FileChange] | None:
+    """Append a markdown section to the file of each finding (None when a file is gone)."""
     changes = []
     for finding in findings:
         phase = skill.file(finding.file)
         if phase is None:
             return None
-        missing = finding.data["missing"].split("\n")
-        section = [
+        section = section_for(finding, phase.path)
+        changes.append(modification(phase.path, phase.text, append_section(phase.text, section)))
+    return changes
+
+
+def _constraint_injection(
+    skill: Skill, findings: list[Finding], _window: int
+) -> list[FileChange] | None:
+    def carried(finding: Finding, path: str) -> list[str]:
+        return [
             f"## Constraints (carried from {finding.data['source']})",
             "",
             "The constraints of the first phase still hold in this phase:",
             "",
-            *(f"- {constraint}" for constraint in missing),
+            *(f"- {constraint}" for constraint in finding.data["missing"].split("\n")),
         ]
-        changes.append(modification(phase.path, phase.text, append_section(phase.text, section)))
-    return changes
+
+    return _append_sections(skill, findings, carried)
 
 
 def _checkpoint_restore(
     skill: Skill, findings: list[Finding], _window: int
 ) -> list[FileChange] | None:
-    changes = []
-    for finding in findings:
-        phase = skill.file(finding.file)
-        if phase is None:
-            return None
-        stem = PurePosixPath(phase.path).stem
-        section = [
+    def checkpoint(finding: Finding, path: str) -> list[str]:
+        return [
             "## Checkpoint",
             "",
             "Before the next phase starts, save a checkpoint: write the current state to",
-            f"`{{workDir}}/checkpoints/{stem}.json`. When the workflow resumes after an",
-            "interruption, restore the newest checkpoint instead of repeating the phases",
-            "it covers.",
+            f"`{{workDir}}/checkpoints/{PurePosixPath(path).stem}.json`. When the workflow",
+            "resumes after an interruption, restore the newest checkpoint instead of repeating",
+            "the phases it covers.",
         ]
-        changes.append(modification(phase.path, phase.text, append_section(phase.text, section)))
-    return changes
+
+    return _append_sections(skill, findings, checkpoint)
 
 
 def _validate_parsed_json(
