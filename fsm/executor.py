@@ -11,9 +11,11 @@ Agent commands come from ``fsm.toml``::
     command = ["codex", "exec", "--full-auto", "{prompt}"]
     analysis_command = ["codex", "exec", "--sandbox", "read-only", "{prompt}"]
 
-``{prompt}`` is replaced by the prompt as one argument (no shell is involved) and ``{mode}`` by
-the task's mode. ``command`` is used for ``write`` tasks, and for ``analysis`` tasks unless an
-``analysis_command`` is given. Without a table, a known agent CLI found on ``PATH`` runs in its
+``{prompt}`` is replaced by the prompt as one argument (no shell is involved), ``{prompt_file}``
+by the path of a temporary file holding the prompt (for prompts too long for one argument, over
+100 kB, which are refused otherwise), and ``{mode}`` by the task's mode. ``command`` is used
+for ``write`` tasks, and for ``analysis`` tasks unless an ``analysis_command`` is given.
+Without a table, a known agent CLI found on ``PATH`` runs in its
 documented non-interactive mode (see :data:`KNOWN_AGENTS`).
 """
 
@@ -24,6 +26,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +64,9 @@ KNOWN_AGENTS: Mapping[str, Mapping[AgentMode, tuple[str, ...]]] = {
 """Non-interactive invocations of the agent CLIs fsm knows, used when fsm.toml has no table."""
 
 _OUTPUT_LIMIT = 1_000_000
-_PLACEHOLDER = re.compile(r"\{(prompt|mode)\}")
+_PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|mode)\}")
+_ARGUMENT_LIMIT = 100_000
+"""Longer prompts do not fit one argv argument on Linux (128 KiB): use ``{prompt_file}``."""
 
 
 @dataclass(frozen=True)
@@ -101,14 +106,19 @@ class AgentCommand:
     command: tuple[str, ...]
     analysis_command: tuple[str, ...] | None = None
 
-    def argv(self, prompt: str, mode: AgentMode) -> tuple[str, ...]:
-        """The argv for ``prompt`` in ``mode``, with placeholders replaced."""
-        template = self.command
+    def template(self, mode: AgentMode) -> tuple[str, ...]:
+        """The argv template used for ``mode``."""
         if mode == "analysis" and self.analysis_command is not None:
-            template = self.analysis_command
+            return self.analysis_command
+        return self.command
+
+    def argv(self, prompt: str, mode: AgentMode, prompt_file: str = "") -> tuple[str, ...]:
+        """The argv for ``prompt`` in ``mode``, with placeholders replaced."""
         # One pass, so that a prompt containing "{mode}" reaches the agent as written.
-        values = {"prompt": prompt, "mode": mode}
-        return tuple(_PLACEHOLDER.sub(lambda m: values[m.group(1)], part) for part in template)
+        values = {"prompt": prompt, "mode": mode, "prompt_file": prompt_file}
+        return tuple(
+            _PLACEHOLDER.sub(lambda m: values[m.group(1)], part) for part in self.template(mode)
+        )
 
 
 class Executor(Protocol):
@@ -242,7 +252,21 @@ class SubprocessExecutor:
                     f"to fsm.toml or put '{tool}' on PATH"
                 ),
             )
-        return self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
+        if not any("{prompt_file}" in part for part in command.template(mode)):
+            if len(prompt.encode("utf-8", "replace")) > _ARGUMENT_LIMIT:
+                return ExecResult(
+                    (tool,),
+                    None,
+                    error=(
+                        f"the prompt for agent '{tool}' is too long for one argument "
+                        f"({len(prompt)} characters): use {{prompt_file}} in its fsm.toml command"
+                    ),
+                )
+            return self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
+            path = Path(folder) / "prompt.md"
+            path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
+            return self.run(command.argv(prompt, mode, str(path)), cwd=cwd, timeout=timeout)
 
     def has_agent(self, tool: str) -> bool:
         """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH."""

@@ -204,3 +204,27 @@ def test_successful_result_describes_itself(executor: SubprocessExecutor) -> Non
     result = executor.run(["true"])
     assert result.ok
     assert result.describe() == "exited 0: true"
+
+
+def test_prompt_file_placeholder_passes_a_long_prompt(tmp_path: Path) -> None:
+    """`{prompt_file}` hands the agent a file holding the prompt, removed after the run."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import sys, pathlib\n"
+        "text = pathlib.Path(sys.argv[1]).read_text()\n"
+        "print(len(text), sys.argv[1])\n"
+    )
+    agents = {"long": AgentCommand((sys.executable, str(script), "{prompt_file}"))}
+    result = SubprocessExecutor(tmp_path, agents).agent("long", "x" * 300_000)
+    assert result.ok, result.describe()
+    length, path = result.stdout.split()
+    assert int(length) == 300_000
+    assert not Path(path).exists()
+
+
+def test_too_long_prompt_without_prompt_file_is_a_clear_failure(tmp_path: Path) -> None:
+    """A prompt over 100 kB for a `{prompt}` command fails with advice, without running it."""
+    agents = {"short": AgentCommand(("echo", "{prompt}"))}
+    result = SubprocessExecutor(tmp_path, agents).agent("short", "y" * 200_000)
+    assert not result.ok
+    assert "use {prompt_file}" in (result.error or "")
