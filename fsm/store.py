@@ -398,7 +398,16 @@ class FileStore:
             relative = template.format_map(values)
         except (KeyError, IndexError, ValueError) as exc:
             raise OptionsError(f"storage path '{template}' names an unknown value {exc}") from exc
-        return self.workspace / relative
+        path = self.workspace / relative
+        inside = os.path.normpath(path)
+        if inside != os.path.normpath(self.workspace) and not inside.startswith(
+            os.path.join(os.path.normpath(self.workspace), "")
+        ):
+            raise OptionsError(
+                f"storage path '{relative}' leads outside the workspace {self.workspace}: "
+                "instance files stay inside it"
+            )
+        return path
 
 
 def _json_reason(exc: Exception) -> str:

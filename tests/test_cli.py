@@ -347,3 +347,11 @@ def test_near_miss_machine_table_in_fsm_toml_is_an_error(cli: Cli, tmp_path: Pat
     result = cli("run", C, "c1")
     assert result.code == 2
     assert "[machine.countr] names no machine (did you mean 'counter'?)" in result.err
+
+
+@pytest.mark.parametrize("folder", ["../outside", "/tmp/elsewhere", "a/../../b"])
+def test_storage_options_cannot_lead_outside_the_workspace(cli: Cli, folder: str) -> None:
+    """An option used in a storage path may not move instance files out of the workspace."""
+    result = cli("-o", f"folder={folder}", "new", C, "--id", "x1")
+    assert result.code == 2
+    assert "leads outside the workspace" in result.err
