@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -200,5 +201,11 @@ def _error(message: str) -> None:
 
 
 def main_entry() -> None:
-    """Console-script entry point."""
+    """Console-script entry point; SIGTERM interrupts like Ctrl-C, so a step in progress is
+    abandoned (its commands' process groups killed, its document untouched) and locks released."""
+    signal.signal(signal.SIGTERM, _interrupt)
     sys.exit(main())
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -222,6 +222,12 @@ class SubprocessExecutor:
             _kill_group(proc)
             out, err = proc.communicate()
             timed_out = True
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM turned into KeyboardInterrupt): the command runs in
+            # its own session, so nothing else would stop it. Take its whole group down with us.
+            _kill_group(proc)
+            proc.wait()
+            raise
         duration = int((time.monotonic() - started) * 1000)
         return ExecResult(
             args,

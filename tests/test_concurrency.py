@@ -83,3 +83,37 @@ def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: 
     assert (document["status"], document["phase"]) == ("failed", "failed")
     assert document["failure_reason"] == "Manually stopped by user"
     assert replay(instance).problems == []
+
+
+def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
+    """SIGTERM to `fsm run` kills the command its step runs; the document stays as it was."""
+    import os
+    import signal
+    import sys
+
+    from fsm.machine import load_machine
+    from tests.conftest import ENGINE_MACHINES
+
+    machine = load_machine(ENGINE_MACHINES / "slow" / "machine.yaml")
+    workspace = Workspace(tmp_path)
+    instance = workspace.instance(machine, "slow1")
+    instance.create({})
+    before = instance.paths.document.read_bytes()
+    run = fsm_process(tmp_path, "run", str(ENGINE_MACHINES / "slow" / "machine.yaml"), "slow1")
+    pid_file = tmp_path / "child.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    child = int(pid_file.read_text())
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 130, err
+    assert "interrupted" in err
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the step's command {child} survived the run ({sys.platform})")
+    assert instance.paths.document.read_bytes() == before
