@@ -46,9 +46,10 @@ from fsm.registry import Recovery, Registry, Update
 
 if TYPE_CHECKING:
     from fsm.control import ControlPlane
-    from fsm.engine import Engine, RunResult, StepResult
+    from fsm.engine import Engine
     from fsm.instance import Instance, Workspace
     from fsm.machine import Machine
+    from fsm.outcome import RunResult, StepResult
 
 __all__ = [
     "AgentCommand",
@@ -92,8 +93,8 @@ __all__ = [
 _LAZY = {
     "ControlPlane": "fsm.control",
     "Engine": "fsm.engine",
-    "RunResult": "fsm.engine",
-    "StepResult": "fsm.engine",
+    "RunResult": "fsm.outcome",
+    "StepResult": "fsm.outcome",
     "Instance": "fsm.instance",
     "Workspace": "fsm.instance",
     "Machine": "fsm.machine",

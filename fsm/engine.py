@@ -22,9 +22,9 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from transitions import Machine as _KernelMachine
@@ -39,76 +39,13 @@ from fsm.errors import (
 )
 from fsm.instance import Instance, Loaded, describe_validation
 from fsm.machine import Machine, Transition, event_options
+from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
 from fsm.update import apply_update
 
-__all__ = ["Choice", "Engine", "Kernel", "RunResult", "StepResult"]
-
-StepOutcome = Literal["applied", "failed", "blocked", "final", "waiting"]
-RunOutcome = Literal["completed", "failed", "paused", "stopped", "waiting", "limit", "error"]
-
-_EXIT_CODES: dict[RunOutcome, int] = {
-    "completed": 0,
-    "failed": 4,
-    "stopped": 5,
-    "paused": 5,
-    "waiting": 5,
-    "limit": 5,
-    "error": 1,
-}
-
-_RUN_ENDED_EVENTS: dict[RunOutcome, str] = {
-    "completed": "run_completed",
-    "failed": "run_failed",
-    "stopped": "run_stopped",
-    "paused": "run_paused",
-    "waiting": "run_waited_for_input",
-    "limit": "run_reached_step_limit",
-    "error": "run_gave_up",
-}
-"""The log event (a fact, past tense) that ends a run with each outcome."""
+__all__ = ["Engine", "Kernel"]
 
 MAX_CONSECUTIVE_FAILURES = 100
 """A run gives up after this many failed steps in a row, whatever the machine's own limits."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one step did."""
-
-    outcome: StepOutcome
-    state: str
-    status: str | None
-    event: str | None = None
-    source: str | None = None
-    dest: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended, with the steps it took."""
-
-    outcome: RunOutcome
-    state: str
-    status: str | None
-    steps: list[StepResult] = field(default_factory=list)
-    message: str = ""
-
-    @property
-    def exit_code(self) -> int:
-        """The command-line exit code of this outcome."""
-        return _EXIT_CODES[self.outcome]
-
-
-@dataclass(frozen=True)
-class Choice:
-    """An event a person may choose in interactive mode."""
-
-    event: str
-    description: str
-
-
-Chooser = Callable[[str, Sequence[Choice]], "str | None"]
 
 
 class _KernelModel:
@@ -225,7 +162,7 @@ class Engine:
             self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
             result = self._run_steps(max_steps, chooser, actor)
         self.instance.log.info(
-            _RUN_ENDED_EVENTS[result.outcome],
+            RUN_ENDED_EVENTS[result.outcome],
             state=result.state,
             status=result.status,
             steps=len(result.steps),

@@ -24,11 +24,12 @@ import pytest
 from fsm.clock import SimulatedClock
 from fsm.context import Context
 from fsm.control import ControlPlane
-from fsm.engine import Engine, RunResult, StepResult
+from fsm.engine import Engine
 from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.inspect import replay, status
 from fsm.instance import Instance, Workspace
 from fsm.machine import Machine, load_machine
+from fsm.outcome import RunResult, StepResult
 from machines.ccw_loop import functions
 from machines.ccw_loop.model import LoopState
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from fsm.engine import Choice
 from fsm.errors import EventNotAllowedError
+from fsm.outcome import Choice
 from machines.ccw_loop.model import LoopState
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID
 

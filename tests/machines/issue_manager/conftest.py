@@ -22,11 +22,12 @@ import structlog
 from fsm.clock import SimulatedClock
 from fsm.context import Context
 from fsm.control import ControlPlane
-from fsm.engine import Engine, RunResult
+from fsm.engine import Engine
 from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.inspect import replay
 from fsm.instance import Instance, Workspace
 from fsm.machine import load_machine
+from fsm.outcome import RunResult
 from fsm.update import apply_update as update_document
 from machines.issue_manager import functions
 from machines.issue_manager.model import IssueManagerState

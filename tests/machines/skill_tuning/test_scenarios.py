@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from fsm.control import ControlPlane
-from fsm.engine import Engine, RunResult
+from fsm.engine import Engine
 from fsm.errors import ControlRefusedError
 from fsm.executor import AgentCommand
 from fsm.inspect import replay, status
 from fsm.instance import Instance
+from fsm.outcome import RunResult
 from machines.skill_tuning.backup import restore_original, tree_bytes
 from machines.skill_tuning.model import TuningState
 from tests.conftest import CliResult
