@@ -21,7 +21,7 @@ line saying what went wrong, where, and (when there is one) what to do::
         ├── JournalMismatchError           the journal does not reproduce the document
         └── UnwritableDocumentError        a document that is not strict JSON or not UTF-8
 
-Exit codes 0, 4 and 5 are outcomes of a run, not errors (see :class:`fsm.engine.RunOutcome`).
+Exit codes 0, 4 and 5 are outcomes of a run, not errors (see :class:`fsm.outcome.RunResult`).
 """
 
 from __future__ import annotations
