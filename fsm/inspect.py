@@ -14,7 +14,7 @@ from fsm.errors import JournalMismatchError
 from fsm.instance import Instance, Workspace
 from fsm.machine import FieldCodec, Machine, event_options
 from fsm.store import read_file
-from fsm.update import canonical_hash
+from fsm.update import bytes_hash
 
 __all__ = [
     "EventInfo",
@@ -245,7 +245,7 @@ def replay(instance: Instance) -> ReplayReport:
         report.problems.append(
             f"the journal ends in state '{state}' but the document is in '{loaded.state}'"
         )
-    if last.get("doc_hash") and last["doc_hash"] != canonical_hash(loaded.data):
+    if last.get("doc_hash") and last["doc_hash"] != bytes_hash(loaded.raw):
         core = last.get("core_hash")
         if core is not None and core != instance.core_hash(loaded.data):
             report.problems.append(

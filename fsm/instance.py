@@ -37,8 +37,8 @@ from fsm.journal import Journal, LineLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.merge import merge_concurrent
-from fsm.store import FileStore, InstancePaths, atomic_write_text, validate_id
-from fsm.update import MISSING, apply_update, canonical_hash
+from fsm.store import FileStore, InstancePaths, Snapshot, atomic_write_text, validate_id
+from fsm.update import MISSING, apply_update, bytes_hash, canonical_hash
 
 __all__ = ["Instance", "Loaded", "Workspace", "describe_validation"]
 
@@ -285,7 +285,7 @@ class Instance:
                 current = self.store.read_raw_bytes(self.id)
                 if current is not None and current != base.raw:
                     theirs = self._their_document(data)
-                    merged = merge_concurrent(self, data, base, theirs)
+                    merged = merge_concurrent(self, data, base, theirs.data, theirs.raw)
                     record = {**record, "merged": True}
             return self._write(self.touched(merged), record)
 
@@ -306,17 +306,17 @@ class Instance:
             entry.update(
                 state=current.state,
                 status=current.status,
-                doc_hash=canonical_hash(current.data),
+                doc_hash=bytes_hash(current.raw),
                 core_hash=self.core_hash(current.data),
             )
             self.journal.append(entry)
         return current
 
-    def _their_document(self, ours: Mapping[str, Any]) -> dict[str, Any]:
+    def _their_document(self, ours: Mapping[str, Any]) -> Snapshot:
         """The document another writer left on disk; when it stays corrupt, the step's result
         is parked in the meta folder (never lost) and the corruption reported."""
         try:
-            return self.store.read(self.id).data
+            return self.store.read(self.id)
         except CorruptDocumentError as exc:
             parked = self.park(ours)
             raise CorruptDocumentError(
@@ -339,7 +339,7 @@ class Instance:
             **record,
             "state": state,
             "status": status,
-            "doc_hash": canonical_hash(data),
+            "doc_hash": bytes_hash(raw),
             "core_hash": self.core_hash(data),
         }
         self.journal.append(entry)

@@ -3,7 +3,8 @@
 Records are appended, never rewritten. Each one says when (``time``), what (``kind``: ``create``,
 ``transition``, ``control``, ``error``, ``recover``), the event, source and destination states,
 the guards evaluated with their results, the actions run, the duration, the actor and reason,
-and the hash of the document that resulted (``doc_hash``), so that ``fsm replay`` can check that
+and the hashes of the document that resulted (``doc_hash`` of its bytes, ``core_hash`` of the
+canonical JSON of the fields only fsm writes), so that ``fsm replay`` can check that
 the journal reproduces the persisted document. A torn last line (a crash mid-append) is skipped
 on reading and reported, never fatal.
 """

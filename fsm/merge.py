@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from fsm.update import apply_update, canonical_hash, get_path, keep_external
+from fsm.update import apply_update, bytes_hash, get_path, keep_external
 
 if TYPE_CHECKING:
     from fsm.instance import Instance, Loaded
@@ -28,21 +28,28 @@ __all__ = ["merge_concurrent"]
 
 
 def merge_concurrent(
-    instance: Instance, ours: Mapping[str, Any], base: Loaded, theirs: dict[str, Any]
+    instance: Instance,
+    ours: Mapping[str, Any],
+    base: Loaded,
+    theirs: dict[str, Any],
+    their_raw: bytes,
 ) -> dict[str, Any]:
-    """The step's result ``ours`` merged with ``theirs``, found on disk instead of ``base``."""
-    _journal_external_control(instance, base, theirs)
+    """The step's result ``ours`` merged with ``theirs`` (read as ``their_raw``), found on disk
+    instead of ``base``."""
+    _journal_external_control(instance, base, theirs, bytes_hash(their_raw))
     merged = keep_external(ours, base.data, theirs, instance.external_paths)
     return _settle_state(instance, merged, base, theirs, ours)
 
 
-def _journal_external_control(instance: Instance, base: Loaded, theirs: dict[str, Any]) -> None:
+def _journal_external_control(
+    instance: Instance, base: Loaded, theirs: dict[str, Any], their_hash: str
+) -> None:
     """Journal a status change another program made during a step (a dashboard's pause)."""
     their_status = instance.status_of(theirs)
     if their_status == base.status:
         return
     last = instance.journal.last()
-    if last is not None and last.get("doc_hash") == canonical_hash(theirs):
+    if last is not None and last.get("doc_hash") == their_hash:
         return  # fsm's own control plane made (and journaled) the change
     try:
         their_state = instance.machine.codec.read(instance.validate(theirs))
@@ -61,7 +68,7 @@ def _journal_external_control(instance: Instance, base: Loaded, theirs: dict[str
             "reason": "status changed by another program while a step ran",
             "state": their_state,
             "status": their_status,
-            "doc_hash": canonical_hash(theirs),
+            "doc_hash": their_hash,
         }
     )
     instance.log.info("external_control_seen", status_from=base.status, status_to=their_status)

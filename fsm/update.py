@@ -19,6 +19,7 @@ from pydantic_core import to_jsonable_python
 __all__ = [
     "MISSING",
     "apply_update",
+    "bytes_hash",
     "canonical_hash",
     "get_path",
     "keep_external",
@@ -109,6 +110,11 @@ def keep_external(
         if key not in ours and key not in base:
             update[key] = value
     return apply_update(ours, update) if update else dict(ours)
+
+
+def bytes_hash(raw: bytes) -> str:
+    """SHA-256 of the bytes of a document as written, as ``sha256:<hex>``."""
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def canonical_hash(doc: Mapping[str, Any]) -> str:
