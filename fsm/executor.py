@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, shutil, signal and tempfile are imported where commands run: commands that run
+# none (fsm status, fsm ls) start faster without them.
 
 __all__ = [
     "KNOWN_AGENTS",
@@ -180,6 +182,8 @@ class SubprocessExecutor:
         env: Mapping[str, str] | None = None,
     ) -> ExecResult:
         """Run ``command`` with ``bash -c`` in ``cwd`` (default: the workspace)."""
+        import shutil
+
         bash = shutil.which("bash") or "/bin/sh"
         return self.run([bash, "-c", command], cwd=cwd, timeout=timeout, env=env)
 
@@ -192,6 +196,8 @@ class SubprocessExecutor:
         env: Mapping[str, str] | None = None,
     ) -> ExecResult:
         """Run ``argv``; kill its process group when ``timeout`` seconds pass."""
+        import subprocess
+
         args = tuple(argv)
         limit = self.default_timeout if timeout is None else timeout
         merged_env = {**os.environ, **env} if env else None
@@ -269,6 +275,8 @@ class SubprocessExecutor:
                     ),
                 )
             return self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
             path = Path(folder) / "prompt.md"
             path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
@@ -282,12 +290,16 @@ class SubprocessExecutor:
         if tool in self.agents:
             return self.agents[tool]
         known = KNOWN_AGENTS.get(tool)
+        import shutil
+
         if known is None or shutil.which(known["write"][0]) is None:
             return None
         return AgentCommand(known["write"], known["analysis"])
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
