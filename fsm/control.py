@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from fsm.definition import describe_validation
 from fsm.errors import ControlRefusedError, FsmError
 from fsm.update import apply_update
 
@@ -142,8 +143,6 @@ class ControlPlane:
                 data = apply_update(data, instance.machine.codec.write(doc, spec.state))
                 data = instance.entered(data, spec.state)
         except ValidationError as exc:
-            from fsm.instance import describe_validation
-
             raise FsmError(
                 f"{command} of '{instance.id}' would write an invalid document: "
                 f"{describe_validation(exc)}; nothing was changed"

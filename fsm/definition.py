@@ -67,6 +67,7 @@ __all__ = [
     "StateSpec",
     "StorageSpec",
     "TransitionSpec",
+    "describe_validation",
     "did_you_mean",
     "format_location",
     "guard_name",
@@ -230,6 +231,16 @@ def format_location(loc: typing.Sequence[str | int]) -> str:
         else:
             text += f".{part}" if text else str(part)
     return text
+
+
+def describe_validation(exc: ValidationError, limit: int = 3) -> str:
+    """The first few validation errors as ``location: message`` text."""
+    parts = [
+        f"{format_location(e['loc']) or 'document'}: {e['msg']}"
+        for e in exc.errors(include_url=False)[:limit]
+    ]
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
 def read_definition(path: Path) -> tuple[MachineSpec, LoadedYaml]:

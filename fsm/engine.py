@@ -31,13 +31,14 @@ from transitions import Machine as _KernelMachine
 
 from fsm.context import Context
 from fsm.control import ControlPlane
+from fsm.definition import describe_validation
 from fsm.errors import (
     EventNotAllowedError,
     FsmError,
     GuardRejectedError,
     UnwritableDocumentError,
 )
-from fsm.instance import Instance, Loaded, describe_validation
+from fsm.instance import Instance, Loaded
 from fsm.machine import Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
 from fsm.update import apply_update

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from fsm.clock import Clock, SystemClock
 from fsm.config import WorkspaceConfig, load_config, resolve_options
 from fsm.context import Context
-from fsm.definition import did_you_mean, format_location
+from fsm.definition import describe_validation, did_you_mean
 from fsm.discovery import open_machine
 from fsm.errors import (
     CorruptDocumentError,
@@ -40,17 +41,7 @@ from fsm.merge import merge_concurrent
 from fsm.store import FileStore, InstancePaths, Snapshot, atomic_write_text, validate_id
 from fsm.update import MISSING, apply_update, bytes_hash, canonical_hash
 
-__all__ = ["Instance", "Loaded", "Workspace", "describe_validation"]
-
-
-def describe_validation(exc: ValidationError, limit: int = 3) -> str:
-    """The first few validation errors as ``location: message`` text."""
-    parts = [
-        f"{format_location(e['loc']) or 'document'}: {e['msg']}"
-        for e in exc.errors(include_url=False)[:limit]
-    ]
-    more = exc.error_count() - limit
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+__all__ = ["Instance", "Loaded", "Workspace"]
 
 
 @dataclass(frozen=True)
@@ -357,8 +348,6 @@ class Instance:
         try:
             hook(loaded.doc, self.context())
         except Exception as exc:
-            import traceback
-
             self.log.error("after_save_failed", traceback=traceback.format_exc(), error=str(exc))
 
     def create(self, inputs: Mapping[str, Any], *, actor: str = "cli") -> Loaded:

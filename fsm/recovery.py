@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm.definition import describe_validation
 from fsm.errors import CorruptDocumentError, FsmError, InputError, UnknownInstanceError
-from fsm.instance import Instance, describe_validation
+from fsm.instance import Instance
 from fsm.registry import Recovery
 
 __all__ = ["RecoveryReport", "recover"]
