@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from transitions import Machine as _KernelMachine
 
+from fsm import orphans
 from fsm.context import Context
 from fsm.control import ControlPlane
 from fsm.definition import describe_validation
@@ -131,13 +132,21 @@ class Engine:
 
     @contextlib.contextmanager
     def _run_lock(self) -> Iterator[None]:
-        """Hold the instance's run lock (refused with LockHeldError when another run has it)."""
+        """Hold the instance's run lock (refused with LockHeldError when another run has it).
+
+        Holding it, first kill the commands a run that died outright left behind
+        (:mod:`fsm.orphans`), so that two agents never work on the same files.
+        """
         if self._lock_held:
             yield
             return
         lock = self.instance.store.run_lock(self.instance.id)
         self._lock_held = True
         try:
+            for command in orphans.reap(self.instance.paths.meta / "running"):
+                self.instance.log.warning(
+                    "orphaned_command_killed", pgid=command.get("pgid"), argv=command.get("argv")
+                )
             yield
         finally:
             self._lock_held = False

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from fsm import orphans
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -172,6 +174,8 @@ class SubprocessExecutor:
     workspace: Path
     agents: Mapping[str, AgentCommand] = field(default_factory=dict)
     default_timeout: float = 600.0
+    running_dir: Path | None = None
+    """Where running commands are recorded (see :mod:`fsm.orphans`); set per instance."""
 
     def shell(
         self,
@@ -221,6 +225,7 @@ class SubprocessExecutor:
             return ExecResult(args, None, error=f"program not found: {args[0]}")
         except OSError as exc:
             return ExecResult(args, None, error=f"cannot start {args[0]}: {exc.strerror or exc}")
+        marker = orphans.record(self.running_dir, proc.pid, args) if self.running_dir else None
         try:
             out, err = proc.communicate(timeout=limit)
             timed_out = False
@@ -234,6 +239,8 @@ class SubprocessExecutor:
             _kill_group(proc)
             proc.wait()
             raise
+        finally:
+            orphans.forget(marker)
         duration = int((time.monotonic() - started) * 1000)
         return ExecResult(
             args,

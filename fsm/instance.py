@@ -14,7 +14,7 @@ import secrets
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,10 @@ class Instance:
             instance=instance_id,
         )
         self._committed: Loaded | None = None
+        self.executor: Executor = workspace.executor
+        if isinstance(workspace.executor, SubprocessExecutor):
+            # Commands of this instance are recorded beside its journal (see fsm.orphans).
+            self.executor = replace(workspace.executor, running_dir=self.paths.meta / "running")
         control = machine.spec.control
         self.external_paths: list[str] = list(machine.spec.external_fields)
         if control is not None:
@@ -164,7 +168,7 @@ class Instance:
             options=self.options,
             clock=self.workspace.clock,
             log=self.log.logger,
-            executor=self.workspace.executor,
+            executor=self.executor,
             interactive=interactive,
         )
 

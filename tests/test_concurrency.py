@@ -117,3 +117,39 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     else:
         raise AssertionError(f"the step's command {child} survived the run ({sys.platform})")
     assert instance.paths.document.read_bytes() == before
+
+
+def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) -> None:
+    """After `fsm run` is SIGKILLed mid-command, the next run kills that command before stepping."""
+    import os
+    import signal
+
+    from fsm.engine import Engine
+    from fsm.machine import load_machine
+    from tests.conftest import ENGINE_MACHINES
+
+    slow = ENGINE_MACHINES / "slow" / "machine.yaml"
+    workspace = Workspace(tmp_path)
+    instance = workspace.instance(load_machine(slow), "slow2")
+    instance.create({})
+    run = fsm_process(tmp_path, "run", str(slow), "slow2")
+    pid_file = tmp_path / "child.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    child = int(pid_file.read_text())
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=30)
+    os.kill(child, 0)  # the killed run's command is still alive
+    assert list((instance.paths.meta / "running").glob("*.json"))
+    result = Engine(instance).run(max_steps=0)
+    assert result.outcome == "limit"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the orphaned command survived the next run")
+    assert not list((instance.paths.meta / "running").glob("*.json"))
+    assert "orphaned_command_killed" in instance.paths.log.read_text()

@@ -228,3 +228,37 @@ def test_too_long_prompt_without_prompt_file_is_a_clear_failure(tmp_path: Path) 
     result = SubprocessExecutor(tmp_path, agents).agent("short", "y" * 200_000)
     assert not result.ok
     assert "use {prompt_file}" in (result.error or "")
+
+
+def test_reap_kills_recorded_groups_but_never_a_reused_pid(tmp_path: Path) -> None:
+    """A recorded command still running is killed; a record whose start time differs is not."""
+    import json
+    import subprocess
+
+    from fsm import orphans
+
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        marker = orphans.record(tmp_path, proc.pid, ["sleep", "30"])
+        assert marker is not None
+        data = json.loads(marker.read_text())
+        marker.write_text(json.dumps({**data, "start_time": "1"}))  # as if the pid were reused
+        assert orphans.reap(tmp_path) == []
+        assert proc.poll() is None
+        assert not marker.exists()
+        orphans.record(tmp_path, proc.pid, ["sleep", "30"])
+        assert [k["pgid"] for k in orphans.reap(tmp_path)] == [proc.pid]
+        assert proc.wait(timeout=5) == -9
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_executor_records_a_running_command_and_forgets_it(tmp_path: Path) -> None:
+    """While a command runs its record exists; once it ends the record is gone."""
+    running = tmp_path / "running"
+    executor = SubprocessExecutor(tmp_path, running_dir=running)
+    result = executor.shell(f"ls {running} > seen.txt")
+    assert result.ok
+    assert (tmp_path / "seen.txt").read_text().strip().endswith(".json")
+    assert list(running.iterdir()) == []

@@ -1,0 +1,75 @@
+"""Commands left running by a run that died without cleaning up (SIGKILL, a machine crash).
+
+Commands run in their own session so that a timeout can kill their whole process group, which
+also means nothing stops them when the ``fsm run`` that started them is killed outright. While a
+command runs, the executor records it in ``<meta>/running/<pid>.json`` (its process group id,
+argv and the start time of its leader), and removes the record when the command ends. A run or
+step that starts on the instance first *reaps* what is recorded: a process group still alive
+whose leader has the recorded start time (so a reused pid is never killed) is killed, and the
+fact is logged; records of commands that are gone are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["forget", "reap", "record"]
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of ``pid`` in clock ticks since boot (Linux), or None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def record(folder: Path, pid: int, argv: Sequence[str]) -> Path | None:
+    """Note that the process group ``pid`` runs ``argv``; return the record's path."""
+    path = folder / f"{pid}.json"
+    data = {"pgid": pid, "argv": list(argv), "start_time": _start_time(pid)}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data), encoding="utf-8")
+    except OSError:
+        return None  # bookkeeping must never stop a command from running
+    return path
+
+
+def forget(path: Path | None) -> None:
+    """Remove a record once its command has ended."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def reap(folder: Path) -> list[dict[str, Any]]:
+    """Kill the recorded process groups that are still alive; return what was killed."""
+    killed: list[dict[str, Any]] = []
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError:
+        return killed
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            pgid = int(data["pgid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            forget(path)
+            continue
+        started = data.get("start_time")
+        if started is not None and _start_time(pgid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+                killed.append(data)
+        forget(path)
+    return killed
