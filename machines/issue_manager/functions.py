@@ -26,7 +26,7 @@ from machines.issue_manager.hooks import (
     record_history,
     summarize,
 )
-from machines.issue_manager.issues_file import read_issues, write_statuses
+from machines.issue_manager.issues_file import IssuesFileError, read_issues, write_statuses
 from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
 from machines.issue_manager.options import IssueManagerOptions
 from machines.issue_manager.planning import plan_issue
@@ -125,9 +125,15 @@ def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
     """Read the issues file; register unseen issues and select registered ones for planning.
 
     A registered issue whose planning failed (it has an ``error``) is not selected again by this
-    instance. A malformed issues file raises before anything is changed.
+    instance. A malformed issues file raises before anything is changed. A missing file is an
+    empty backlog, unless the ``issues_file`` option names it explicitly (a typo there must not
+    "complete" an instance that never saw its issues).
     """
-    path = ctx.workspace / _options(ctx).issues_file
+    options = _options(ctx)
+    path = ctx.workspace / options.issues_file
+    default = type(options).model_fields["issues_file"].default
+    if options.issues_file != default and not path.exists():
+        raise IssuesFileError(f"{path}: the issues file named by option issues_file does not exist")
     records = read_issues(path)
     issues = dict(doc.issues)
     added = 0

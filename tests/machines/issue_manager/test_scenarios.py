@@ -315,3 +315,17 @@ def test_every_step_saves_a_valid_document(sample: Any, launch: Any) -> None:
     ]
     assert im.statuses() == {"ISS-1": "failed", "ISS-2": "registered", "ISS-3": "completed"}
     assert im.audit() == []
+
+
+def test_a_missing_issues_file_named_by_option_is_an_error(sample: Any, launch: Any) -> None:
+    """`issues_file` naming a file that does not exist fails the listing instead of completing."""
+    sample.add_issue("ISS-1")
+    im = launch({"issues_file": "issues-typo.jsonl"})
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("paused", 5)
+    assert "issues-typo.jsonl: the issues file named by option issues_file does not exist" in (
+        result.steps[-1].error or ""
+    )
+    assert im.state()["issues"] == {}
