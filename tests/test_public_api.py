@@ -17,7 +17,7 @@ def test_all_is_sorted_and_every_name_resolves() -> None:
         assert getattr(fsm, name) is not None
 
 
-def test_exports_are_exactly_the_public_names() -> None:
+def test_every_error_is_exported_and_nothing_private() -> None:
     """Every public class of the errors module is exported, and nothing private is."""
     assert set(errors.__all__) <= set(fsm.__all__)
     assert not [n for n in fsm.__all__ if n.startswith("_")]
