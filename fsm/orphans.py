@@ -56,9 +56,10 @@ def reap(folder: Path) -> list[dict[str, Any]]:
     """Kill the recorded process groups that are still alive; return what was killed."""
     killed: list[dict[str, Any]] = []
     try:
-        paths = sorted(folder.glob("*.json"))
-    except OSError:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:  # usually: no command was ever recorded
         return killed
+    paths = [folder / name for name in names]
     for path in paths:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
