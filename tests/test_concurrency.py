@@ -22,6 +22,17 @@ def wait_for(predicate: object, timeout: float = 20.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+def is_alive(pid: int) -> bool:
+    """True while a process with ``pid`` exists."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def transitions_in(instance_journal: Path) -> int:
     """How many transition records the journal holds."""
     if not instance_journal.exists():
@@ -87,9 +98,7 @@ def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: 
 
 def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     """SIGTERM to `fsm run` kills the command its step runs; the document stays as it was."""
-    import os
     import signal
-    import sys
 
     from fsm.machine import load_machine
     from tests.conftest import ENGINE_MACHINES
@@ -107,15 +116,7 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     _, err = run.communicate(timeout=30)
     assert run.returncode == 130, err
     assert "interrupted" in err
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError(f"the step's command {child} survived the run ({sys.platform})")
+    wait_for(lambda: not is_alive(child), timeout=5)
     assert instance.paths.document.read_bytes() == before
 
 
@@ -142,14 +143,6 @@ def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) 
     assert list((instance.paths.meta / "running").glob("*.json"))
     result = Engine(instance).run(max_steps=0)
     assert result.outcome == "limit"
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("the orphaned command survived the next run")
+    wait_for(lambda: not is_alive(child), timeout=5)
     assert not list((instance.paths.meta / "running").glob("*.json"))
     assert "orphaned_command_killed" in instance.paths.log.read_text()
