@@ -34,6 +34,7 @@ from fsm.errors import (
     InvalidIdError,
     JournalMismatchError,
     LockHeldError,
+    MissingRequirementError,
     OptionsError,
     RefusedError,
     StoreError,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from fsm.engine import Engine
     from fsm.instance import Instance, Workspace
     from fsm.machine import Machine
-    from fsm.outcome import RunResult, StepResult
+    from fsm.outcome import RunResult, StepResult, Verdict
 
 __all__ = [
     "AgentCommand",
@@ -72,6 +73,7 @@ __all__ = [
     "JournalMismatchError",
     "LockHeldError",
     "Machine",
+    "MissingRequirementError",
     "OptionsError",
     "Recovery",
     "RefusedError",
@@ -87,6 +89,7 @@ __all__ = [
     "UnknownMachineError",
     "UnwritableDocumentError",
     "Update",
+    "Verdict",
     "Workspace",
 ]
 
@@ -95,6 +98,7 @@ _LAZY = {
     "Engine": "fsm.engine",
     "RunResult": "fsm.outcome",
     "StepResult": "fsm.outcome",
+    "Verdict": "fsm.outcome",
     "Instance": "fsm.instance",
     "Workspace": "fsm.instance",
     "Machine": "fsm.machine",

@@ -190,11 +190,11 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     engine = Engine(instance, interactive=args.interactive)
     chooser = _menu if args.interactive else None
     result = engine.run(max_steps=args.max_steps, chooser=chooser)
-    _out(
-        f"{instance.id}: {result.outcome} in state '{result.state}' after {len(result.steps)} steps"
-    )
-    if result.outcome in {"error", "waiting", "paused", "stopped", "limit"} and result.message:
-        print(f"fsm: {result.message}", file=sys.stderr)
+    steps = len(result.steps)
+    line = f"{instance.id}: {result.outcome} in state '{result.state}' after {steps} steps"
+    _out(f"{line}: {result.message}" if result.message else line)
+    if result.outcome == "error":
+        print(f"fsm: error: {result.message}", file=sys.stderr)
     return result.exit_code
 
 
@@ -233,13 +233,16 @@ def _step_exit(instance: Instance, result: Any) -> int:
         )
         print(f"fsm: {reason}", file=sys.stderr)
         return 5
-    _out(
-        f"{instance.id}: {result.source or result.state} -> {result.state}"
-        + (f" ({result.event})" if result.event else "")
+    line = f"{instance.id}: {result.source or result.state} -> {result.state}" + (
+        f" ({result.event})" if result.event else ""
     )
-    if machine.is_final(result.state):
-        return 0 if machine.is_success(result.state) else 4
-    return 0
+    if not machine.is_final(result.state):
+        _out(line)
+        return 0
+    verdict = machine.verdict(result.state, instance.load().doc)
+    assert verdict is not None  # the state is final
+    _out(f"{line}: {'success' if verdict.success else 'failure'}: {verdict.reason}")
+    return 0 if verdict.success else 4
 
 
 def cmd_step(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -273,7 +276,9 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if info.status is not None:
         _out(f"  status:  {info.status}")
     if info.outcome:
-        _out(f"  outcome: {info.outcome}")
+        _out(f"  outcome: {info.outcome}: {info.reason}")
+    elif info.reason:
+        _out(f"  reason:  {info.reason}")
     for key, value in info.summary.items():
         _out(f"  {key + ':':<8} {value}")
     enabled = [e.event + ("" if e.auto else " (manual)") for e in info.events if e.enabled]
@@ -297,6 +302,8 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
         return 0
     for row in rows:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
+        if row.outcome == "failure" and not row.error:
+            shown += f"  {row.reason}"
         _out(f"{row.machine:<14} {row.id:<44} {shown}")
     return 0
 

@@ -59,16 +59,20 @@ class ControlPlane:
             name for name, command in self.spec.commands.items() if loaded.status in command.sources
         ]
 
-    def start_if_needed(self, loaded: Loaded, *, actor: str) -> Loaded:
-        """Apply ``start`` when the instance has not been started yet (status allows start
-        but not resume)."""
+    def needs_start(self, loaded: Loaded) -> bool:
+        """True when the instance has not been started yet (its status allows ``start`` but
+        not ``resume``): a run starts it."""
         if self.spec is None or self.is_active(loaded):
-            return loaded
+            return False
         start = self.spec.commands.get("start")
         resume = self.spec.commands.get("resume")
         if start is None or loaded.status not in start.sources:
-            return loaded
-        if resume is not None and loaded.status in resume.sources:
+            return False
+        return resume is None or loaded.status not in resume.sources
+
+    def start_if_needed(self, loaded: Loaded, *, actor: str) -> Loaded:
+        """Apply ``start`` when :meth:`needs_start` says so."""
+        if not self.needs_start(loaded):
             return loaded
         return self.apply("start", actor=actor, reason="run started a new instance")
 

@@ -173,6 +173,8 @@ class HooksSpec(_Spec):
     summary: Name | None = None
     recover: Name | None = None
     after_save: Name | None = None
+    outcome: Name | None = None
+    preflight: Name | None = None
 
 
 class MachineSpec(_Spec):

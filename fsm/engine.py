@@ -37,6 +37,7 @@ from fsm.errors import (
     EventNotAllowedError,
     FsmError,
     GuardRejectedError,
+    MissingRequirementError,
     UnwritableDocumentError,
 )
 from fsm.instance import Instance, Loaded
@@ -152,6 +153,28 @@ class Engine:
             self._lock_held = False
             lock.release()
 
+    def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:
+        """What the machine's ``preflight`` hook says a run of this instance needs and lacks
+        (agents, programs), one line each; empty when nothing is missing or there is no hook."""
+        hook = self.machine.hooks.get("preflight")
+        if hook is None:
+            return []
+        current = loaded or self.instance.load()
+        try:
+            missing = hook(current.doc, self.instance.context(interactive=self.interactive))
+        except Exception as exc:
+            raise FsmError(
+                f"the preflight check of '{self.instance.id}' failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        return [str(line) for line in missing or ()]
+
+    def check_requirements(self, loaded: Loaded | None = None) -> None:
+        """Raise MissingRequirementError when :meth:`missing_requirements` finds anything."""
+        missing = self.missing_requirements(loaded)
+        if missing:
+            self.instance.log.info("run_refused", missing=missing)
+            raise MissingRequirementError(f"instance '{self.instance.id}'", missing)
+
     def allowed_events(self, loaded: Loaded | None = None) -> list[Choice]:
         """Events of the current state whose guards hold now."""
         current = loaded or self.instance.load()
@@ -166,9 +189,20 @@ class Engine:
         chooser: Chooser | None = None,
         actor: str = "run",
     ) -> RunResult:
-        """Step until a final state, a pause or stop, waiting for input, or ``max_steps``."""
+        """Step until a final state, a pause or stop, waiting for input, or ``max_steps``.
+
+        Before it starts or drives an instance, the run asks the machine's ``preflight`` hook
+        what it needs and lacks, and refuses (MissingRequirementError, nothing changed) rather
+        than do part of the work. A run that reaches a final state is ``completed`` only when
+        the machine's verdict (:meth:`~fsm.machine.Machine.verdict`) says its goal was reached;
+        the verdict's reason is the result's ``message``.
+        """
         with self._run_lock():
-            loaded = self.control.start_if_needed(self.instance.load(), actor=actor)
+            loaded = self.instance.load()
+            will_work = self.control.is_active(loaded) or self.control.needs_start(loaded)
+            if will_work and not self.machine.is_final(loaded.state):
+                self.check_requirements(loaded)
+            loaded = self.control.start_if_needed(loaded, actor=actor)
             self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
             result = self._run_steps(max_steps, chooser, actor)
         self.instance.log.info(
@@ -219,22 +253,22 @@ class Engine:
         self, loaded: Loaded, steps: list[StepResult], max_steps: int | None
     ) -> RunResult | None:
         state, status = loaded.state, loaded.status
-        if self.machine.is_final(state):
-            outcome: RunOutcome = "completed" if self.machine.is_success(state) else "failed"
-            return RunResult(outcome, state, status, steps, f"ended in final state '{state}'")
+        verdict = self.machine.verdict(state, loaded.doc)
+        if verdict is not None:
+            outcome: RunOutcome = "completed" if verdict.success else "failed"
+            return RunResult(outcome, state, status, steps, verdict.reason)
         if not self.control.is_active(loaded):
             outcome = "paused" if self.control.is_paused(loaded) else "stopped"
             resumable = " (resume it to continue)" if self.control.can_resume(loaded) else ""
             message = f"instance is {status}{resumable}"
-            for record in reversed(self.instance.journal.read().records):
-                if record.get("kind") == "transition":
-                    break  # the last failure was followed by a step that worked
-                if record.get("kind") == "error":
-                    message += f"; last error: {record.get('action')}: {record.get('error')}"
-                    break
+            error = self.instance.journal.last_error()
+            if error is not None:
+                message += f"; last error: {error.get('action')}: {error.get('error')}"
             return RunResult(outcome, state, status, steps, message)
         if max_steps is not None and len(steps) >= max_steps:
-            return RunResult("limit", state, status, steps, f"stopped after {max_steps} steps")
+            return RunResult(
+                "limit", state, status, steps, f"reached the step limit of {max_steps}"
+            )
         return None
 
     def _step(self, event: str | None, actor: str, loaded: Loaded | None = None) -> StepResult:

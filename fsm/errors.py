@@ -10,7 +10,8 @@ line saying what went wrong, where, and (when there is one) what to do::
     │   ├── InvalidIdError                 an instance id that would escape its folder
     │   ├── DefinitionError                a machine file with problems (all of them listed)
     │   ├── OptionsError                   machine options or fsm.toml that do not validate
-    │   └── DocumentInputError             --set / --input values that do not make a document
+    │   ├── DocumentInputError             --set / --input values that do not make a document
+    │   └── MissingRequirementError        a run needs an agent or program that is not there
     ├── RefusedError              exit 3   the request is legal input but not allowed now
     │   ├── EventNotAllowedError           no transition for that event from the current state
     │   ├── GuardRejectedError             transitions exist, every guard said no
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidIdError",
     "JournalMismatchError",
     "LockHeldError",
+    "MissingRequirementError",
     "OptionsError",
     "RefusedError",
     "StoreError",
@@ -79,6 +81,14 @@ class OptionsError(InputError):
 
 class DocumentInputError(InputError):
     """Values given to create a document do not validate."""
+
+
+class MissingRequirementError(InputError):
+    """A run needs agents or programs that are not available; ``missing`` lists each one."""
+
+    def __init__(self, subject: str, missing: Sequence[str]) -> None:
+        self.missing = list(missing)
+        super().__init__(f"{subject} cannot run: " + "; ".join(self.missing))
 
 
 class DefinitionError(InputError):

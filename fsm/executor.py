@@ -163,7 +163,11 @@ class Executor(Protocol):
         ...
 
     def has_agent(self, tool: str) -> bool:
-        """True when ``tool`` is configured or found on PATH."""
+        """True when ``tool`` is configured or found on PATH, and its program can be found."""
+        ...
+
+    def has_program(self, program: str) -> bool:
+        """True when ``program`` (a name looked up on PATH, or a path) can be run."""
         ...
 
 
@@ -290,8 +294,25 @@ class SubprocessExecutor:
             return self.run(command.argv(prompt, mode, str(path)), cwd=cwd, timeout=timeout)
 
     def has_agent(self, tool: str) -> bool:
-        """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH."""
-        return self._agent_command(tool) is not None
+        """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH, and the program
+        its command starts can be found (a table naming a program that is not installed does
+        not make an agent)."""
+        command = self._agent_command(tool)
+        return command is not None and all(
+            self.has_program(template[0])
+            for template in (command.command, command.analysis_command)
+            if template
+        )
+
+    def has_program(self, program: str) -> bool:
+        """True when ``program`` is found on PATH, or is a path (relative to the workspace) of
+        an executable file."""
+        import shutil
+
+        if os.sep in program:
+            path = Path(program) if Path(program).is_absolute() else self.workspace / program
+            return path.is_file() and os.access(path, os.X_OK)
+        return shutil.which(program) is not None
 
     def _agent_command(self, tool: str) -> AgentCommand | None:
         if tool in self.agents:

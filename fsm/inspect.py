@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ class InstanceStatus:
     status: str | None
     final: bool
     outcome: str | None
+    reason: str | None
     events: list[EventInfo]
     control: list[str]
     summary: dict[str, str]
@@ -70,9 +71,14 @@ def status(instance: Instance) -> InstanceStatus:
         str(k): str(v) for k, v in (summary_hook(loaded.doc) if summary_hook else {}).items()
     }
     final = machine.is_final(loaded.state)
-    outcome = None
-    if final:
-        outcome = "success" if machine.is_success(loaded.state) else "failure"
+    outcome = reason = None
+    verdict = machine.verdict(loaded.state, loaded.doc)
+    if verdict is not None:
+        outcome, reason = ("success" if verdict.success else "failure"), verdict.reason
+    else:
+        error = instance.journal.last_error()
+        if error is not None:
+            reason = f"last error: {error.get('action')}: {error.get('error')}"
     return InstanceStatus(
         machine=machine.name,
         id=instance.id,
@@ -81,6 +87,7 @@ def status(instance: Instance) -> InstanceStatus:
         status=loaded.status,
         final=final,
         outcome=outcome,
+        reason=reason,
         events=events,
         control=ControlPlane(instance).allowed(loaded),
         summary=summary,
@@ -98,6 +105,8 @@ class ListedInstance:
     state: str | None
     updated: str
     error: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -133,14 +142,26 @@ def list_instances(
                 continue
             state = _state_of(machine, data)
             updated = iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
-            rows.append(
-                (
-                    stat.st_mtime_ns,
-                    ListedInstance(machine.name, instance_id, instance_status, state, updated),
-                )
-            )
+            row = ListedInstance(machine.name, instance_id, instance_status, state, updated)
+            if state is not None and machine.is_final(state):
+                row = _with_verdict(machine, row, data)
+            rows.append((stat.st_mtime_ns, row))
     rows.sort(key=lambda item: (item[0], item[1].id), reverse=True)
     return [row for _, row in rows]
+
+
+def _with_verdict(machine: Machine, row: ListedInstance, data: dict[str, Any]) -> ListedInstance:
+    """``row`` with the outcome and reason of an instance that ended (its document is
+    validated only then: the machine's verdict reads the model)."""
+    assert row.state is not None
+    try:
+        doc = machine.document_model.model_validate(data)
+    except ValueError as exc:
+        return replace(row, error=f"invalid: {str(exc).splitlines()[0]}")
+    verdict = machine.verdict(row.state, doc)
+    if verdict is None:
+        return row
+    return replace(row, outcome="success" if verdict.success else "failure", reason=verdict.reason)
 
 
 def _belongs_to(machine: Machine, journal: str) -> bool:

@@ -86,30 +86,43 @@ class Journal(LineLog):
     """The instance journal (see the module docstring for the record fields)."""
 
     def last(self) -> dict[str, Any] | None:
-        """The last readable record, read from the end of the file (cheap on long journals).
+        """The last readable record, read from the end of the file (cheap on long journals)."""
+        return next(self.backwards(), None)
 
-        The window read from the end widens until it holds a complete line that parses, so a
-        torn last line before a long record is skipped correctly.
-        """
+    def backwards(self) -> Iterator[dict[str, Any]]:
+        """The readable records from the last to the first, reading the file from its end in
+        blocks, so that a command needing only the latest records never reads the whole
+        journal. Unreadable lines (a torn last line) are skipped."""
         try:
-            with open(self.path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                chunk = 65536
-                while True:
-                    start = max(0, size - chunk)
-                    handle.seek(start)
-                    lines = handle.read(size - start).splitlines()
-                    complete = lines[1:] if start > 0 else lines  # the first may be cut
-                    for line in reversed(complete):
-                        record = _parse(line)
-                        if record is not None:
-                            return record
-                    if start == 0:
-                        return None
-                    chunk *= 4
+            fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return None
+            return
+        try:
+            position = os.fstat(fd).st_size
+            carry = b""  # the start of a line whose beginning lies in an earlier block
+            block = 65536
+            while position > 0:
+                start = max(0, position - block)
+                data = os.pread(fd, position - start, start) + carry
+                position = start
+                lines = data.split(b"\n")
+                carry = lines.pop(0) if position > 0 else b""
+                for line in reversed(lines):
+                    record = _parse(line) if line.strip() else None
+                    if record is not None:
+                        yield record
+                block = min(block * 2, 1 << 22)
+        finally:
+            os.close(fd)
+
+    def last_error(self) -> dict[str, Any] | None:
+        """The latest failed-step record not followed by a step that worked, if any."""
+        for record in self.backwards():
+            if record.get("kind") == "transition":
+                return None
+            if record.get("kind") == "error":
+                return record
+        return None
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ from fsm.definition import (
 )
 from fsm.errors import DefinitionError
 from fsm.log import apply_pending_configuration
+from fsm.outcome import Verdict
 from fsm.registry import Action, Codec, GuardInfo, Registry, Update
 from fsm.yaml_loader import LoadedYaml
 
@@ -143,6 +144,36 @@ class Machine:
         """True for a final state tagged ``success``."""
         spec = self.spec.states.get(state)
         return spec is not None and spec.final and "success" in spec.tags
+
+    def verdict(self, state: str, doc: Any) -> Verdict | None:
+        """Whether an instance in ``state`` with document ``doc`` reached the machine's goal.
+
+        None while ``state`` is not final. The machine's ``outcome`` hook judges when it has
+        one (a hook that fails judges nothing: the verdict is a failure naming the error, so a
+        broken hook never reports success); otherwise the state's ``success`` tag decides.
+        """
+        if not self.is_final(state):
+            return None
+        hook = self.hooks.get("outcome")
+        if hook is None:
+            success = self.is_success(state)
+            kind = "success" if success else "failure"
+            return Verdict(success, f"ended in {kind} state '{state}'")
+        try:
+            verdict = hook(doc)
+        except Exception as exc:
+            return Verdict(
+                False,
+                f"the outcome of state '{state}' could not be judged: "
+                f"{type(exc).__name__}: {exc}",
+            )
+        if not isinstance(verdict, Verdict):
+            return Verdict(
+                False,
+                f"the outcome hook of '{self.name}' returned {type(verdict).__name__}, "
+                "not a Verdict",
+            )
+        return verdict
 
     def transitions_from(self, state: str, event: str | None = None) -> list[Transition]:
         """Transitions leaving ``state`` (for ``event`` when given), in declared order."""

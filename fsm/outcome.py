@@ -14,6 +14,7 @@ __all__ = [
     "RunResult",
     "StepOutcome",
     "StepResult",
+    "Verdict",
 ]
 
 StepOutcome = Literal["applied", "failed", "blocked", "final", "waiting"]
@@ -39,6 +40,20 @@ RUN_ENDED_EVENTS: dict[RunOutcome, str] = {
     "error": "run_gave_up",
 }
 """The log event (a fact, past tense) that ends a run with each outcome."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an instance that ended reached its machine's goal, and why, in one line.
+
+    A machine's ``outcome`` hook returns one for an instance in a final state; without the hook
+    the state's tags decide. Only a verdict that says ``success`` makes a run ``completed``
+    (exit 0): a final state tagged ``success`` whose document shows that the goal was not
+    reached is reported as a failure.
+    """
+
+    success: bool
+    reason: str
 
 
 @dataclass(frozen=True)

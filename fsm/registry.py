@@ -29,6 +29,10 @@ Hooks (named in the machine file's ``hooks:`` table):
 * ``summary(doc) -> dict``: extra lines for ``fsm status`` (iteration, progress, ...).
 * ``recover(ctx, raw_text) -> Recovery``: rebuild a corrupt document (``fsm recover``).
 * ``after_save(doc, ctx) -> None``: side files written after every save of the document.
+* ``outcome(doc) -> fsm.outcome.Verdict``: for an instance in a final state, whether it reached
+  the machine's goal and why; only a successful verdict makes a run ``completed`` (exit 0).
+* ``preflight(doc, ctx) -> list[str]``: what a run needs and lacks (agents, programs), one line
+  each; a non-empty list makes ``run`` refuse before anything changes.
 
 A codec (``state.codec`` in the machine file) reads the FSM state from a document and says how
 to write it back, for machines whose state is not one plain field.
@@ -151,7 +155,8 @@ class Registry:
     def hook(
         self, func: _F | None = None, /, *, name: str | None = None
     ) -> _F | Callable[[_F], _F]:
-        """Register a hook function (create, on_error, summary, recover, after_save)."""
+        """Register a hook function (create, on_error, summary, recover, after_save, outcome,
+        preflight)."""
 
         def register(f: _F) -> _F:
             self.hooks[name or f.__name__] = f

@@ -92,7 +92,8 @@ def test_run_with_step_limit_exits_5(cli: Cli) -> None:
     """--max-steps stops the run before a final state with exit 5."""
     new_counter(cli, "limit=9")
     result = cli("run", C, "c1", "--max-steps", "2")
-    assert result.code == 5 and "stopped after 2 steps" in result.err
+    assert result.code == 5
+    assert result.out.strip().endswith("after 2 steps: reached the step limit of 2")
 
 
 def test_run_of_paused_instance_exits_5(cli: Cli) -> None:
@@ -337,7 +338,9 @@ def test_interactive_menu_prompts_on_stderr(
     result = cli("run", str(BARE), "t1", "--interactive")
     assert result.code == 4  # the person chose `reject`, a failure final state
     assert "1. approve" in result.err and "> " in result.err
-    assert result.out.strip() == "t1: failed in state 'rejected' after 2 steps"
+    assert result.out.strip() == (
+        "t1: failed in state 'rejected' after 2 steps: ended in failure state 'rejected'"
+    )
 
 
 def test_near_miss_machine_table_in_fsm_toml_is_an_error(cli: Cli, tmp_path: Path) -> None:

@@ -164,11 +164,16 @@ def test_unconfigured_unknown_agent_is_a_failed_result(executor: SubprocessExecu
 
 
 def test_has_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Configured agents exist; a known CLI exists only while it is on PATH; others never."""
+    """Configured agents exist while their program does; a known CLI exists only while it is
+    on PATH; others never."""
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     executor = SubprocessExecutor(tmp_path, {"mine": AgentCommand(("mine", "{prompt}"))})
+    assert not executor.has_agent("mine")
+    mine = empty / "mine"
+    mine.write_text(f"#!{sys.executable}\n{ARGV_SCRIPT}", encoding="utf-8")
+    mine.chmod(0o755)
     assert executor.has_agent("mine")
     assert not executor.has_agent("codex")
     assert not executor.has_agent("fsm-test-agent")

@@ -33,6 +33,7 @@ def test_every_error_is_exported_and_nothing_private() -> None:
         (errors.InvalidIdError, 2),
         (errors.OptionsError, 2),
         (errors.DocumentInputError, 2),
+        (errors.MissingRequirementError, 2),
         (errors.RefusedError, 3),
         (errors.EventNotAllowedError, 3),
         (errors.GuardRejectedError, 3),

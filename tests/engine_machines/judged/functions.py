@@ -1,0 +1,77 @@
+"""A machine whose final state is tagged success but whose verdict reads the document."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fsm.context import Context
+from fsm.outcome import Verdict
+from fsm.registry import Registry, Update
+
+registry = Registry()
+
+
+class Part(BaseModel):
+    """One part and the program that builds it."""
+
+    name: str
+    program: str
+    built: bool | None = None
+
+
+@registry.document
+class Build(BaseModel):
+    """The build document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["created", "running", "paused", "done"] = "created"
+    phase: str = "todo"
+    parts: list[Part] = Field(default_factory=list)
+    next: int = 0
+    judge_raises: bool = False
+
+
+@registry.guard(budget=True)
+def has_part_left(doc: Build, ctx: Context) -> bool:
+    """True while some part has not been tried."""
+    return doc.next < len(doc.parts)
+
+
+@registry.action
+def build_part(doc: Build, ctx: Context) -> Update:
+    """Run the next part's program; record whether it worked."""
+    parts = list(doc.parts)
+    result = ctx.executor.run([parts[doc.next].program])
+    parts[doc.next] = parts[doc.next].model_copy(update={"built": result.ok})
+    return {"parts": parts, "next": doc.next + 1}
+
+
+@registry.hook
+def new_build(inputs: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """A new build is created, not yet running."""
+    return {"status": "created", "phase": "todo", **inputs}
+
+
+@registry.hook
+def judge(doc: Build) -> Verdict:
+    """Success only when every part was built."""
+    if doc.judge_raises:
+        raise RuntimeError("the judge is broken")
+    failed = [part.name for part in doc.parts if not part.built]
+    if failed:
+        shown = ", ".join(failed)
+        return Verdict(False, f"{len(failed)} of {len(doc.parts)} parts failed: {shown}")
+    return Verdict(True, f"all {len(doc.parts)} parts built")
+
+
+@registry.hook
+def needs(doc: Build, ctx: Context) -> list[str]:
+    """Every part's program must exist before the build starts."""
+    return [
+        f"program '{part.program}' (part {part.name}) is not installed"
+        for part in doc.parts
+        if not ctx.executor.has_program(part.program)
+    ]
