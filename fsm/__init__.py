@@ -40,6 +40,7 @@ from fsm.errors import (
     StoreError,
     UnknownInstanceError,
     UnknownMachineError,
+    UnsafePathError,
     UnwritableDocumentError,
 )
 from fsm.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
@@ -87,6 +88,7 @@ __all__ = [
     "TransitionInfo",
     "UnknownInstanceError",
     "UnknownMachineError",
+    "UnsafePathError",
     "UnwritableDocumentError",
     "Update",
     "Verdict",

@@ -71,10 +71,21 @@ class ControlPlane:
         return resume is None or loaded.status not in resume.sources
 
     def start_if_needed(self, loaded: Loaded, *, actor: str) -> Loaded:
-        """Apply ``start`` when :meth:`needs_start` says so."""
+        """Apply ``start`` when :meth:`needs_start` says so.
+
+        Another process may start the instance at the same moment (``fsm start`` racing
+        ``fsm run``): when the start is refused because the instance is active by then, the
+        run goes on with it rather than leaving it running with nothing to drive it.
+        """
         if not self.needs_start(loaded):
             return loaded
-        return self.apply("start", actor=actor, reason="run started a new instance")
+        try:
+            return self.apply("start", actor=actor, reason="run started a new instance")
+        except ControlRefusedError:
+            current = self.instance.load()
+            if self.is_active(current):
+                return current
+            raise
 
     def apply(self, command: str, *, actor: str = "cli", reason: str | None = None) -> Loaded:
         """Apply ``command``; raise ControlRefusedError when it is illegal now."""
@@ -89,8 +100,9 @@ class ControlPlane:
                 f"(it has: {', '.join(self.spec.commands)})"
             )
         started = time.monotonic()
+        instance.committer.repair()
         with instance.store.document_lock(instance.id):
-            current = instance.load()
+            current = instance.load_unchecked()
             self._check(command, spec, current)
             saved = instance.commit(
                 self._updated(command, spec, current, self.spec.field),
@@ -105,9 +117,10 @@ class ControlPlane:
                     "reason": reason,
                     "duration_ms": round((time.monotonic() - started) * 1000, 3),
                 },
-                base=None,
+                base=current,
                 locked=True,
             )
+        instance.settle()
         instance.log.info(
             f"control_{command}_applied",
             actor=actor,

@@ -135,23 +135,35 @@ class Engine:
     def _run_lock(self) -> Iterator[None]:
         """Hold the instance's run lock (refused with LockHeldError when another run has it).
 
-        Holding it, first kill the commands a run that died outright left behind
-        (:mod:`fsm.orphans`), so that two agents never work on the same files.
+        Holding it, first clean up after a run that died outright: kill the commands it left
+        behind (:mod:`fsm.orphans`), so that two agents never work on the same files, and make
+        its journal and document agree (:meth:`fsm.commit.Committer.repair`). At the end, catch
+        a write another program made into the document version fsm replaced last.
         """
         if self._lock_held:
             yield
             return
-        lock = self.instance.store.run_lock(self.instance.id)
+        instance = self.instance
+        lock = instance.store.run_lock(instance.id)
         self._lock_held = True
         try:
-            for command in orphans.reap(self.instance.paths.meta / "running"):
-                self.instance.log.warning(
-                    "orphaned_command_killed", pgid=command.get("pgid"), argv=command.get("argv")
+            for command in orphans.reap(instance.paths.meta / "running"):
+                instance.log.warning(
+                    "orphaned_command_killed",
+                    pgid=command.get("pgid"),
+                    program=command.get("program"),
                 )
+            if instance.exists():
+                instance.committer.repair()
             yield
         finally:
             self._lock_held = False
-            lock.release()
+            try:
+                instance.settle()
+            except FsmError as exc:
+                instance.log.error("settle_failed", error=str(exc))
+            finally:
+                lock.release()
 
     def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:
         """What the machine's ``preflight`` hook says a run of this instance needs and lacks

@@ -20,6 +20,7 @@ line saying what went wrong, where, and (when there is one) what to do::
         ├── CorruptDocumentError           the document does not parse or does not validate
         ├── LockHeldError                  another run holds the instance
         ├── JournalMismatchError           the journal does not reproduce the document
+        ├── UnsafePathError                a path through a symbolic link, or out of the workspace
         └── UnwritableDocumentError        a document that is not strict JSON or not UTF-8
 
 Exit codes 0, 4 and 5 are outcomes of a run, not errors (see :class:`fsm.outcome.RunResult`).
@@ -47,6 +48,7 @@ __all__ = [
     "StoreError",
     "UnknownInstanceError",
     "UnknownMachineError",
+    "UnsafePathError",
     "UnwritableDocumentError",
 ]
 
@@ -137,6 +139,10 @@ class LockHeldError(StoreError):
 
 class JournalMismatchError(StoreError):
     """Replaying the journal does not reproduce the persisted document."""
+
+
+class UnsafePathError(StoreError):
+    """A file fsm would use is a symbolic link, or lies behind one leading out of the workspace."""
 
 
 class UnwritableDocumentError(StoreError):

@@ -25,7 +25,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -84,6 +84,8 @@ class ExecResult:
     duration_ms: int = 0
     timed_out: bool = False
     error: str | None = None
+    label: str | None = None
+    """How the command is shown instead of its argv (agents: their arguments may hold tokens)."""
 
     @property
     def ok(self) -> bool:
@@ -92,15 +94,16 @@ class ExecResult:
 
     def describe(self) -> str:
         """One line saying how the run ended."""
+        shown = self.label or _show(self.argv)
         if self.error is not None:
             return self.error
         if self.timed_out:
-            return f"timed out after {self.duration_ms / 1000:.1f}s: {_show(self.argv)}"
+            return f"timed out after {self.duration_ms / 1000:.1f}s: {shown}"
         if self.exit_code == 0:
-            return f"exited 0: {_show(self.argv)}"
+            return f"exited 0: {shown}"
         tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
         detail = f" ({tail[0][:200]})" if tail[0] else ""
-        return f"exited {self.exit_code}: {_show(self.argv)}{detail}"
+        return f"exited {self.exit_code}: {shown}{detail}"
 
 
 @dataclass(frozen=True)
@@ -229,7 +232,11 @@ class SubprocessExecutor:
             return ExecResult(args, None, error=f"program not found: {args[0]}")
         except OSError as exc:
             return ExecResult(args, None, error=f"cannot start {args[0]}: {exc.strerror or exc}")
-        marker = orphans.record(self.running_dir, proc.pid, args) if self.running_dir else None
+        marker = (
+            orphans.record(self.running_dir, proc.pid, args, self.workspace)
+            if self.running_dir
+            else None
+        )
         try:
             out, err = proc.communicate(timeout=limit)
             timed_out = False
@@ -285,13 +292,19 @@ class SubprocessExecutor:
                         f"({len(prompt)} characters): use {{prompt_file}} in its fsm.toml command"
                     ),
                 )
-            return self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
-        import tempfile
+            result = self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
+        else:
+            import tempfile
 
-        with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
-            path = Path(folder) / "prompt.md"
-            path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
-            return self.run(command.argv(prompt, mode, str(path)), cwd=cwd, timeout=timeout)
+            with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
+                path = Path(folder) / "prompt.md"
+                path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
+                argv = command.argv(prompt, mode, str(path))
+                result = self.run(argv, cwd=cwd, timeout=timeout)
+        # The command's arguments come from fsm.toml and may hold a token: results name the
+        # agent and its program only, so that nothing secret reaches documents or logs.
+        program = command.template(mode)[0] if command.template(mode) else tool
+        return replace(result, argv=(program,), label=f"agent '{tool}' ({mode}, {program})")
 
     def has_agent(self, tool: str) -> bool:
         """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH, and the program

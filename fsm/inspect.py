@@ -255,6 +255,9 @@ def replay(instance: Instance) -> ReplayReport:
         if kind in {"create", "recover"}:
             state = record.get("dest")
             continue
+        if kind == "repair":  # settles where the instance really is after a crash
+            state = record.get("state")
+            continue
         if state is not None and record.get("source") != state and not record.get("merged"):
             report.problems.append(
                 f"record {number} ({kind} {record.get('event')}) starts in "

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fsm.clock import Clock, SystemClock
+from fsm.commit import Committer
 from fsm.config import WorkspaceConfig, load_config, resolve_options
 from fsm.context import Context
 from fsm.definition import describe_validation, did_you_mean
@@ -31,15 +32,16 @@ from fsm.errors import (
     InputError,
     OptionsError,
     StoreError,
+    UnsafePathError,
     UnwritableDocumentError,
 )
 from fsm.executor import Executor, SubprocessExecutor
-from fsm.journal import Journal, LineLog
+from fsm.files import recheck_folders
+from fsm.journal import Journal, RotatingLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
-from fsm.merge import merge_concurrent
-from fsm.store import FileStore, InstancePaths, Snapshot, atomic_write_text, validate_id
-from fsm.update import MISSING, apply_update, bytes_hash, canonical_hash
+from fsm.store import FileStore, InstancePaths, validate_id
+from fsm.update import MISSING, apply_update, canonical_hash
 
 __all__ = ["Instance", "Loaded", "Workspace"]
 
@@ -134,15 +136,17 @@ class Instance:
         self.options = workspace.options_for(machine)
         self.store = workspace.store_for(machine, self.options)
         self.paths: InstancePaths = self.store.paths(instance_id)
-        self.journal = Journal(self.paths.journal)
+        self.journal = Journal(self.paths.journal, workspace.path)
         self.log = EventLog(
             get_logger("fsm"),
-            LineLog(self.paths.log),
+            RotatingLog(self.paths.log, workspace.path),
             workspace.clock,
             machine=machine.name,
             instance=instance_id,
         )
         self._committed: Loaded | None = None
+        self.committer = Committer(self)
+        recheck_folders()
         self.executor: Executor = workspace.executor
         if isinstance(workspace.executor, SubprocessExecutor):
             # Commands of this instance are recorded beside its journal (see fsm.orphans).
@@ -191,8 +195,22 @@ class Instance:
         committed, self._committed = self._committed, None
         if committed is not None and self.store.read_raw_bytes(self.id) == committed.raw:
             return committed
+        return self.committer.reconcile(self.load_unchecked())
+
+    def load_unchecked(self) -> Loaded:
+        """Read and validate the document as it is on disk (see :meth:`load`)."""
         snapshot = self.store.read(self.id)
         return self._loaded(snapshot.data, snapshot.raw)
+
+    def loaded_from(self, raw: bytes) -> Loaded:
+        """The version of the document held in ``raw`` (CorruptDocumentError when invalid)."""
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptDocumentError(f"not a JSON document: {exc}") from exc
+        if not isinstance(data, dict):
+            raise CorruptDocumentError("not a JSON object")
+        return self._loaded(data, raw)
 
     def _loaded(self, data: dict[str, Any], raw: bytes) -> Loaded:
         try:
@@ -248,101 +266,30 @@ class Instance:
         base: Loaded | None,
         locked: bool = False,
     ) -> Loaded:
-        """Validate ``data``, merge other writers' changes since ``base``, write and journal it.
+        """Validate ``data``, merge other writers' changes since ``base``, journal and write it
+        (see :mod:`fsm.commit`). With ``locked`` the caller holds the document lock already.
 
-        With ``locked`` the caller already holds the document lock and read the document under
-        it, so no merge is needed.
+        A result that cannot be committed because of the store is parked in the meta folder.
         """
-        if locked:
-            return self._write(self.touched(data), record)
         try:
-            return self._merge_and_write(data, record, base)
-        except (CorruptDocumentError, UnwritableDocumentError):
-            raise  # parked already, or the step's own fault (handled as a failed step)
+            saved = self.committer.commit(data, record, base=base, locked=locked)
+        except (CorruptDocumentError, UnwritableDocumentError, UnsafePathError):
+            raise  # parked already, the step's own fault, or nowhere safe to park it
         except StoreError as exc:
-            parked = self.park(data)
+            parked = self.committer.park(data)
             raise StoreError(f"{exc}; the step's result was kept in {parked}") from exc
-
-    def park(self, data: Mapping[str, Any]) -> Path:
-        """Keep a step's result that cannot be committed in the meta folder; return its path."""
-        stamp = self.clock.now().strftime("%Y%m%dT%H%M%S%f")
-        parked = self.paths.meta / f"unsaved-step-{stamp}.json"
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
-        atomic_write_text(parked, text.encode("utf-8", "backslashreplace").decode("utf-8"))
-        return parked
-
-    def _merge_and_write(
-        self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
-    ) -> Loaded:
-        with self.store.document_lock(self.id):
-            merged = dict(data)
-            if base is not None:
-                current = self.store.read_raw_bytes(self.id)
-                if current is not None and current != base.raw:
-                    theirs = self._their_document(data)
-                    merged = merge_concurrent(self, data, base, theirs.data, theirs.raw)
-                    record = {**record, "merged": True}
-            return self._write(self.touched(merged), record)
+        if saved.state in self.machine.states:  # else a fresh load reports it corrupt
+            self._committed = saved
+        return saved
 
     def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
-        """Journal a failed step that changes no document, under the document lock.
+        """Journal a failed step that changes no document (see :class:`fsm.commit.Committer`)."""
+        return self.committer.journal_failure(record, base=base)
 
-        The record states where the instance is now: another writer may have moved it (a stop)
-        while the step ran, in which case the record is marked ``merged``.
-        """
-        with self.store.document_lock(self.id):
-            try:
-                current = self.load()
-            except StoreError:
-                current = base
-            entry = {"time": self.clock.iso(), **record}
-            if current.raw != base.raw:
-                entry["merged"] = True
-            entry.update(
-                state=current.state,
-                status=current.status,
-                doc_hash=bytes_hash(current.raw),
-                core_hash=self.core_hash(current.data),
-            )
-            self.journal.append(entry)
-        return current
-
-    def _their_document(self, ours: Mapping[str, Any]) -> Snapshot:
-        """The document another writer left on disk; when it stays corrupt, the step's result
-        is parked in the meta folder (never lost) and the corruption reported."""
-        try:
-            return self.store.read(self.id)
-        except CorruptDocumentError as exc:
-            parked = self.park(ours)
-            raise CorruptDocumentError(
-                f"{exc}; another program broke it during the step, whose result was kept in "
-                f"{parked} (repair the document or run 'fsm recover')"
-            ) from exc
-
-    def _write(self, data: dict[str, Any], record: Mapping[str, Any]) -> Loaded:
-        try:
-            doc = self.validate(data)
-        except ValidationError as exc:
-            raise StoreError(
-                f"refusing to write an invalid document for '{self.id}': {describe_validation(exc)}"
-            ) from exc
-        state = self.machine.codec.read(doc)
-        raw = self.store.write(self.id, data)
-        status = self.status_of(data)
-        entry = {
-            "time": self.clock.iso(),
-            **record,
-            "state": state,
-            "status": status,
-            "doc_hash": bytes_hash(raw),
-            "core_hash": self.core_hash(data),
-        }
-        self.journal.append(entry)
-        loaded = Loaded(data, raw, doc, state, status)
-        self.after_save(loaded)
-        if state in self.machine.states:  # else a fresh load reports the document corrupt
-            self._committed = loaded
-        return loaded
+    def settle(self) -> None:
+        """End of an operation: catch a write that another program made into the document
+        fsm replaced last, and release the file (see :mod:`fsm.commit`)."""
+        self.committer.settle()
 
     def after_save(self, loaded: Loaded) -> None:
         """Run the machine's ``after_save`` hook; its failure is logged, never fatal."""

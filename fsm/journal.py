@@ -11,6 +11,7 @@ on reading and reported, never fatal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Journal", "JournalRead", "LineLog"]
+from fsm.files import append_bytes, open_nofollow
+
+__all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog"]
 
 
 @dataclass
@@ -36,23 +39,58 @@ class JournalRead:
 
 
 class LineLog:
-    """An append-only file of JSON lines."""
+    """An append-only file of JSON lines (never written through a symbolic link, and only
+    inside ``root`` when given)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
+        self.root = root
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Append one record as a line."""
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Append one record as a line; return the file's size before it."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        # Text from outside (argv, file names) may hold lone surrogates: keep them visible as
+        # escapes rather than losing the record.
+        return append_bytes(
+            self.path, line.encode("utf-8", errors="backslashreplace"), root=self.root
+        )
+
+    def size(self) -> int:
+        """The file's size in bytes (0 when it does not exist)."""
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            return os.stat(self.path, follow_symlinks=False).st_size
         except FileNotFoundError:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            return 0
+
+    def truncate(self, size: int) -> None:
+        """Take back what was appended after the file had ``size`` bytes."""
+        fd = open_nofollow(self.path, os.O_WRONLY)
         try:
-            # Text from outside (argv, file names) may hold lone surrogates: keep them visible
-            # as escapes rather than losing the record.
-            os.write(fd, line.encode("utf-8", errors="backslashreplace"))
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+
+    def drop_torn_tail(self) -> bool:
+        """Remove a last line that was cut short (a crash while appending); True if there was
+        one. Without this, the next append would glue a record onto the torn line."""
+        try:
+            fd = open_nofollow(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+                return False
+            position = size
+            while position > 0:
+                start = max(0, position - 65536)
+                cut = os.pread(fd, position - start, start).rfind(b"\n")
+                if cut >= 0:
+                    os.ftruncate(fd, start + cut + 1)
+                    return True
+                position = start
+            os.ftruncate(fd, 0)
+            return True
         finally:
             os.close(fd)
 
@@ -82,6 +120,25 @@ class LineLog:
         return iter(self.read().records)
 
 
+class RotatingLog(LineLog):
+    """A line log that keeps its size bounded: past ``max_bytes`` the file is renamed to
+    ``<name>.1`` (replacing the previous one) and a new file is started, so an instance's log
+    never holds more than about twice ``max_bytes``. The journal is never rotated: it is the
+    instance's history."""
+
+    def __init__(self, path: Path, root: Path | None = None, max_bytes: int = 4 << 20) -> None:
+        super().__init__(path, root)
+        self.max_bytes = max_bytes
+
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Append one record; rotate when the file has grown past ``max_bytes``."""
+        before = super().append(record)
+        if before >= self.max_bytes:
+            with contextlib.suppress(OSError):  # another process rotated it first
+                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+        return before
+
+
 class Journal(LineLog):
     """The instance journal (see the module docstring for the record fields)."""
 
@@ -94,7 +151,7 @@ class Journal(LineLog):
         blocks, so that a command needing only the latest records never reads the whole
         journal. Unreadable lines (a torn last line) are skipped."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_nofollow(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:

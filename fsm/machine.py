@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -144,6 +145,18 @@ class Machine:
         """True for a final state tagged ``success``."""
         spec = self.spec.states.get(state)
         return spec is not None and spec.final and "success" in spec.tags
+
+    @cached_property
+    def document_keys(self) -> frozenset[str]:
+        """The top-level keys the document model defines (field names and aliases)."""
+        keys: set[str] = set()
+        for name, info in self.document_model.model_fields.items():
+            keys.add(name)
+            if info.alias:
+                keys.add(info.alias)
+            if isinstance(info.validation_alias, str):
+                keys.add(info.validation_alias)
+        return frozenset(keys)
 
     def verdict(self, state: str, doc: Any) -> Verdict | None:
         """Whether an instance in ``state`` with document ``doc`` reached the machine's goal.

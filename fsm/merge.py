@@ -6,7 +6,8 @@ other writer must not undo the step's work. At commit time, under the document l
 compares the file with the version the step started from (``base``) and merges:
 
 * paths other programs own (``external_fields``, the control field and ``control.owned``) keep
-  the other writer's value when it changed it; top-level keys only it added are kept;
+  the other writer's value when it changed it, and so do top-level keys the document model does
+  not define (another program's fields: added, changed or removed by it);
 * if the other writer moved the FSM state (a stop into a failure state), that state wins; if it
   only changed the status (a pause) but the step ended the instance, the ending wins;
 * a status changed that way is journaled as its own ``control`` record with actor ``external``.
@@ -37,7 +38,9 @@ def merge_concurrent(
     """The step's result ``ours`` merged with ``theirs`` (read as ``their_raw``), found on disk
     instead of ``base``."""
     _journal_external_control(instance, base, theirs, bytes_hash(their_raw))
-    merged = keep_external(ours, base.data, theirs, instance.external_paths)
+    merged = keep_external(
+        ours, base.data, theirs, instance.external_paths, instance.machine.document_keys
+    )
     return _settle_state(instance, merged, base, theirs, ours)
 
 
@@ -66,6 +69,7 @@ def _journal_external_control(
             "status_to": their_status,
             "actor": "external",
             "reason": "status changed by another program while a step ran",
+            "merged": True,
             "state": their_state,
             "status": their_status,
             "doc_hash": their_hash,

@@ -3,7 +3,7 @@
 Commands run in their own session so that a timeout can kill their whole process group, which
 also means nothing stops them when the ``fsm run`` that started them is killed outright. While a
 command runs, the executor records it in ``<meta>/running/<pid>.json`` (its process group id,
-argv and the start time of its leader), and removes the record when the command ends. A run or
+program and the start time of its leader), and removes the record when the command ends. A run or
 step that starts on the instance first *reaps* what is recorded: a process group still alive
 whose leader has the recorded start time (so a reused pid is never killed) is killed, and the
 fact is logged; records of commands that are gone are removed.
@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fsm.errors import FsmError
+from fsm.files import open_nofollow
+
 __all__ = ["forget", "reap", "record"]
 
 
@@ -33,14 +36,20 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def record(folder: Path, pid: int, argv: Sequence[str]) -> Path | None:
-    """Note that the process group ``pid`` runs ``argv``; return the record's path."""
+def record(
+    folder: Path, pid: int, argv: Sequence[str], root: Path | None = None
+) -> Path | None:
+    """Note that the process group ``pid`` runs the program ``argv[0]``; return the record's
+    path. Only the program is kept: the arguments may hold a secret (an agent's token)."""
     path = folder / f"{pid}.json"
-    data = {"pgid": pid, "argv": list(argv), "start_time": _start_time(pid)}
+    data = {"pgid": pid, "program": argv[0] if argv else "", "start_time": _start_time(pid)}
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data), encoding="utf-8")
-    except OSError:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root)
+        try:
+            os.write(fd, json.dumps(data).encode("utf-8"))
+        finally:
+            os.close(fd)
+    except (OSError, FsmError):
         return None  # bookkeeping must never stop a command from running
     return path
 

@@ -2,8 +2,9 @@
 
 * Ids are checked before they touch the file system: letters, digits, ``.``, ``_`` and ``-``,
   starting with a letter or digit, no ``..``: ``../../etc/passwd`` never becomes a path.
-* Writes are atomic: a temporary file in the same folder, ``fsync``, ``os.replace``, then an
-  ``fsync`` of the folder, so a reader sees the old document or the new one, never half of one.
+* Documents are written by :mod:`fsm.commit` with the operations of :mod:`fsm.files`: atomic
+  (a reader sees the old document or the new one, never half of one), never through a symbolic
+  link, never outside the workspace. Those operations are re-exported here for machines.
 * Reads tolerate a writer that rewrites the file in place without locking (the CCW dashboard
   does): a document that does not parse is re-read a few times before it is called corrupt.
 * Two advisory locks per instance: the *run lock*, held for the length of a run so that a second
@@ -15,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -35,6 +35,7 @@ from fsm.errors import (
     UnknownInstanceError,
     UnwritableDocumentError,
 )
+from fsm.files import FileLock, atomic_write_bytes, atomic_write_text, read_file
 
 __all__ = [
     "FileLock",
@@ -62,74 +63,6 @@ def validate_id(instance_id: str) -> str:
             "starting with a letter or digit, without '..'"
         )
     return instance_id
-
-
-def _open_creating_folder(path: Path, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that creates the missing parent folders on first use only."""
-    try:
-        return os.open(path, flags, mode)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, flags, mode)
-
-
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``text`` atomically and durably (line endings kept as given).
-
-    Missing parent folders are created; ``mode`` sets the new file's permissions.
-    Machines use it for their side files too.
-    """
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (see :func:`atomic_write_text`).
-
-    Plain ``os`` calls on a file descriptor: a buffered file object would add four system calls
-    and a few microseconds to every step for nothing.
-    """
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    try:
-        fd = _open_creating_folder(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if mode is not None:
-                os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def read_file(path: str | Path) -> tuple[bytes, os.stat_result]:
-    """The bytes of ``path`` and its status, from one open (raises OSError).
-
-    Cheaper than ``Path.read_bytes`` plus ``Path.stat``: four system calls instead of ten.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        stat = os.fstat(fd)
-        # One byte more than the size: a short read is the end of the file, in one call.
-        data = os.read(fd, stat.st_size + 1)
-        if len(data) > stat.st_size:  # the file grew meanwhile: read the rest
-            chunks = [data]
-            while chunk := os.read(fd, 1 << 16):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    return data, stat
 
 
 @dataclass(frozen=True)
@@ -167,42 +100,6 @@ class Snapshot:
 
     data: dict[str, Any]
     raw: bytes
-
-
-class FileLock:
-    """An advisory ``flock`` on a file; a second holder in any process is refused or waits."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self, *, blocking: bool, timeout: float = 10.0) -> bool:
-        """Take the lock; return False when not ``blocking`` and another holder has it."""
-        fd = _open_creating_folder(self.path, os.O_RDWR | os.O_CREAT)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not blocking or time.monotonic() >= deadline:
-                    os.close(fd)
-                    return False
-                time.sleep(0.005)
-                continue
-            self._fd = fd
-            return True
-
-    def release(self) -> None:
-        """Give the lock back."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    @property
-    def held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._fd is not None
 
 
 class FileStore:
@@ -313,8 +210,9 @@ class FileStore:
             return None
 
     def write(self, instance_id: str, data: Mapping[str, Any]) -> bytes:
-        """Write ``data`` atomically; return the bytes written.
+        """Write ``data`` atomically, without journal or merge; return the bytes written.
 
+        Instances commit through :mod:`fsm.commit` instead; this is for tools and tests.
         Data that is not strict JSON (NaN, Infinity) or not encodable as UTF-8 (lone surrogates)
         raises UnwritableDocumentError before anything is written.
         """
@@ -326,7 +224,7 @@ class FileStore:
             ) from exc
         path = self.paths(instance_id).document
         try:
-            atomic_write_bytes(path, raw)
+            atomic_write_bytes(path, raw, root=self.workspace)
         except OSError as exc:
             raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         return raw
@@ -372,7 +270,7 @@ class FileStore:
     @contextlib.contextmanager
     def document_lock(self, instance_id: str, timeout: float = 10.0) -> Iterator[None]:
         """Hold the document lock for a read-modify-write."""
-        lock = FileLock(self.paths(instance_id).document_lock)
+        lock = FileLock(self.paths(instance_id).document_lock, self.workspace)
         if not lock.acquire(blocking=True, timeout=timeout):
             raise LockHeldError(
                 f"instance '{instance_id}': document lock not released within {timeout:.0f}s"
@@ -384,7 +282,7 @@ class FileStore:
 
     def run_lock(self, instance_id: str) -> FileLock:
         """Take the run lock without waiting; raise LockHeldError when another run has it."""
-        lock = FileLock(self.paths(instance_id).run_lock)
+        lock = FileLock(self.paths(instance_id).run_lock, self.workspace)
         if not lock.acquire(blocking=False):
             raise LockHeldError(
                 f"instance '{instance_id}' is already being run by another process "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -94,21 +94,26 @@ def keep_external(
     base: Mapping[str, Any],
     theirs: Mapping[str, Any],
     paths: Iterable[str],
+    known: Container[str] = (),
 ) -> dict[str, Any]:
     """Merge another writer's changes into ``ours``.
 
     ``base`` is the document the step started from and ``theirs`` the one found on disk at commit
     time. For each of ``paths`` that ``theirs`` changed relative to ``base``, their value wins.
-    Top-level keys that only ``theirs`` has (fields another program added) are kept too.
+    Top-level keys that are not ``known`` (fields of the document model) belong to other
+    programs: whatever ``theirs`` did to one since ``base`` (added, changed, removed) is kept.
     """
     update: dict[str, Any] = {}
     for path in paths:
         their_value = get_path(theirs, path)
         if their_value != get_path(base, path):
             update[path] = their_value
-    for key, value in theirs.items():
-        if key not in ours and key not in base:
-            update[key] = value
+    for key in theirs.keys() | base.keys():
+        if key in known or key in update:
+            continue
+        their_value = theirs.get(key, MISSING)
+        if their_value != base.get(key, MISSING):
+            update[key] = their_value
     return apply_update(ours, update) if update else dict(ours)
 
 

@@ -324,7 +324,7 @@ def test_file_system_errors_are_store_errors(cli: Cli, tmp_path: Path) -> None:
     meta.write_text("not a folder")
     result = cli("run", C, "c1")
     assert result.code == 6
-    assert "store error" in result.err and "c1.fsm" in result.err
+    assert "c1.fsm is not a folder" in result.err and len(result.err.splitlines()) == 1
 
 
 def test_interactive_menu_prompts_on_stderr(

@@ -267,3 +267,22 @@ def test_executor_records_a_running_command_and_forgets_it(tmp_path: Path) -> No
     assert result.ok
     assert (tmp_path / "seen.txt").read_text().strip().endswith(".json")
     assert list(running.iterdir()) == []
+
+
+def test_agent_results_never_show_the_configured_arguments(
+    tmp_path: Path, argv_script: Path
+) -> None:
+    """A token placed in an fsm.toml agent command reaches the agent but never the result's
+    argv or description, which machines copy into documents and progress files."""
+    out = tmp_path / "argv.json"
+    secret = "sk-very-secret-token"
+    command = AgentCommand(_recorder(argv_script, out, "--api-key", secret, "{prompt}"))
+    executor = SubprocessExecutor(tmp_path, {"fake": command})
+    ok = executor.agent("fake", "do it", mode="write")
+    assert json.loads(out.read_text(encoding="utf-8")) == ["--api-key", secret, "do it"]
+    failing = SubprocessExecutor(
+        tmp_path, {"fake": AgentCommand(("false", "--token", secret, "{prompt}"))}
+    ).agent("fake", "do it", mode="write")
+    for result in (ok, failing):
+        assert secret not in result.describe() and secret not in " ".join(result.argv)
+    assert failing.describe() == "exited 1: agent 'fake' (write, false)"

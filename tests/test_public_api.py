@@ -43,6 +43,7 @@ def test_every_error_is_exported_and_nothing_private() -> None:
         (errors.LockHeldError, 6),
         (errors.JournalMismatchError, 6),
         (errors.UnwritableDocumentError, 6),
+        (errors.UnsafePathError, 6),
     ],
     ids=lambda v: getattr(v, "__name__", str(v)),
 )

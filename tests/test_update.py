@@ -152,7 +152,13 @@ def test_keep_external_merges_their_changes_into_ours() -> None:
         },
     )
     snapshots = [copy.deepcopy(d) for d in (ours, base, theirs)]
-    merged = keep_external(ours, base, theirs, ["title", "context.limits.max_errors", "absent.x"])
+    merged = keep_external(
+        ours,
+        base,
+        theirs,
+        ["title", "context.limits.max_errors", "absent.x"],
+        known={"count", "status", "context", "title"},
+    )
     assert merged == {
         **ours,
         "title": "renamed",
@@ -161,6 +167,16 @@ def test_keep_external_merges_their_changes_into_ours() -> None:
     }
     assert merged["status"] == "done"
     assert [ours, base, theirs] == snapshots
+
+
+def test_keep_external_keeps_what_they_do_to_keys_the_model_does_not_know() -> None:
+    """A key another program added earlier (so base has it) and now changes or removes keeps
+    their change; a key of the document model is fsm's and keeps ours."""
+    base = {"count": 1, "note": "v1", "gone": 1, "mine": 1}
+    ours = {"count": 2, "note": "v1", "gone": 1, "mine": 2}
+    theirs = {"count": 1, "note": "v2", "mine": 3, "fresh": True}
+    merged = keep_external(ours, base, theirs, [], known={"count", "mine"})
+    assert merged == {"count": 2, "note": "v2", "mine": 2, "fresh": True}
 
 
 def test_keep_external_keeps_our_change_when_theirs_is_unchanged() -> None:

@@ -263,14 +263,14 @@ class LoopWorkspace:
         """The loop ``loop_id`` in this workspace, with an engine and a record of its writes."""
         instance = self.workspace(agents=agents, **options).instance(ccw_loop(), loop_id)
         loop = Loop(instance, Engine(instance, interactive=interactive))
-        write = instance.store.write
+        render = instance.store.render
 
-        def recording_write(instance_id: str, data: Any) -> bytes:
-            raw = write(instance_id, data)
-            loop.written.append(json.loads(raw))
-            return raw
+        def recording_render(data: Any) -> str:
+            text = render(data)
+            loop.written.append(json.loads(text))
+            return text
 
-        instance.store.write = recording_write  # type: ignore[method-assign]
+        instance.store.render = recording_render  # type: ignore[method-assign]
         return loop
 
     def context(self, loop_id: str = LOOP_ID, **options: Any) -> Context:
