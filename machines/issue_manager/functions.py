@@ -9,6 +9,10 @@ between items and a resumed run continues with the next unfinished one.
 
 ``completed_actions`` gets the seed's action id (``action-init``, ``action-list``,
 ``action-plan``, ``action-execute``, ``action-complete``) each time an action completes.
+
+An issue that fails (unsafe id, planning, execution) is a successful step that records a failure:
+the issue becomes ``failed`` with its cause in ``error``, and ``errors`` gets an entry naming the
+issue, so the report's Errors section and the run's outcome carry the cause.
 """
 
 from __future__ import annotations
@@ -26,12 +30,21 @@ from machines.issue_manager.hooks import (
     record_history,
     summarize,
 )
-from machines.issue_manager.issues_file import IssuesFileError, read_issues, write_statuses
+from machines.issue_manager.ids import unsafe_id_problem
+from machines.issue_manager.issues_file import read_issues, write_statuses
 from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
 from machines.issue_manager.options import IssueManagerOptions
 from machines.issue_manager.planning import plan_issue
 from machines.issue_manager.records import write_plan, write_snapshot
-from machines.issue_manager.report import execution_results, final_report, run_stats
+from machines.issue_manager.report import (
+    all_issues_done,
+    execution_results,
+    final_report,
+    issue_counts,
+    issue_problem,
+    run_stats,
+    run_verdict,
+)
 
 __all__ = ["registry"]
 
@@ -56,13 +69,36 @@ def _done(doc: IssueManagerState, ctx: Context, action_id: str) -> dict[str, Any
     }
 
 
-def _issue_update(doc: IssueManagerState, issue: IssueState) -> dict[str, Any]:
-    """Replace one issue; ids with a dot cannot be a path segment, so the map is replaced."""
-    value = issue.model_dump(mode="json")
-    if "." in issue.id:
-        issues = {k: v.model_dump(mode="json") for k, v in doc.issues.items()}
-        return {"issues": issues | {issue.id: value}}
-    return {f"issues.{issue.id}": value}
+def _issues_update(issues: dict[str, IssueState]) -> dict[str, Any]:
+    """Replace the issue map, with the counters that follow from it.
+
+    The whole map is replaced rather than one dotted key: an issue id with a dot cannot be a
+    dotted-path segment.
+    """
+    counts = issue_counts(issues)
+    return {
+        "issues": {k: v.model_dump(mode="json") for k, v in issues.items()},
+        "context.total_issues": counts.total_issues,
+        "context.completed_count": counts.completed,
+        "context.failed_count": counts.failed,
+    }
+
+
+def _failure_entries(
+    doc: IssueManagerState, action_id: str, failed: list[IssueState], ctx: Context
+) -> dict[str, Any]:
+    """``errors`` with one entry per issue in ``failed``: the issue, and what went wrong."""
+    entries = [
+        {
+            "action": action_id,
+            "message": issue_problem(issue) or f"{issue.id} failed",
+            "timestamp": ctx.clock.iso(),
+            "issue_id": issue.id,
+        }
+        for issue in failed
+    ]
+    errors = [e if isinstance(e, str) else e.model_dump(mode="json") for e in doc.errors]
+    return {"errors": [*errors, *entries]} if entries else {}
 
 
 # -- guards -------------------------------------------------------------------------------------
@@ -89,6 +125,12 @@ def below_error_limit(doc: IssueManagerState, ctx: Context) -> bool:
     ``on_error`` hook pauses the instance when the limit is reached.
     """
     return doc.context.consecutive_errors < doc.context.max_errors
+
+
+@registry.guard
+def every_issue_done(doc: IssueManagerState, ctx: Context) -> bool:
+    """Every listed issue is completed (an empty backlog too: there was nothing to do)."""
+    return all_issues_done(doc)
 
 
 @registry.guard(budget=True)
@@ -124,43 +166,45 @@ def initialize(doc: IssueManagerState, ctx: Context) -> Update:
 def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
     """Read the issues file; register unseen issues and select registered ones for planning.
 
-    A registered issue whose planning failed (it has an ``error``) is not selected again by this
-    instance. A malformed issues file raises before anything is changed. A missing file is an
-    empty backlog, unless the ``issues_file`` option names it explicitly (a typo there must not
-    "complete" an instance that never saw its issues).
+    An issue whose id is not safe as a file name is registered as ``failed`` with the reason and
+    never touches a path. A registered issue with an ``error`` (left by older versions after a
+    planning failure) is not selected again. A missing or malformed issues file raises before
+    anything is changed.
     """
-    options = _options(ctx)
-    path = ctx.workspace / options.issues_file
-    default = type(options).model_fields["issues_file"].default
-    if options.issues_file != default and not path.exists():
-        raise IssuesFileError(f"{path}: the issues file named by option issues_file does not exist")
+    path = ctx.workspace / _options(ctx).issues_file
     records = read_issues(path)
     issues = dict(doc.issues)
-    added = 0
+    added: list[IssueState] = []
     for record in records:
         if record.id in issues or record.status not in LISTED_STATUSES:
             continue
-        issues[record.id] = IssueState(
-            id=record.id, title=record.title, description=record.description
-        )
-        added += 1
+        issue = IssueState(id=record.id, title=record.title, description=record.description)
+        unsafe = unsafe_id_problem(record.id)
+        if unsafe is not None:
+            issue = issue.model_copy(update={"status": "failed", "error": unsafe})
+        issues[record.id] = issue
+        added.append(issue)
     selected = 0
     for issue_id, issue in issues.items():
         if issue.status == "registered" and issue.error is None:
             issues[issue_id] = issue.model_copy(update={"status": "planning"})
             selected += 1
+    rejected = [issue for issue in added if issue.status == "failed"]
+    for issue in rejected:
+        ctx.log.warning("issue_rejected", issue_id=issue.id, error=issue.error)
     ctx.log.info(
         "issues_listed",
         file=str(path),
         in_file=len(records),
-        added=added,
+        added=len(added),
+        rejected=len(rejected),
         selected=selected,
         known=len(issues),
     )
     return {
         **_done(doc, ctx, "action-list"),
-        "issues": {k: v.model_dump(mode="json") for k, v in issues.items()},
-        "context.total_issues": len(issues),
+        **_issues_update(issues),
+        **_failure_entries(doc, "action-list", rejected, ctx),
         "context.rounds": doc.context.rounds + 1,
     }
 
@@ -172,9 +216,15 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
     outcome = plan_issue(issue, ctx, _options(ctx))
     update: dict[str, Any] = _done(doc, ctx, "action-plan")
     if outcome.solution is None:
+        # The issues file keeps "registered": the issue still awaits a plan, and a new instance
+        # tries again once the cause (a solution file, an agent) is fixed.
         ctx.log.warning("issue_planning_failed", issue_id=issue.id, error=outcome.error)
-        failed = issue.model_copy(update={"status": "registered", "error": outcome.error})
-        return update | _issue_update(doc, failed)
+        failed = issue.model_copy(update={"status": "failed", "error": outcome.error})
+        return (
+            update
+            | _issues_update(doc.issues | {issue.id: failed})
+            | _failure_entries(doc, "action-plan", [failed], ctx)
+        )
     solution = outcome.solution
     write_plan(ctx.instance_dir, issue.id, solution, outcome.source)
     planned = issue.model_copy(
@@ -196,7 +246,7 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
         item_id=item.item_id,
     )
     queue = [q.model_dump(mode="json") for q in doc.queue] + [item.model_dump(mode="json")]
-    return update | _issue_update(doc, planned) | {"queue": queue}
+    return update | _issues_update(doc.issues | {issue.id: planned}) | {"queue": queue}
 
 
 @registry.action
@@ -224,21 +274,25 @@ def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
     ctx.log.info(
         "item_executed", item_id=item.item_id, issue_id=issue.id, status=status, error=outcome.error
     )
-    statuses = [i.status for i in issues.values()]
     return {
         **_done(doc, ctx, "action-execute"),
-        **_issue_update(doc, finished),
+        **_issues_update(issues),
+        **_failure_entries(doc, "action-execute", [finished] if not outcome.ok else [], ctx),
         "queue": [q.model_dump(mode="json") for q in queue],
-        "context.completed_count": statuses.count("completed"),
-        "context.failed_count": statuses.count("failed"),
     }
 
 
 @registry.action
 def finalize(doc: IssueManagerState, ctx: Context) -> Update:
-    """Write ``final-report.md``, ``summary.json`` and ``execution-results.json``; complete."""
+    """Write ``final-report.md``, ``summary.json`` and ``execution-results.json``; end the run.
+
+    The status is ``completed`` only when every issue is done, else ``failed`` with the reason
+    in ``failure_reason`` (the transitions ``complete`` and ``fail`` choose the state the same way).
+    """
     now = ctx.clock.iso()
     stats = run_stats(doc)
+    success, reason = run_verdict(doc)
+    status = "completed" if success else "failed"
     work_dir = ctx.instance_dir
     write_text_atomic(work_dir / "final-report.md", final_report(doc, ctx.instance_id, now))
     write_json_atomic(
@@ -252,17 +306,20 @@ def finalize(doc: IssueManagerState, ctx: Context) -> Update:
         "success_rate": stats.success_rate,
     }
     summary = {
-        "status": "completed",
+        "status": status,
+        "reason": reason,
         "stats": totals,
+        "errors": len(doc.errors),
         "report_file": str(work_dir / "final-report.md"),
         "work_dir": doc.work_dir,
         "completed_at": now,
     }
     write_json_atomic(work_dir / "summary.json", summary)
-    ctx.log.info("final_report_written", **totals)
+    ctx.log.info("final_report_written", status=status, reason=reason, **totals)
     return {
         **_done(doc, ctx, "action-complete"),
-        "status": "completed",
+        "status": status,
+        "failure_reason": None if success else reason,
         "completed_at": now,
         "updated_at": now,
         "context.total_issues": stats.total_issues,

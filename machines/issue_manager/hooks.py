@@ -79,7 +79,7 @@ def record_error(doc: IssueManagerState, ctx: Context, error: BaseException) -> 
 
 
 def summarize(doc: IssueManagerState) -> dict[str, str]:
-    """Progress lines for ``fsm status``."""
+    """Progress lines for ``fsm status``: the same counts as the final report's Summary table."""
     stats = run_stats(doc)
     finished = sum(item.status in ("completed", "failed") for item in doc.queue)
     return {
@@ -89,7 +89,10 @@ def summarize(doc: IssueManagerState) -> dict[str, str]:
         ),
         "queue": f"{finished}/{len(doc.queue)} items done",
         "round": f"{doc.context.rounds} of at most {doc.context.max_rounds}",
-        "errors": f"{doc.context.consecutive_errors} in a row (limit {doc.context.max_errors})",
+        "errors": (
+            f"{len(doc.errors)} recorded; {doc.context.consecutive_errors} failed steps in a row "
+            f"(limit {doc.context.max_errors})"
+        ),
     }
 
 
