@@ -26,8 +26,10 @@ from machines.issue_manager.execution import execute_issue
 from machines.issue_manager.files import write_json_atomic, write_text_atomic
 from machines.issue_manager.hooks import (
     create_instance,
+    judge_outcome,
     record_error,
     record_history,
+    requirements,
     summarize,
 )
 from machines.issue_manager.ids import unsafe_id_problem
@@ -343,3 +345,5 @@ registry.hook(create_instance)
 registry.hook(record_history)
 registry.hook(record_error)
 registry.hook(summarize)
+registry.hook(judge_outcome)
+registry.hook(requirements)

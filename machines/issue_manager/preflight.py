@@ -4,9 +4,10 @@
 requirement with how to provide it, and any line makes the run refuse with nothing changed.
 The check looks at the work still ahead, as far as it is known before planning:
 
-* the issues file must exist and parse (every round reads it);
+* the issues file must exist (every round reads it; a malformed line is the list step's error,
+  recorded in the document with the file and line);
 * the planning agent (option ``plan_tool``) is needed when an issue still to plan has no
-  solution file;
+  solution file (issues of the file count while the round limit lets the machine list again);
 * the execution agent (option ``execute_tool``) is needed when a known solution of an issue still
   to run has a task without a command, and bash when one has a command.
 
@@ -17,12 +18,18 @@ fails its issue at run time, with the same message.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import cast
 
 from fsm.context import Context
 from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.issues_file import IssuesFileError, read_issues
+from machines.issue_manager.issues_file import (
+    IssueRecord,
+    IssuesFileError,
+    missing_file_message,
+    read_issues,
+)
 from machines.issue_manager.model import IssueManagerState
 from machines.issue_manager.options import IssueManagerOptions
 from machines.issue_manager.records import read_plan
@@ -40,15 +47,19 @@ def missing_requirements(doc: IssueManagerState, ctx: Context) -> list[str]:
     options = cast(IssueManagerOptions, ctx.options)
     problems: list[str] = []
     path = ctx.workspace / options.issues_file
-    try:
-        records = read_issues(path)
-    except IssuesFileError as exc:
-        problems.append(str(exc))
-        records = []
+    records: list[IssueRecord] = []
+    if not path.exists():
+        problems.append(missing_file_message(path))
+    else:
+        # A malformed line is the list step's error, recorded with the file and line.
+        with suppress(IssuesFileError):
+            records = read_issues(path)
     to_plan = [
         i.id for i in doc.issues.values() if i.status in ("registered", "planning") and not i.error
     ]
-    to_plan += [r.id for r in records if r.status in _LISTED and r.id not in doc.issues]
+    will_list = doc.phase == "init" or doc.context.rounds < doc.context.max_rounds
+    if will_list:
+        to_plan += [r.id for r in records if r.status in _LISTED and r.id not in doc.issues]
     solutions_dir = ctx.workspace / options.solutions_dir
     unplanned: list[str] = []
     solutions: list[tuple[str, Solution]] = []
@@ -67,7 +78,7 @@ def missing_requirements(doc: IssueManagerState, ctx: Context) -> list[str]:
 
     if unplanned and not ctx.executor.has_agent(options.plan_tool):
         folder = _relative(solutions_dir, ctx.workspace)
-        need = f"to plan {_named(unplanned)}, which have no solution file in {folder}"
+        need = f"to plan {_named(unplanned)} (no solution file in {folder})"
         problems.append(
             _agent_line(options.plan_tool, "plan_tool", need, "write the solution files")
         )

@@ -40,7 +40,14 @@ def test_every_name_is_registered(spec: MachineSpec) -> None:
     assert guards - set(registry.guards) == set()
     assert actions - set(registry.actions) == set()
     assert hooks - set(registry.hooks) == set()
-    assert hooks == {"create_instance", "record_error", "summarize", "record_history"}
+    assert hooks == {
+        "create_instance",
+        "record_error",
+        "summarize",
+        "record_history",
+        "judge_outcome",
+        "requirements",
+    }
 
 
 def _reaches(spec: MachineSpec, start: str, goal: str) -> bool:
@@ -75,7 +82,9 @@ def test_states_are_the_seed_phases_plus_failed(spec: MachineSpec) -> None:
 
 def test_only_a_backlog_with_every_issue_done_completes(spec: MachineSpec) -> None:
     """complete is guarded by every_issue_done and declared before fail, which takes the rest."""
-    ends = [(t.event, t.dest, t.guards) for t in spec.transitions if t.dest in ("complete", "failed")]
+    ends = [
+        (t.event, t.dest, t.guards) for t in spec.transitions if t.dest in ("complete", "failed")
+    ]
     assert ends == [("complete", "complete", ["every_issue_done"]), ("fail", "failed", [])]
 
 

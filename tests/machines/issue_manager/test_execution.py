@@ -174,9 +174,7 @@ def test_finalize_reports_totals_success_rate_and_each_failure(
     assert (doc.context.completed_count, doc.context.failed_count) == (1, 2)
     assert doc.completed_at is not None
     reason = doc.model_dump()["failure_reason"]
-    assert reason.startswith(
-        "1 of 3 issues done; ISS-2 failed: task T1 (do T1) failed: exited 1: "
-    )
+    assert reason.startswith("1 of 3 issues done; ISS-2 failed: task T1 (do T1) failed: exited 1: ")
     assert "; ISS-3 planning failed: no solution file .workflow/issues/solutions/ISS-3.jsonl" in (
         reason
     )
