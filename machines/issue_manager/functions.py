@@ -42,11 +42,11 @@ from machines.issue_manager.report import (
     all_issues_done,
     execution_results,
     final_report,
-    issue_counts,
-    issue_problem,
     run_stats,
     run_verdict,
+    summary_file,
 )
+from machines.issue_manager.updates import done_update, failure_entries, issues_update
 
 __all__ = ["registry"]
 
@@ -60,47 +60,6 @@ LISTED_STATUSES = frozenset({"registered", "planned"})
 
 def _options(ctx: Context) -> IssueManagerOptions:
     return cast(IssueManagerOptions, ctx.options)
-
-
-def _done(doc: IssueManagerState, ctx: Context, action_id: str) -> dict[str, Any]:
-    """The bookkeeping of every successful action: its id, the time, the error streak reset."""
-    return {
-        "completed_actions": [*doc.completed_actions, action_id],
-        "updated_at": ctx.clock.iso(),
-        "context.consecutive_errors": 0,
-    }
-
-
-def _issues_update(issues: dict[str, IssueState]) -> dict[str, Any]:
-    """Replace the issue map, with the counters that follow from it.
-
-    The whole map is replaced rather than one dotted key: an issue id with a dot cannot be a
-    dotted-path segment.
-    """
-    counts = issue_counts(issues)
-    return {
-        "issues": {k: v.model_dump(mode="json") for k, v in issues.items()},
-        "context.total_issues": counts.total_issues,
-        "context.completed_count": counts.completed,
-        "context.failed_count": counts.failed,
-    }
-
-
-def _failure_entries(
-    doc: IssueManagerState, action_id: str, failed: list[IssueState], ctx: Context
-) -> dict[str, Any]:
-    """``errors`` with one entry per issue in ``failed``: the issue, and what went wrong."""
-    entries = [
-        {
-            "action": action_id,
-            "message": issue_problem(issue) or f"{issue.id} failed",
-            "timestamp": ctx.clock.iso(),
-            "issue_id": issue.id,
-        }
-        for issue in failed
-    ]
-    errors = [e if isinstance(e, str) else e.model_dump(mode="json") for e in doc.errors]
-    return {"errors": [*errors, *entries]} if entries else {}
 
 
 # -- guards -------------------------------------------------------------------------------------
@@ -161,7 +120,7 @@ def initialize(doc: IssueManagerState, ctx: Context) -> Update:
     """Create the work folders (``snapshots/``, ``solutions/``)."""
     for name in ("snapshots", "solutions"):
         (ctx.instance_dir / name).mkdir(parents=True, exist_ok=True)
-    return _done(doc, ctx, "action-init")
+    return done_update(doc, ctx, "action-init")
 
 
 @registry.action
@@ -204,9 +163,9 @@ def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
         known=len(issues),
     )
     return {
-        **_done(doc, ctx, "action-list"),
-        **_issues_update(issues),
-        **_failure_entries(doc, "action-list", rejected, ctx),
+        **done_update(doc, ctx, "action-list"),
+        **issues_update(issues),
+        **failure_entries(doc, "action-list", rejected, ctx),
         "context.rounds": doc.context.rounds + 1,
     }
 
@@ -216,7 +175,7 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
     """Plan the first issue selected for planning; queue its solution as the next ``S-n``."""
     issue = next(i for i in doc.issues.values() if i.status == "planning")
     outcome = plan_issue(issue, ctx, _options(ctx))
-    update: dict[str, Any] = _done(doc, ctx, "action-plan")
+    update: dict[str, Any] = done_update(doc, ctx, "action-plan")
     if outcome.solution is None:
         # The issues file keeps "registered": the issue still awaits a plan, and a new instance
         # tries again once the cause (a solution file, an agent) is fixed.
@@ -224,8 +183,8 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
         failed = issue.model_copy(update={"status": "failed", "error": outcome.error})
         return (
             update
-            | _issues_update(doc.issues | {issue.id: failed})
-            | _failure_entries(doc, "action-plan", [failed], ctx)
+            | issues_update(doc.issues | {issue.id: failed})
+            | failure_entries(doc, "action-plan", [failed], ctx)
         )
     solution = outcome.solution
     write_plan(ctx.instance_dir, issue.id, solution, outcome.source)
@@ -248,7 +207,7 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
         item_id=item.item_id,
     )
     queue = [q.model_dump(mode="json") for q in doc.queue] + [item.model_dump(mode="json")]
-    return update | _issues_update(doc.issues | {issue.id: planned}) | {"queue": queue}
+    return update | issues_update(doc.issues | {issue.id: planned}) | {"queue": queue}
 
 
 @registry.action
@@ -277,9 +236,9 @@ def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
         "item_executed", item_id=item.item_id, issue_id=issue.id, status=status, error=outcome.error
     )
     return {
-        **_done(doc, ctx, "action-execute"),
-        **_issues_update(issues),
-        **_failure_entries(doc, "action-execute", [finished] if not outcome.ok else [], ctx),
+        **done_update(doc, ctx, "action-execute"),
+        **issues_update(issues),
+        **failure_entries(doc, "action-execute", [finished] if not outcome.ok else [], ctx),
         "queue": [q.model_dump(mode="json") for q in queue],
     }
 
@@ -300,26 +259,19 @@ def finalize(doc: IssueManagerState, ctx: Context) -> Update:
     write_json_atomic(
         work_dir / "execution-results.json", execution_results(doc.queue, doc.issues, now)
     )
-    totals: dict[str, Any] = {
-        "total_issues": stats.total_issues,
-        "completed": stats.completed,
-        "failed": stats.failed,
-        "pending": stats.pending,
-        "success_rate": stats.success_rate,
-    }
-    summary = {
-        "status": status,
-        "reason": reason,
-        "stats": totals,
-        "errors": len(doc.errors),
-        "report_file": str(work_dir / "final-report.md"),
-        "work_dir": doc.work_dir,
-        "completed_at": now,
-    }
-    write_json_atomic(work_dir / "summary.json", summary)
-    ctx.log.info("final_report_written", status=status, reason=reason, **totals)
+    write_json_atomic(
+        work_dir / "summary.json", summary_file(doc, work_dir / "final-report.md", reason, now)
+    )
+    ctx.log.info(
+        "final_report_written",
+        status=status,
+        reason=reason,
+        total_issues=stats.total_issues,
+        completed=stats.completed,
+        failed=stats.failed,
+    )
     return {
-        **_done(doc, ctx, "action-complete"),
+        **done_update(doc, ctx, "action-complete"),
         "status": status,
         "failure_reason": None if success else reason,
         "completed_at": now,

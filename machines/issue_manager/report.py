@@ -15,6 +15,7 @@ document and the engine's outcome all say the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from machines.issue_manager.ids import shown, unsafe_id_problem
@@ -29,6 +30,7 @@ __all__ = [
     "issue_problem",
     "run_stats",
     "run_verdict",
+    "summary_file",
 ]
 
 _MARKS = {"completed": "✓", "failed": "✗"}
@@ -119,6 +121,30 @@ def _one_line(text: str) -> str:
 
 def _clipped(text: str) -> str:
     return text if len(text) <= _PROBLEM_LIMIT else text[: _PROBLEM_LIMIT - 3] + "..."
+
+
+def summary_file(
+    doc: IssueManagerState, report_path: Path, reason: str, completed_at: str
+) -> dict[str, Any]:
+    """``summary.json``: the seed's ``{status, stats, report_file, work_dir, completed_at}``,
+    with the verdict's reason and the number of errors."""
+    stats = run_stats(doc)
+    success = all_issues_done(doc)
+    return {
+        "status": "completed" if success else "failed",
+        "reason": reason,
+        "stats": {
+            "total_issues": stats.total_issues,
+            "completed": stats.completed,
+            "failed": stats.failed,
+            "pending": stats.pending,
+            "success_rate": stats.success_rate,
+        },
+        "errors": len(doc.errors),
+        "report_file": str(report_path),
+        "work_dir": doc.work_dir,
+        "completed_at": completed_at,
+    }
 
 
 def execution_results(
