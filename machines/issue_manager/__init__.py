@@ -14,6 +14,10 @@ sees must be true):
   gives the one-line reason, for success too: ``"4 of 4 issues done"``, or ``"2 of 4 issues done;
   ISS-3 failed: <cause>; ISS-4 planning failed: <cause>"`` (at most three problems named, each
   cut at 200 characters, then ``"and N more (see final-report.md)"``).
+* **The backlog is what the instance listed.** Issues added to the file after its last list pass
+  (``context.max_rounds`` reached) are not part of it; they stay registered for the next
+  instance, and the reason says so: ``"3 of 3 issues done (round limit 10 reached: issues added to
+  the file after the last listing were not read)"``.
 * **The document says the same.** The seed's status enum (``pending|running|completed``) gains
   ``failed`` and the phase enum the state ``failed``; ``failure_reason`` holds the reason;
   ``summary.json`` has ``status`` and ``reason``; the report starts with an Outcome line. A

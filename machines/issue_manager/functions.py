@@ -251,6 +251,12 @@ def finalize(doc: IssueManagerState, ctx: Context) -> Update:
     in ``failure_reason`` (the transitions ``complete`` and ``fail`` choose the state the same way).
     """
     now = ctx.clock.iso()
+    # Ending anywhere but right after a list pass means the round budget forbade one more.
+    source = ctx.transition.source if ctx.transition else "listing"
+    if source != "listing" and not within_round_budget(doc, ctx):
+        doc = doc.model_copy(
+            update={"context": doc.context.model_copy(update={"round_limit_reached": True})}
+        )
     stats = run_stats(doc)
     success, reason = run_verdict(doc)
     status = "completed" if success else "failed"
@@ -280,6 +286,7 @@ def finalize(doc: IssueManagerState, ctx: Context) -> Update:
         "context.completed_count": stats.completed,
         "context.failed_count": stats.failed,
         "context.success_rate": stats.success_rate,
+        "context.round_limit_reached": doc.context.round_limit_reached,
     }
 
 

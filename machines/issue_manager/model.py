@@ -124,6 +124,8 @@ class ManagerContext(_Open):
     """The seed's counters plus the persisted loop limits (they must survive restarts).
 
     ``rounds`` counts list passes and is bounded by ``max_rounds`` (new issues may keep arriving);
+    ``round_limit_reached`` is set when the run ended because that bound forbade another list
+    pass (issues added since were not read, and the outcome's reason says so).
     ``consecutive_errors`` counts failed steps in a row; at ``max_errors`` the instance pauses.
     ``success_rate`` is written by the final report.
     """
@@ -133,6 +135,7 @@ class ManagerContext(_Open):
     failed_count: int = Field(default=0, ge=0)
     rounds: int = Field(default=0, ge=0)
     max_rounds: int = Field(default=10, ge=1)
+    round_limit_reached: bool = False
     consecutive_errors: int = Field(default=0, ge=0)
     max_errors: int = Field(default=3, ge=1)
     success_rate: str | None = None

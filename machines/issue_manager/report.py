@@ -107,6 +107,11 @@ def run_verdict(doc: IssueManagerState) -> tuple[bool, str]:
         return True, NOTHING_TO_DO
     problems = [p for p in map(issue_problem, doc.issues.values()) if p is not None]
     done = f"{stats.completed} of {stats.total_issues} issues done"
+    if doc.context.round_limit_reached:
+        done += (
+            f" (round limit {doc.context.max_rounds} reached: issues added to the file after "
+            "the last listing were not read)"
+        )
     if not problems:
         return True, done
     parts = [done, *(_clipped(p) for p in problems[:_PROBLEMS_SHOWN])]

@@ -272,3 +272,25 @@ def test_success_rate_has_one_decimal(completed: int, total: int, rate: str) -> 
     from machines.issue_manager.report import RunStats
 
     assert RunStats(total, completed, 0).success_rate == rate
+
+
+def test_an_unsafe_issue_id_written_into_the_document_is_never_a_path(
+    sample: Any, make_ctx: Any, new_doc: Any, apply: Any
+) -> None:
+    """A document edited by another tool to queue an issue ``../../x``: executing it fails the
+    issue as unsafe, and no plan or execution record is read or written outside solutions/."""
+    ctx = make_ctx()
+    issue_id = "../../x"
+    doc = apply(
+        new_doc(ctx),
+        {
+            "issues": {issue_id: {"id": issue_id, "status": "planned", "solution_id": "SOL-1"}},
+            "queue": [{"item_id": "S-1", "issue_id": issue_id, "solution_id": "SOL-1"}],
+        },
+    )
+    doc = apply(doc, ACTIONS["execute_next_item"](doc, ctx))
+    issue = doc.issues[issue_id]
+    assert issue.status == "failed"
+    assert (issue.error or "").startswith("unsafe issue id '../../x'")
+    assert [p.name for p in sample.root.rglob("x-*.json")] == []
+    assert [e.issue_id for e in doc.errors] == [issue_id]  # type: ignore[union-attr]

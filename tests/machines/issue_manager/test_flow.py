@@ -106,7 +106,8 @@ def test_malformed_line_between_rounds_pauses_at_the_limit_and_keeps_the_work(
 
 
 def test_round_limit_ends_the_run_even_while_issues_arrive(sample: Any, launch: Any) -> None:
-    """With max_rounds list passes done, the machine completes instead of listing again."""
+    """With max_rounds list passes done, the machine completes instead of listing again, and
+    its reason says that later issues were not read."""
     sample.add_issue("ISS-1")
     sample.add_solution("ISS-1", [_counting("one")])
     im = launch(context={"max_rounds": 1})
@@ -116,6 +117,10 @@ def test_round_limit_ends_the_run_even_while_issues_arrive(sample: Any, launch: 
     result = im.run()
 
     assert [s.event for s in result.steps] == ["complete"]
+    assert result.message == (
+        "1 of 1 issues done (round limit 1 reached: issues added to the file after the last "
+        "listing were not read)"
+    )
     assert list(im.state()["issues"]) == ["ISS-1"]
     assert sample.statuses() == {"ISS-1": "completed", "ISS-2": "registered"}
     assert "- Rounds: 1" in im.report()
