@@ -41,6 +41,12 @@ class Scenario:
     expect: str = "completed"
 
 
+def _issue_manager_with_release_notes(folder: Path) -> None:
+    """The issue-manager sample plus the CHANGES.md its third issue publishes."""
+    shutil.copytree(SAMPLES / "issue-manager", folder, dirs_exist_ok=True)
+    (folder / "CHANGES.md").write_text("# 0.2.0\n\n- Fixed the greeting typo\n", encoding="utf-8")
+
+
 def scenarios() -> list[Scenario]:
     """The demo's scenarios, one or more per machine."""
     return [
@@ -69,9 +75,19 @@ def scenarios() -> list[Scenario]:
             },
         ),
         Scenario(
-            "issue-manager: four issues, one failing on purpose, one planned by plan_agent.py",
+            "issue-manager: four issues, one failing on purpose (so the run fails: 3 of 4 done), "
+            "one planned by plan_agent.py",
             "issue-manager",
             "issue-manager",
+            expect="failed",
+        ),
+        Scenario(
+            "issue-manager: the same backlog with the release notes in place: 4 of 4 issues done",
+            # The machine's folder rather than its name, so that this copy of the sample gets
+            # its own folder (demo-output/issue_manager) beside the first one.
+            str(ROOT / "machines" / "issue_manager"),
+            None,
+            prepare=_issue_manager_with_release_notes,
         ),
         Scenario(
             "counter (the example machine in examples/counter)",

@@ -5,6 +5,8 @@ execution agent with the task's prompt (``write`` mode: it may edit files). Prog
 task by task to ``solutions/{issue_id}-execution.json``. That record is what makes a resumed item
 safe: when an item runs again (the run crashed after some of its tasks, before the document was
 saved), tasks the record shows completed for the same solution are not run a second time.
+Each task's entry names how it ran (``via``) and what ran (``command``): the task's own command,
+or for an agent the redacted command of :mod:`.redaction`, never the configured secrets.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 from fsm.context import Context
 from fsm.executor import ExecResult
 from machines.issue_manager.files import read_json, write_json_atomic
+from machines.issue_manager.ids import UnsafeIdError
 from machines.issue_manager.model import IssueState
 from machines.issue_manager.options import IssueManagerOptions
 from machines.issue_manager.records import execution_record_path, read_plan
+from machines.issue_manager.redaction import describe_agent_run, redacted_command
 from machines.issue_manager.solution import Solution, SolutionTask
 
 __all__ = ["ExecutionOutcome", "execute_issue", "task_prompt"]
@@ -45,6 +49,8 @@ def execute_issue(
     solution_id = issue.solution_id or ""
     try:
         solution = read_plan(work_dir, issue.id)
+    except UnsafeIdError as exc:
+        return ExecutionOutcome(solution_id, str(exc))
     except (OSError, ValueError) as exc:
         return ExecutionOutcome(solution_id, f"cannot read the planned solution: {exc}")
     record_path = execution_record_path(work_dir, issue.id)
@@ -66,22 +72,23 @@ def execute_issue(
                 reason="completed in an earlier attempt",
             )
             continue
-        result, via = _run_task(task, issue, solution, ctx, options)
+        ran = _run_task(task, issue, solution, ctx, options)
         entry = {
             "id": task.id,
             "title": task.title,
-            "via": via,
-            "status": "completed" if result.ok else "failed",
-            "detail": result.describe(),
-            "duration_ms": result.duration_ms,
+            "via": ran.via,
+            "command": ran.command,
+            "status": "completed" if ran.result.ok else "failed",
+            "detail": ran.detail,
+            "duration_ms": ran.result.duration_ms,
             "finished_at": ctx.clock.iso(),
         }
         results.append(entry)
         _save_record(record_path, record, results, "executing")
         ctx.log.info("task_finished", issue_id=issue.id, task_id=task.id, status=entry["status"])
-        if not result.ok:
+        if not ran.result.ok:
             title = f" ({task.title})" if task.title else ""
-            error = f"task {task.id}{title} failed: {result.describe()}"
+            error = f"task {task.id}{title} failed: {ran.detail}"
             break
     record["executed_at"] = ctx.clock.iso()
     _save_record(record_path, record, results, "completed" if error is None else "failed")
@@ -103,24 +110,33 @@ def task_prompt(task: SolutionTask, issue: IssueState, solution: Solution) -> st
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _TaskRun:
+    """One task's run: how it ran (``command`` or ``agent:<tool>``), what ran, how it ended."""
+
+    result: ExecResult
+    via: str
+    command: str
+    detail: str
+
+
 def _run_task(
     task: SolutionTask,
     issue: IssueState,
     solution: Solution,
     ctx: Context,
     options: IssueManagerOptions,
-) -> tuple[ExecResult, str]:
+) -> _TaskRun:
     if task.command:
-        return (
-            ctx.executor.shell(task.command, cwd=ctx.workspace, timeout=options.task_timeout),
-            "command",
-        )
+        result = ctx.executor.shell(task.command, cwd=ctx.workspace, timeout=options.task_timeout)
+        return _TaskRun(result, "command", task.command, result.describe())
     tool = options.execute_tool
     prompt = task_prompt(task, issue, solution)
     result = ctx.executor.agent(
         tool, prompt, mode="write", cwd=ctx.workspace, timeout=options.task_timeout
     )
-    return result, f"agent:{tool}"
+    detail = describe_agent_run(tool, prompt, result)
+    return _TaskRun(result, f"agent:{tool}", redacted_command(result.argv, prompt)[0], detail)
 
 
 def _start_record(path: Path, issue: IssueState, solution: Solution, now: str) -> dict[str, Any]:

@@ -9,6 +9,10 @@ between items and a resumed run continues with the next unfinished one.
 
 ``completed_actions`` gets the seed's action id (``action-init``, ``action-list``,
 ``action-plan``, ``action-execute``, ``action-complete``) each time an action completes.
+
+An issue that fails (unsafe id, planning, execution) is a successful step that records a failure:
+the issue becomes ``failed`` with its cause in ``error``, and ``errors`` gets an entry naming the
+issue, so the report's Errors section and the run's outcome carry the cause.
 """
 
 from __future__ import annotations
@@ -22,16 +26,27 @@ from machines.issue_manager.execution import execute_issue
 from machines.issue_manager.files import write_json_atomic, write_text_atomic
 from machines.issue_manager.hooks import (
     create_instance,
+    judge_outcome,
     record_error,
     record_history,
+    requirements,
     summarize,
 )
-from machines.issue_manager.issues_file import IssuesFileError, read_issues, write_statuses
+from machines.issue_manager.ids import unsafe_id_problem
+from machines.issue_manager.issues_file import read_issues, write_statuses
 from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
 from machines.issue_manager.options import IssueManagerOptions
 from machines.issue_manager.planning import plan_issue
 from machines.issue_manager.records import write_plan, write_snapshot
-from machines.issue_manager.report import execution_results, final_report, run_stats
+from machines.issue_manager.report import (
+    all_issues_done,
+    execution_results,
+    final_report,
+    run_stats,
+    run_verdict,
+    summary_file,
+)
+from machines.issue_manager.updates import done_update, failure_entries, issues_update
 
 __all__ = ["registry"]
 
@@ -45,24 +60,6 @@ LISTED_STATUSES = frozenset({"registered", "planned"})
 
 def _options(ctx: Context) -> IssueManagerOptions:
     return cast(IssueManagerOptions, ctx.options)
-
-
-def _done(doc: IssueManagerState, ctx: Context, action_id: str) -> dict[str, Any]:
-    """The bookkeeping of every successful action: its id, the time, the error streak reset."""
-    return {
-        "completed_actions": [*doc.completed_actions, action_id],
-        "updated_at": ctx.clock.iso(),
-        "context.consecutive_errors": 0,
-    }
-
-
-def _issue_update(doc: IssueManagerState, issue: IssueState) -> dict[str, Any]:
-    """Replace one issue; ids with a dot cannot be a path segment, so the map is replaced."""
-    value = issue.model_dump(mode="json")
-    if "." in issue.id:
-        issues = {k: v.model_dump(mode="json") for k, v in doc.issues.items()}
-        return {"issues": issues | {issue.id: value}}
-    return {f"issues.{issue.id}": value}
 
 
 # -- guards -------------------------------------------------------------------------------------
@@ -91,6 +88,12 @@ def below_error_limit(doc: IssueManagerState, ctx: Context) -> bool:
     return doc.context.consecutive_errors < doc.context.max_errors
 
 
+@registry.guard
+def every_issue_done(doc: IssueManagerState, ctx: Context) -> bool:
+    """Every listed issue is completed (an empty backlog too: there was nothing to do)."""
+    return all_issues_done(doc)
+
+
 @registry.guard(budget=True)
 def within_round_budget(doc: IssueManagerState, ctx: Context) -> bool:
     """Fewer than ``context.max_rounds`` list passes: issues may keep arriving forever."""
@@ -117,50 +120,52 @@ def initialize(doc: IssueManagerState, ctx: Context) -> Update:
     """Create the work folders (``snapshots/``, ``solutions/``)."""
     for name in ("snapshots", "solutions"):
         (ctx.instance_dir / name).mkdir(parents=True, exist_ok=True)
-    return _done(doc, ctx, "action-init")
+    return done_update(doc, ctx, "action-init")
 
 
 @registry.action
 def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
     """Read the issues file; register unseen issues and select registered ones for planning.
 
-    A registered issue whose planning failed (it has an ``error``) is not selected again by this
-    instance. A malformed issues file raises before anything is changed. A missing file is an
-    empty backlog, unless the ``issues_file`` option names it explicitly (a typo there must not
-    "complete" an instance that never saw its issues).
+    An issue whose id is not safe as a file name is registered as ``failed`` with the reason and
+    never touches a path. A registered issue with an ``error`` (left by older versions after a
+    planning failure) is not selected again. A missing or malformed issues file raises before
+    anything is changed.
     """
-    options = _options(ctx)
-    path = ctx.workspace / options.issues_file
-    default = type(options).model_fields["issues_file"].default
-    if options.issues_file != default and not path.exists():
-        raise IssuesFileError(f"{path}: the issues file named by option issues_file does not exist")
+    path = ctx.workspace / _options(ctx).issues_file
     records = read_issues(path)
     issues = dict(doc.issues)
-    added = 0
+    added: list[IssueState] = []
     for record in records:
         if record.id in issues or record.status not in LISTED_STATUSES:
             continue
-        issues[record.id] = IssueState(
-            id=record.id, title=record.title, description=record.description
-        )
-        added += 1
+        issue = IssueState(id=record.id, title=record.title, description=record.description)
+        unsafe = unsafe_id_problem(record.id)
+        if unsafe is not None:
+            issue = issue.model_copy(update={"status": "failed", "error": unsafe})
+        issues[record.id] = issue
+        added.append(issue)
     selected = 0
     for issue_id, issue in issues.items():
         if issue.status == "registered" and issue.error is None:
             issues[issue_id] = issue.model_copy(update={"status": "planning"})
             selected += 1
+    rejected = [issue for issue in added if issue.status == "failed"]
+    for issue in rejected:
+        ctx.log.warning("issue_rejected", issue_id=issue.id, error=issue.error)
     ctx.log.info(
         "issues_listed",
         file=str(path),
         in_file=len(records),
-        added=added,
+        added=len(added),
+        rejected=len(rejected),
         selected=selected,
         known=len(issues),
     )
     return {
-        **_done(doc, ctx, "action-list"),
-        "issues": {k: v.model_dump(mode="json") for k, v in issues.items()},
-        "context.total_issues": len(issues),
+        **done_update(doc, ctx, "action-list"),
+        **issues_update(issues),
+        **failure_entries(doc, "action-list", rejected, ctx),
         "context.rounds": doc.context.rounds + 1,
     }
 
@@ -170,11 +175,17 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
     """Plan the first issue selected for planning; queue its solution as the next ``S-n``."""
     issue = next(i for i in doc.issues.values() if i.status == "planning")
     outcome = plan_issue(issue, ctx, _options(ctx))
-    update: dict[str, Any] = _done(doc, ctx, "action-plan")
+    update: dict[str, Any] = done_update(doc, ctx, "action-plan")
     if outcome.solution is None:
+        # The issues file keeps "registered": the issue still awaits a plan, and a new instance
+        # tries again once the cause (a solution file, an agent) is fixed.
         ctx.log.warning("issue_planning_failed", issue_id=issue.id, error=outcome.error)
-        failed = issue.model_copy(update={"status": "registered", "error": outcome.error})
-        return update | _issue_update(doc, failed)
+        failed = issue.model_copy(update={"status": "failed", "error": outcome.error})
+        return (
+            update
+            | issues_update(doc.issues | {issue.id: failed})
+            | failure_entries(doc, "action-plan", [failed], ctx)
+        )
     solution = outcome.solution
     write_plan(ctx.instance_dir, issue.id, solution, outcome.source)
     planned = issue.model_copy(
@@ -196,7 +207,7 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
         item_id=item.item_id,
     )
     queue = [q.model_dump(mode="json") for q in doc.queue] + [item.model_dump(mode="json")]
-    return update | _issue_update(doc, planned) | {"queue": queue}
+    return update | issues_update(doc.issues | {issue.id: planned}) | {"queue": queue}
 
 
 @registry.action
@@ -224,51 +235,58 @@ def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
     ctx.log.info(
         "item_executed", item_id=item.item_id, issue_id=issue.id, status=status, error=outcome.error
     )
-    statuses = [i.status for i in issues.values()]
     return {
-        **_done(doc, ctx, "action-execute"),
-        **_issue_update(doc, finished),
+        **done_update(doc, ctx, "action-execute"),
+        **issues_update(issues),
+        **failure_entries(doc, "action-execute", [finished] if not outcome.ok else [], ctx),
         "queue": [q.model_dump(mode="json") for q in queue],
-        "context.completed_count": statuses.count("completed"),
-        "context.failed_count": statuses.count("failed"),
     }
 
 
 @registry.action
 def finalize(doc: IssueManagerState, ctx: Context) -> Update:
-    """Write ``final-report.md``, ``summary.json`` and ``execution-results.json``; complete."""
+    """Write ``final-report.md``, ``summary.json`` and ``execution-results.json``; end the run.
+
+    The status is ``completed`` only when every issue is done, else ``failed`` with the reason
+    in ``failure_reason`` (the transitions ``complete`` and ``fail`` choose the state the same way).
+    """
     now = ctx.clock.iso()
+    # Ending anywhere but right after a list pass means the round budget forbade one more.
+    source = ctx.transition.source if ctx.transition else "listing"
+    if source != "listing" and not within_round_budget(doc, ctx):
+        doc = doc.model_copy(
+            update={"context": doc.context.model_copy(update={"round_limit_reached": True})}
+        )
     stats = run_stats(doc)
+    success, reason = run_verdict(doc)
+    status = "completed" if success else "failed"
     work_dir = ctx.instance_dir
     write_text_atomic(work_dir / "final-report.md", final_report(doc, ctx.instance_id, now))
     write_json_atomic(
         work_dir / "execution-results.json", execution_results(doc.queue, doc.issues, now)
     )
-    totals: dict[str, Any] = {
-        "total_issues": stats.total_issues,
-        "completed": stats.completed,
-        "failed": stats.failed,
-        "pending": stats.pending,
-        "success_rate": stats.success_rate,
-    }
-    summary = {
-        "status": "completed",
-        "stats": totals,
-        "report_file": str(work_dir / "final-report.md"),
-        "work_dir": doc.work_dir,
-        "completed_at": now,
-    }
-    write_json_atomic(work_dir / "summary.json", summary)
-    ctx.log.info("final_report_written", **totals)
+    write_json_atomic(
+        work_dir / "summary.json", summary_file(doc, work_dir / "final-report.md", reason, now)
+    )
+    ctx.log.info(
+        "final_report_written",
+        status=status,
+        reason=reason,
+        total_issues=stats.total_issues,
+        completed=stats.completed,
+        failed=stats.failed,
+    )
     return {
-        **_done(doc, ctx, "action-complete"),
-        "status": "completed",
+        **done_update(doc, ctx, "action-complete"),
+        "status": status,
+        "failure_reason": None if success else reason,
         "completed_at": now,
         "updated_at": now,
         "context.total_issues": stats.total_issues,
         "context.completed_count": stats.completed,
         "context.failed_count": stats.failed,
         "context.success_rate": stats.success_rate,
+        "context.round_limit_reached": doc.context.round_limit_reached,
     }
 
 
@@ -286,3 +304,5 @@ registry.hook(create_instance)
 registry.hook(record_history)
 registry.hook(record_error)
 registry.hook(summarize)
+registry.hook(judge_outcome)
+registry.hook(requirements)

@@ -1,4 +1,5 @@
-"""Hooks of the issue-manager machine: create, after_save, on_error and the status summary.
+"""Hooks of the issue-manager machine: create, after_save, on_error, the status summary, the
+outcome and the preflight check.
 
 They are plain functions here; :mod:`.functions` registers them under these names.
 """
@@ -9,12 +10,21 @@ from pathlib import Path
 from typing import Any, cast
 
 from fsm.context import Context
+from fsm.outcome import Verdict
 from fsm.registry import Update
 from machines.issue_manager.model import IssueManagerState, ManagerContext, initial_template
+from machines.issue_manager.preflight import missing_requirements
 from machines.issue_manager.records import append_history
-from machines.issue_manager.report import run_stats
+from machines.issue_manager.report import run_stats, run_verdict
 
-__all__ = ["create_instance", "record_error", "record_history", "summarize"]
+__all__ = [
+    "create_instance",
+    "judge_outcome",
+    "record_error",
+    "record_history",
+    "requirements",
+    "summarize",
+]
 
 MACHINE_OWNED = ("status", "phase", "work_dir", "created_at", "updated_at", "completed_at")
 """Document fields only the machine sets; ``fsm new --set`` may not give them."""
@@ -79,7 +89,7 @@ def record_error(doc: IssueManagerState, ctx: Context, error: BaseException) -> 
 
 
 def summarize(doc: IssueManagerState) -> dict[str, str]:
-    """Progress lines for ``fsm status``."""
+    """Progress lines for ``fsm status``: the same counts as the final report's Summary table."""
     stats = run_stats(doc)
     finished = sum(item.status in ("completed", "failed") for item in doc.queue)
     return {
@@ -89,8 +99,23 @@ def summarize(doc: IssueManagerState) -> dict[str, str]:
         ),
         "queue": f"{finished}/{len(doc.queue)} items done",
         "round": f"{doc.context.rounds} of at most {doc.context.max_rounds}",
-        "errors": f"{doc.context.consecutive_errors} in a row (limit {doc.context.max_errors})",
+        "errors": (
+            f"{len(doc.errors)} recorded; {doc.context.consecutive_errors} failed steps in a row "
+            f"(limit {doc.context.max_errors})"
+        ),
     }
+
+
+def judge_outcome(doc: IssueManagerState) -> Verdict:
+    """Success only when every listed issue is done; the reason counts them and names each
+    problem with its cause (the same line as the report's Outcome and ``failure_reason``)."""
+    success, reason = run_verdict(doc)
+    return Verdict(success, reason)
+
+
+def requirements(doc: IssueManagerState, ctx: Context) -> list[str]:
+    """What the run still ahead needs and lacks (see :mod:`.preflight`)."""
+    return missing_requirements(doc, ctx)
 
 
 def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

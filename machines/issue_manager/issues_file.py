@@ -6,6 +6,10 @@ issue), and writing a status back changes only the ``status`` of the lines it na
 line, field and line ending is kept as it was. The write is atomic, and if someone else changed
 the file between our read and our replace (a person appending an issue), the write starts over
 from their version instead of dropping their change.
+
+A missing issues file is an error naming the path that was looked for: the seed's "0 issues, stop"
+made a typo in a path, or a run in the wrong folder, look like a finished backlog. An existing
+file without issues is a backlog with nothing to do.
 """
 
 from __future__ import annotations
@@ -19,7 +23,13 @@ from typing import Any
 
 from machines.issue_manager.files import write_text_atomic
 
-__all__ = ["IssueRecord", "IssuesFileError", "read_issues", "write_statuses"]
+__all__ = [
+    "IssueRecord",
+    "IssuesFileError",
+    "missing_file_message",
+    "read_issues",
+    "write_statuses",
+]
 
 _WRITE_ATTEMPTS = 5
 
@@ -39,12 +49,22 @@ class IssueRecord:
     line: int
 
 
+def missing_file_message(path: Path) -> str:
+    """The error for an issues file that is not there: the path, and how to give one."""
+    return (
+        f"no issues file at {path}: create it (one JSON object a line, such as "
+        '{"id": "ISS-1", "title": "...", "status": "registered"}), or name yours with the '
+        "issues_file option (-o issues_file=PATH, or issues_file in [machine.issue-manager] "
+        "of fsm.toml)"
+    )
+
+
 def read_issues(path: Path) -> list[IssueRecord]:
-    """Every issue in ``path`` in file order; no file means no issues yet."""
+    """Every issue in ``path`` in file order; IssuesFileError when there is no such file."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
+    except FileNotFoundError as exc:
+        raise IssuesFileError(missing_file_message(path)) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise IssuesFileError(f"{path}: cannot read the issues file: {exc}") from exc
     records: list[IssueRecord] = []

@@ -21,6 +21,14 @@ the next unfinished queue item). Neither is final: a stopped backlog is still a 
 Documents written by the original system only ever hold the seed's three values, so they still
 validate.
 
+Outcome. The seed ends every instance ``completed``, even one whose issues all failed; a dashboard
+reading such a file would see success for work that was not done. So the enum also has
+``failed`` (and ``phase`` the matching final state ``failed``): an instance ends ``completed``
+only when every issue it listed is completed, else ``failed`` with ``failure_reason`` saying
+what was achieved and what went wrong (``"2 of 4 issues done; ISS-3 failed: ..."``). Every
+failed issue also has an entry in ``errors`` (with its ``issue_id``), so the seed's error log
+holds the cause of every failure, not only the failed steps.
+
 Every model keeps keys it does not know (``extra="allow"``): documents written by other tools
 carry fields such as ``summary`` and must survive a round trip.
 """
@@ -48,8 +56,8 @@ __all__ = [
     "initial_template",
 ]
 
-Status = Literal["pending", "running", "paused", "stopped", "completed"]
-Phase = Literal["init", "listing", "planning", "executing", "complete"]
+Status = Literal["pending", "running", "paused", "stopped", "completed", "failed"]
+Phase = Literal["init", "listing", "planning", "executing", "complete", "failed"]
 IssueStatus = Literal["registered", "planning", "planned", "executing", "completed", "failed"]
 ItemStatus = Literal["pending", "executing", "completed", "failed"]
 
@@ -73,9 +81,12 @@ class IssueState(_Open):
     """One issue as the machine tracks it.
 
     Lifecycle: ``registered`` (listed, awaiting a plan) -> ``planning`` (selected) -> ``planned``
-    (a solution is bound) -> ``executing`` -> ``completed`` | ``failed``. A planning failure returns
-    the issue to ``registered`` with ``error`` set; such an issue is not selected again by the same
-    instance, because it would fail the same way every round.
+    (a solution is bound) -> ``executing`` -> ``completed`` | ``failed``. ``failed`` is reached
+    from any stage, with the cause in ``error``: an unsafe id when listed, a planning failure
+    (then ``solution_id`` and ``planned_at`` stay null), or a failed task. The seed returns an
+    issue whose planning failed to ``registered``; that left it looking untouched ("pending" in
+    the report) while it had failed, so here it is ``failed``. An issue registered with an
+    ``error`` (written by older versions) is not selected again either.
     """
 
     id: str = Field(min_length=1)
@@ -113,6 +124,8 @@ class ManagerContext(_Open):
     """The seed's counters plus the persisted loop limits (they must survive restarts).
 
     ``rounds`` counts list passes and is bounded by ``max_rounds`` (new issues may keep arriving);
+    ``round_limit_reached`` is set when the run ended because that bound forbade another list
+    pass (issues added since were not read, and the outcome's reason says so).
     ``consecutive_errors`` counts failed steps in a row; at ``max_errors`` the instance pauses.
     ``success_rate`` is written by the final report.
     """
@@ -122,17 +135,19 @@ class ManagerContext(_Open):
     failed_count: int = Field(default=0, ge=0)
     rounds: int = Field(default=0, ge=0)
     max_rounds: int = Field(default=10, ge=1)
+    round_limit_reached: bool = False
     consecutive_errors: int = Field(default=0, ge=0)
     max_errors: int = Field(default=3, ge=1)
     success_rate: str | None = None
 
 
 class ErrorEntry(_Open):
-    """One failed step: which action, what went wrong, when."""
+    """One failed step or failed issue: which action, what went wrong, when (and which issue)."""
 
     action: str = ""
     message: str = ""
     timestamp: str | None = None
+    issue_id: str | None = None
 
 
 class IssueManagerDraft(_Open):
@@ -149,6 +164,7 @@ class IssueManagerDraft(_Open):
     created_at: str
     updated_at: str
     completed_at: str | None = None
+    failure_reason: str | None = None
 
 
 class IssueManagerState(IssueManagerDraft):

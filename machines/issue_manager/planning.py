@@ -12,8 +12,10 @@ from pathlib import Path
 
 from fsm.context import Context
 from machines.issue_manager.files import write_text_atomic
+from machines.issue_manager.ids import unsafe_id_problem
 from machines.issue_manager.model import IssueState
 from machines.issue_manager.options import IssueManagerOptions
+from machines.issue_manager.redaction import describe_agent_run
 from machines.issue_manager.solution import (
     Solution,
     SolutionError,
@@ -35,6 +37,9 @@ class PlanOutcome:
 
 def plan_issue(issue: IssueState, ctx: Context, options: IssueManagerOptions) -> PlanOutcome:
     """Plan ``issue``: its bound solution from the solutions folder, else one from the agent."""
+    unsafe = unsafe_id_problem(issue.id)
+    if unsafe is not None:
+        return PlanOutcome(None, "file", unsafe)
     solutions_dir = ctx.workspace / options.solutions_dir
     try:
         solution = load_solution(solutions_dir, issue.id)
@@ -52,15 +57,15 @@ def plan_issue(issue: IssueState, ctx: Context, options: IssueManagerOptions) ->
             f"agent '{tool}' is not configured (add [agent.{tool}] to fsm.toml, put '{tool}' "
             f"on PATH, or write the solution file)",
         )
+    prompt = planning_prompt(issue)
     result = ctx.executor.agent(
-        tool,
-        planning_prompt(issue),
-        mode="analysis",
-        cwd=ctx.workspace,
-        timeout=options.plan_timeout,
+        tool, prompt, mode="analysis", cwd=ctx.workspace, timeout=options.plan_timeout
     )
     if not result.ok:
-        return PlanOutcome(None, "agent", f"planning agent '{tool}' failed: {result.describe()}")
+        described = describe_agent_run(tool, prompt, result)
+        if described.startswith(f"agent '{tool}' "):
+            return PlanOutcome(None, "agent", f"planning {described}")
+        return PlanOutcome(None, "agent", f"planning agent '{tool}' failed: {described}")
     try:
         solution = parse_agent_solution(result.stdout, issue.id, tool)
     except SolutionError as exc:

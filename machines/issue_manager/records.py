@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from machines.issue_manager.files import read_json, write_json_atomic
+from machines.issue_manager.ids import checked_id
 from machines.issue_manager.model import IssueManagerState, QueueItem
 from machines.issue_manager.solution import Solution
 
@@ -71,13 +72,13 @@ def write_snapshot(work_dir: Path, document: Any, item: QueueItem, timestamp: st
 
 
 def plan_path(work_dir: Path, issue_id: str) -> Path:
-    """Where the solution bound to ``issue_id`` is kept."""
-    return work_dir / "solutions" / f"{issue_id}-plan.json"
+    """Where the solution bound to ``issue_id`` is kept (UnsafeIdError for an unsafe id)."""
+    return work_dir / "solutions" / f"{checked_id(issue_id)}-plan.json"
 
 
 def execution_record_path(work_dir: Path, issue_id: str) -> Path:
-    """Where the per-task execution progress of ``issue_id`` is kept."""
-    return work_dir / "solutions" / f"{issue_id}-execution.json"
+    """Where the per-task execution progress of ``issue_id`` is kept (UnsafeIdError if unsafe)."""
+    return work_dir / "solutions" / f"{checked_id(issue_id)}-execution.json"
 
 
 def write_plan(work_dir: Path, issue_id: str, solution: Solution, source: str) -> None:
@@ -90,7 +91,8 @@ def write_plan(work_dir: Path, issue_id: str, solution: Solution, source: str) -
 
 def read_plan(work_dir: Path, issue_id: str) -> Solution:
     """The solution bound to ``issue_id`` when it was planned."""
-    data = read_json(plan_path(work_dir, issue_id))
+    path = plan_path(work_dir, issue_id)
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("solution"), dict):
-        raise FileNotFoundError(f"no plan for {issue_id} at {plan_path(work_dir, issue_id)}")
+        raise FileNotFoundError(f"no plan for {issue_id} at {path}")
     return Solution.model_validate(data["solution"])

@@ -1,20 +1,43 @@
-"""The numbers of a run and the files that report them: execution results and the final report.
+"""The numbers of a run, its verdict, and the files that report them.
 
 ``success_rate`` is completed issues over all issues, in percent, to one decimal (``"66.7"``;
-``"0.0"`` when there are no issues), as the seed's ``action-complete`` computes it. Pending issues
-are those neither completed nor failed (never planned, planning failed, or left by a limit).
+``"0.0"`` when there are no issues), as the seed's ``action-complete`` computes it. Failed issues
+are those whose id was unsafe, whose planning failed or whose execution failed; pending issues
+are the rest of the unfinished ones (left by a limit).
+
+The verdict (:func:`run_verdict`) is what the run achieved, in one line: success only when every
+listed issue is completed (``"4 of 4 issues done"``), or when there was nothing to do; otherwise
+the count and each problem with its cause (``"2 of 4 issues done; ISS-3 failed: task T2 ...;
+ISS-4 planning failed: ..."``). The final report, ``summary.json``, ``failure_reason`` in the
+document and the engine's outcome all say the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from machines.issue_manager.ids import shown, unsafe_id_problem
 from machines.issue_manager.model import ErrorEntry, IssueManagerState, IssueState, QueueItem
 
-__all__ = ["RunStats", "execution_results", "final_report", "run_stats"]
+__all__ = [
+    "NOTHING_TO_DO",
+    "RunStats",
+    "all_issues_done",
+    "execution_results",
+    "final_report",
+    "issue_problem",
+    "run_stats",
+    "run_verdict",
+    "summary_file",
+]
 
 _MARKS = {"completed": "✓", "failed": "✗"}
+_PROBLEMS_SHOWN = 3
+_PROBLEM_LIMIT = 200
+
+NOTHING_TO_DO = "nothing to do: the issues file lists no open issue (registered or planned)"
 
 
 @dataclass(frozen=True)
@@ -40,8 +63,93 @@ class RunStats:
 
 def run_stats(doc: IssueManagerState) -> RunStats:
     """Count the document's issues by outcome."""
-    statuses = [issue.status for issue in doc.issues.values()]
+    return issue_counts(doc.issues)
+
+
+def issue_counts(issues: dict[str, IssueState]) -> RunStats:
+    """Count ``issues`` by outcome."""
+    statuses = [issue.status for issue in issues.values()]
     return RunStats(len(statuses), statuses.count("completed"), statuses.count("failed"))
+
+
+def all_issues_done(doc: IssueManagerState) -> bool:
+    """Every listed issue is completed (true of an empty backlog: there was nothing to do)."""
+    return all(issue.status == "completed" for issue in doc.issues.values())
+
+
+def failure_stage(issue: IssueState) -> str:
+    """Where a failed issue failed: ``listing`` (unsafe id), ``planning`` or ``execution``."""
+    if unsafe_id_problem(issue.id) is not None:
+        return "listing"
+    if issue.solution_id is None and issue.planned_at is None:
+        return "planning"
+    return "execution"
+
+
+def issue_problem(issue: IssueState) -> str | None:
+    """What went wrong with ``issue`` (id, stage and cause, one line), None when it is done."""
+    if issue.status == "completed":
+        return None
+    cause = _one_line(issue.error or "")
+    if issue.status != "failed":
+        return f"{shown(issue.id)} not done ({issue.status})" + (f": {cause}" if cause else "")
+    stage = failure_stage(issue)
+    if stage == "listing":
+        return cause or f"unsafe issue id '{shown(issue.id)}'"
+    verb = "planning failed" if stage == "planning" else "failed"
+    return f"{shown(issue.id)} {verb}: {cause or 'no cause recorded'}"
+
+
+def run_verdict(doc: IssueManagerState) -> tuple[bool, str]:
+    """Whether the run reached its goal (every issue done), and the one-line reason."""
+    stats = run_stats(doc)
+    if stats.total_issues == 0:
+        return True, NOTHING_TO_DO
+    problems = [p for p in map(issue_problem, doc.issues.values()) if p is not None]
+    done = f"{stats.completed} of {stats.total_issues} issues done"
+    if doc.context.round_limit_reached:
+        done += (
+            f" (round limit {doc.context.max_rounds} reached: issues added to the file after "
+            "the last listing were not read)"
+        )
+    if not problems:
+        return True, done
+    parts = [done, *(_clipped(p) for p in problems[:_PROBLEMS_SHOWN])]
+    more = len(problems) - _PROBLEMS_SHOWN
+    tail = f"; and {more} more (see final-report.md)" if more > 0 else ""
+    return False, "; ".join(parts) + tail
+
+
+def _one_line(text: str) -> str:
+    return shown(" ".join(text.split()))
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= _PROBLEM_LIMIT else text[: _PROBLEM_LIMIT - 3] + "..."
+
+
+def summary_file(
+    doc: IssueManagerState, report_path: Path, reason: str, completed_at: str
+) -> dict[str, Any]:
+    """``summary.json``: the seed's ``{status, stats, report_file, work_dir, completed_at}``,
+    with the verdict's reason and the number of errors."""
+    stats = run_stats(doc)
+    success = all_issues_done(doc)
+    return {
+        "status": "completed" if success else "failed",
+        "reason": reason,
+        "stats": {
+            "total_issues": stats.total_issues,
+            "completed": stats.completed,
+            "failed": stats.failed,
+            "pending": stats.pending,
+            "success_rate": stats.success_rate,
+        },
+        "errors": len(doc.errors),
+        "report_file": str(report_path),
+        "work_dir": doc.work_dir,
+        "completed_at": completed_at,
+    }
 
 
 def execution_results(
@@ -73,12 +181,14 @@ def execution_results(
 
 
 def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) -> str:
-    """``final-report.md``: summary, results by issue, errors, and the files written."""
+    """``final-report.md``: outcome, summary, results by issue, errors, and the files written."""
     stats = run_stats(doc)
+    success, reason = run_verdict(doc)
     lines = [
         "# Issue Manager Report",
         "",
         f"- Instance: `{instance_id}`",
+        f"- Outcome: {'completed' if success else 'failed'}: {reason}",
         f"- Started: {doc.created_at}",
         f"- Completed: {completed_at}",
         f"- Rounds: {doc.context.rounds}",
@@ -92,6 +202,7 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
         f"| Failed | {stats.failed} |",
         f"| Pending | {stats.pending} |",
         f"| Success rate | {stats.success_rate}% |",
+        f"| Errors | {len(doc.errors)} |",
         "",
         "## Results by Issue",
         "",
@@ -101,10 +212,12 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
     for issue in doc.issues.values():
         mark = _MARKS.get(issue.status, "○")
         solution = f" ({issue.solution_id})" if issue.solution_id else ""
-        title = f" {issue.title}" if issue.title else ""
-        line = f"- {mark} **{issue.id}**{title}{solution}: {issue.status}"
+        title = f" {_one_line(issue.title)}" if issue.title else ""
+        line = f"- {mark} **{shown(issue.id)}**{title}{solution}: {issue.status}"
+        if issue.status == "failed" and failure_stage(issue) == "planning":
+            line += " in planning"
         if issue.error:
-            line += f": {issue.error}"
+            line += f": {_one_line(issue.error)}"
         lines.append(line)
     lines += ["", "## Errors", ""]
     errors = [_error_line(e) for e in doc.errors]
@@ -126,7 +239,7 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
 
 def _error_line(error: ErrorEntry | str) -> str:
     if isinstance(error, str):
-        return f"- {error}"
+        return f"- {_one_line(error)}"
     when = f"{error.timestamp} " if error.timestamp else ""
     action = f"{error.action}: " if error.action else ""
-    return f"- {when}{action}{error.message}"
+    return f"- {when}{action}{_one_line(error.message)}"

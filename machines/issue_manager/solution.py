@@ -5,7 +5,8 @@ A solution file ``{solutions_dir}/{issue_id}.jsonl`` holds one solution a line; 
 its standard output. Either way the solution is checked before it is accepted: an id of the form
 ``SOL-{issue_id}-{n}``, at least one task, unique task ids, dependencies that name tasks of the
 same solution and form a DAG (a cycle is rejected, and the message names it:
-``circular dependency: T1 -> T2 -> T1``).
+``circular dependency: T1 -> T2 -> T1``). Solution and task ids, like issue ids, must be safe as
+file names (:mod:`.ids`); the issue id is checked before its solution file is opened.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import re
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from machines.issue_manager.ids import UnsafeIdError, checked_id
 
 __all__ = [
     "Acceptance",
@@ -52,6 +55,11 @@ class SolutionTask(_Open):
     depends_on: list[str] = Field(default_factory=list)
     acceptance: Acceptance | None = None
 
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return checked_id(value, "task id")
+
 
 class Solution(_Open):
     """A plan for one issue; validation guarantees its tasks can be run in dependency order."""
@@ -60,6 +68,11 @@ class Solution(_Open):
     description: str = ""
     tasks: list[SolutionTask] = Field(min_length=1)
     is_bound: bool = False
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return checked_id(value, "solution id")
 
     @model_validator(mode="after")
     def _check_dependencies(self) -> Self:
@@ -118,7 +131,10 @@ def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 
 def load_solution(solutions_dir: Path, issue_id: str) -> Solution | None:
     """The bound (else first) solution of ``issue_id``; None when it has no solution file."""
-    path = solutions_dir / f"{issue_id}.jsonl"
+    try:
+        path = solutions_dir / f"{checked_id(issue_id)}.jsonl"
+    except UnsafeIdError as exc:
+        raise SolutionError(str(exc)) from exc
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

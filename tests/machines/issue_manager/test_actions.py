@@ -106,13 +106,62 @@ def test_list_registers_new_issues_and_selects_them(
 def test_list_does_not_reselect_an_issue_whose_planning_failed(
     sample: Any, make_ctx: Any, planned: Any, apply: Any
 ) -> None:
-    """A registered issue with an error stays registered: it would fail the same way again."""
+    """An issue whose planning failed stays failed in the next round: it would fail again."""
     sample.add_issue("ISS-1")
     ctx = make_ctx(plan_tool="no-such-agent")
     doc = planned(ctx)
     again = apply(doc, ACTIONS["list_issues"](doc, ctx))
+    assert again.issues["ISS-1"].status == "failed"
+    assert not GUARDS["has_planning_issue"].func(again, ctx)
+
+
+def test_list_does_not_reselect_a_registered_issue_with_an_error(
+    sample: Any, make_ctx: Any, new_doc: Any, apply: Any
+) -> None:
+    """A document of an older version (planning failure left registered with an error) is not
+    planned again either."""
+    sample.add_issue("ISS-1")
+    ctx = make_ctx()
+    old = {"id": "ISS-1", "status": "registered", "error": "planning agent failed"}
+    doc = apply(new_doc(ctx), {"issues": {"ISS-1": old}})
+    again = apply(doc, ACTIONS["list_issues"](doc, ctx))
     assert again.issues["ISS-1"].status == "registered"
     assert not GUARDS["has_planning_issue"].func(again, ctx)
+
+
+@pytest.mark.parametrize(
+    "issue_id",
+    [
+        pytest.param("../../../../tmp/x", id="parent-folders"),
+        pytest.param("/tmp/abs", id="absolute"),
+        pytest.param("a/b", id="slash"),
+        pytest.param(".hidden", id="leading-dot"),
+        pytest.param("a\\b", id="backslash"),
+        pytest.param("bad\x1b[31m", id="escape-sequence"),
+    ],
+)
+def test_list_fails_an_issue_whose_id_is_unsafe_as_a_file_name(
+    sample: Any, make_ctx: Any, new_doc: Any, apply: Any, issue_id: str
+) -> None:
+    """An id that is not safe as a file name is registered failed, with the reason and an
+    errors entry naming it (control characters escaped); it is never selected for planning."""
+    sample.add_issue(issue_id)
+    sample.add_issue("ISS-2")
+    ctx = make_ctx()
+    doc = _listed(sample, new_doc, apply, ctx)
+    issue = doc.issues[issue_id]
+    assert issue.status == "failed"
+    assert issue.error is not None
+    assert issue.error.startswith("unsafe issue id '")
+    assert "\x1b" not in issue.error
+    assert doc.issues["ISS-2"].status == "planning"
+    (entry,) = doc.errors
+    assert (entry.action, entry.issue_id, entry.message) == (  # type: ignore[union-attr]
+        "action-list",
+        issue_id,
+        issue.error,
+    )
+    assert (doc.context.total_issues, doc.context.failed_count) == (2, 1)
 
 
 def test_list_with_a_malformed_line_fails_and_loses_nothing(
@@ -161,12 +210,13 @@ def test_plan_binds_the_solution_file_and_queues_it(
 def test_plan_rejects_a_cyclic_solution_naming_the_cycle(
     sample: Any, make_ctx: Any, planned: Any, apply: Any
 ) -> None:
-    """A cyclic solution returns the issue to registered with the cycle in its error."""
+    """A cyclic solution fails the issue's planning with the cycle in its error; the issues file
+    keeps it registered (a new instance tries again once the file is fixed)."""
     sample.add_issue("ISS-1")
     sample.add_solution("ISS-1", [_task("A", "true", "B"), _task("B", "true", "A")])
     doc = planned(make_ctx())
     issue = doc.issues["ISS-1"]
-    assert issue.status == "registered"
+    assert issue.status == "failed"
     assert issue.error is not None
     assert "circular dependency: A -> B -> A" in issue.error
     assert doc.queue == []
@@ -176,16 +226,19 @@ def test_plan_rejects_a_cyclic_solution_naming_the_cycle(
 def test_plan_without_solution_and_without_agent_says_so(
     sample: Any, make_ctx: Any, planned: Any, apply: Any
 ) -> None:
-    """No solution file and no planning agent: the issue stays registered with a clear error."""
+    """No solution file and no planning agent: the issue fails planning with a clear error,
+    which errors records under action-plan."""
     sample.add_issue("ISS-1")
     doc = planned(make_ctx(plan_tool="stand-in-planner"))
     issue = doc.issues["ISS-1"]
-    assert (issue.status, issue.solution_id, doc.queue) == ("registered", None, [])
+    assert (issue.status, issue.solution_id, doc.queue) == ("failed", None, [])
     assert issue.error == (
         "no solution file .workflow/issues/solutions/ISS-1.jsonl and no planning agent: "
         "agent 'stand-in-planner' is not configured (add [agent.stand-in-planner] to fsm.toml, "
         "put 'stand-in-planner' on PATH, or write the solution file)"
     )
+    assert [(e.action, e.issue_id) for e in doc.errors] == [("action-plan", "ISS-1")]  # type: ignore[union-attr]
+    assert doc.errors[0].message == f"ISS-1 planning failed: {issue.error}"  # type: ignore[union-attr]
 
 
 def test_plan_asks_the_planning_agent_when_there_is_no_solution_file(
@@ -210,10 +263,11 @@ def test_plan_asks_the_planning_agent_when_there_is_no_solution_file(
 def test_plan_reports_a_failing_planning_agent(
     sample: Any, make_ctx: Any, planned: Any, apply: Any
 ) -> None:
-    """A planning agent that exits non-zero leaves the issue registered with its exit in error."""
+    """A planning agent that exits non-zero fails the issue with its exit and last line in error."""
     sample.add_issue("ISS-1")
     sample.script_agent("planner", "sys.stderr.write('quota exceeded\\n')\nsys.exit(3)\n")
     doc = planned(make_ctx(plan_tool="planner"))
     error = doc.issues["ISS-1"].error or ""
-    assert error.startswith("planning agent 'planner' failed: exited 3")
-    assert "quota exceeded" in error
+    assert doc.issues["ISS-1"].status == "failed"
+    assert error.startswith("planning agent 'planner' exited 3: ")
+    assert error.endswith(" *** {prompt} (quota exceeded)")

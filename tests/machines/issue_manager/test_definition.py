@@ -40,7 +40,14 @@ def test_every_name_is_registered(spec: MachineSpec) -> None:
     assert guards - set(registry.guards) == set()
     assert actions - set(registry.actions) == set()
     assert hooks - set(registry.hooks) == set()
-    assert hooks == {"create_instance", "record_error", "summarize", "record_history"}
+    assert hooks == {
+        "create_instance",
+        "record_error",
+        "summarize",
+        "record_history",
+        "judge_outcome",
+        "requirements",
+    }
 
 
 def _reaches(spec: MachineSpec, start: str, goal: str) -> bool:
@@ -65,11 +72,20 @@ def test_every_transition_on_a_cycle_has_a_budget_guard(spec: MachineSpec) -> No
         assert budgets, transition.event
 
 
-def test_states_are_the_seed_phases(spec: MachineSpec) -> None:
-    """The FSM states are the seed's phase enum, and only complete is final."""
-    assert list(spec.states) == ["init", "listing", "planning", "executing", "complete"]
-    assert [name for name, s in spec.states.items() if s.final] == ["complete"]
-    assert spec.states["complete"].tags == ["success"]
+def test_states_are_the_seed_phases_plus_failed(spec: MachineSpec) -> None:
+    """The FSM states are the seed's phase enum plus failed; complete is the success end and
+    failed the failure end."""
+    assert list(spec.states) == ["init", "listing", "planning", "executing", "complete", "failed"]
+    assert [name for name, s in spec.states.items() if s.final] == ["complete", "failed"]
+    assert (spec.states["complete"].tags, spec.states["failed"].tags) == (["success"], ["failure"])
+
+
+def test_only_a_backlog_with_every_issue_done_completes(spec: MachineSpec) -> None:
+    """complete is guarded by every_issue_done and declared before fail, which takes the rest."""
+    ends = [
+        (t.event, t.dest, t.guards) for t in spec.transitions if t.dest in ("complete", "failed")
+    ]
+    assert ends == [("complete", "complete", ["every_issue_done"]), ("fail", "failed", [])]
 
 
 def test_storage_and_control(spec: MachineSpec) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fsm.engine import Engine
 from fsm.inspect import replay
@@ -26,19 +28,28 @@ def test_the_sample_is_pristine() -> None:
     assert (SAMPLE / "VERSION").read_text() == "0.1.0\n"
 
 
-def test_demo_sample_completes_with_one_issue_failed_on_purpose(tmp_path: Path) -> None:
-    """Three issues change the workspace's files (one planned by plan_agent.py), the release
-    notes issue fails as intended, and the run completes with a 75.0% report."""
+def _run_copy(tmp_path: Path, prepare: Callable[[Path], None] | None = None) -> Any:
     folder = tmp_path / "issue-manager"
     shutil.copytree(SAMPLE, folder)
+    if prepare is not None:
+        prepare(folder)
     workspace = Workspace(folder)
     machine = workspace.machine("issue-manager")
     instance = workspace.instance(machine, workspace.new_id(machine))
     instance.create({})
+    return folder, instance, Engine(instance).run(max_steps=200)
 
-    result = Engine(instance).run(max_steps=200)
 
-    assert (result.outcome, result.state, result.exit_code) == ("completed", "complete", 0)
+def test_demo_sample_fails_because_one_issue_fails_on_purpose(tmp_path: Path) -> None:
+    """Three issues change the workspace's files (one planned by plan_agent.py), the release
+    notes issue fails as intended, so the run ends failed (exit 4) saying 3 of 4 and why."""
+    folder, instance, result = _run_copy(tmp_path)
+
+    assert (result.outcome, result.state, result.exit_code) == ("failed", "failed", 4)
+    assert result.message.startswith(
+        "3 of 4 issues done; ISS-3 failed: task T2 (Copy CHANGES.md) failed: exited 1: "
+    )
+    assert result.message.endswith("(cp: cannot stat 'CHANGES.md': No such file or directory)")
     assert len(result.steps) == 11
     assert (folder / "app" / "greeting.txt").read_text() == "Hello, world\n"
     assert (folder / "VERSION").read_text() == "0.2.0\n"
@@ -53,6 +64,7 @@ def test_demo_sample_completes_with_one_issue_failed_on_purpose(tmp_path: Path) 
     ]
     work_dir = instance.paths.document.parent
     state = json.loads((work_dir / "state.json").read_text())
+    assert (state["status"], state["failure_reason"]) == ("failed", result.message)
     assert state["issues"]["ISS-2"]["solution_id"] == "SOL-ISS-2-2"
     assert "cannot stat 'CHANGES.md'" in state["issues"]["ISS-3"]["error"]
     assert json.loads((work_dir / "solutions" / "ISS-4-plan.json").read_text())["source"] == (
@@ -61,4 +73,18 @@ def test_demo_sample_completes_with_one_issue_failed_on_purpose(tmp_path: Path) 
     report = (work_dir / "final-report.md").read_text()
     assert "| Completed | 3 |" in report
     assert "| Success rate | 75.0% |" in report
+    assert "action-execute: ISS-3 failed: task T2 (Copy CHANGES.md) failed" in report
     assert replay(instance).problems == []
+
+
+def test_demo_sample_with_release_notes_completes_every_issue(tmp_path: Path) -> None:
+    """With a CHANGES.md in place (the demo's second scenario) every issue is done: exit 0."""
+    folder, instance, result = _run_copy(
+        tmp_path, lambda f: (f / "CHANGES.md").write_text("# 0.2.0\n")
+    )
+
+    assert (result.outcome, result.state, result.exit_code) == ("completed", "complete", 0)
+    assert result.message == "4 of 4 issues done"
+    assert (folder / "dist" / "CHANGES.md").read_text() == "# 0.2.0\n"
+    state = json.loads((instance.paths.document.parent / "state.json").read_text())
+    assert (state["status"], state["failure_reason"], state["errors"]) == ("completed", None, [])

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from machines.issue_manager import functions
-from machines.issue_manager.report import final_report
+from machines.issue_manager.report import final_report, run_verdict
 
 ACTIONS = functions.registry.actions
 HOOKS = functions.registry.hooks
@@ -155,10 +155,11 @@ def test_interrupted_item_does_not_rerun_tasks_already_completed(
 # -- complete -------------------------------------------------------------------------------------
 
 
-def test_finalize_reports_totals_and_success_rate(
+def test_finalize_reports_totals_success_rate_and_each_failure(
     sample: Any, make_ctx: Any, planned: Any, apply: Any
 ) -> None:
-    """The final report counts completed, failed and pending issues; 1 of 3 is 33.3%."""
+    """1 of 3 issues done is 33.3% and a failure: the document says failed with the reason, the
+    report's Errors section names each failed issue with its cause, summary.json agrees."""
     sample.add_issue("ISS-1", "Good")
     sample.add_issue("ISS-2", "Bad")
     sample.add_issue("ISS-3", "Unplanned")
@@ -168,30 +169,83 @@ def test_finalize_reports_totals_and_success_rate(
     doc = planned(ctx)
     for _ in range(2):
         doc = apply(doc, ACTIONS["execute_next_item"](doc, ctx))
-    doc = apply(doc, ACTIONS["finalize"](doc, ctx), phase="complete")
-    assert (doc.status, doc.context.success_rate) == ("completed", "33.3")
-    assert (doc.context.completed_count, doc.context.failed_count) == (1, 1)
+    doc = apply(doc, ACTIONS["finalize"](doc, ctx), phase="failed")
+    assert (doc.status, doc.context.success_rate) == ("failed", "33.3")
+    assert (doc.context.completed_count, doc.context.failed_count) == (1, 2)
     assert doc.completed_at is not None
+    reason = doc.model_dump()["failure_reason"]
+    assert reason.startswith("1 of 3 issues done; ISS-2 failed: task T1 (do T1) failed: exited 1: ")
+    assert "; ISS-3 planning failed: no solution file .workflow/issues/solutions/ISS-3.jsonl" in (
+        reason
+    )
     report = (ctx.instance_dir / "final-report.md").read_text()
     for line in (
+        f"- Outcome: failed: {reason}",
         "| Total issues | 3 |",
         "| Completed | 1 |",
-        "| Failed | 1 |",
-        "| Pending | 1 |",
+        "| Failed | 2 |",
+        "| Pending | 0 |",
         "| Success rate | 33.3% |",
+        "| Errors | 2 |",
         "- ✓ **ISS-1** Good (SOL-ISS-1-1): completed",
         "- ✗ **ISS-2** Bad (SOL-ISS-2-1): failed: task T1 (do T1) failed: exited 1",
+        "- ✗ **ISS-3** Unplanned: failed in planning: no solution file",
     ):
         assert line in report
-    assert "- ○ **ISS-3** Unplanned: registered: no solution file" in report
+    errors = report.split("## Errors\n\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split(" ")[2] for line in errors] == ["action-plan:", "action-execute:"]
+    assert "ISS-3 planning failed: no solution file" in errors[0]
+    assert "ISS-2 failed: task T1 (do T1) failed: exited 1" in errors[1]
     summary = json.loads((ctx.instance_dir / "summary.json").read_text())
+    assert (summary["status"], summary["reason"], summary["errors"]) == ("failed", reason, 2)
     assert summary["stats"] == {
         "total_issues": 3,
         "completed": 1,
-        "failed": 1,
-        "pending": 1,
+        "failed": 2,
+        "pending": 0,
         "success_rate": "33.3",
     }
+
+
+def test_finalize_with_every_issue_done_completes_with_the_count(
+    sample: Any, make_ctx: Any, planned: Any, apply: Any
+) -> None:
+    """Every issue done: status completed, no failure_reason, the reason says how many."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [_task("T1", "true")])
+    ctx = make_ctx()
+    doc = planned(ctx)
+    doc = apply(doc, ACTIONS["execute_next_item"](doc, ctx))
+    doc = apply(doc, ACTIONS["finalize"](doc, ctx), phase="complete")
+    assert (doc.status, doc.model_dump()["failure_reason"]) == ("completed", None)
+    report = (ctx.instance_dir / "final-report.md").read_text()
+    assert "- Outcome: completed: 1 of 1 issues done" in report
+    assert "## Errors\n\nNone.\n" in report
+
+
+def test_the_reason_names_three_problems_then_counts_the_rest(
+    make_ctx: Any, new_doc: Any, apply: Any
+) -> None:
+    """With many failures the one-line reason names the first three and counts the others;
+    a long cause is cut, and a multi-line cause is kept on one line."""
+    issues = {
+        f"ISS-{n}": {"id": f"ISS-{n}", "status": "failed", "error": f"cause {n}\nsecond line"}
+        for n in range(1, 6)
+    }
+    issues["ISS-1"]["error"] = "x" * 500
+    doc = apply(new_doc(make_ctx()), {"issues": issues})
+    success, reason = run_verdict(doc)
+    assert not success
+    assert "\n" not in reason
+    parts = reason.split("; ")
+    assert parts[0] == "0 of 5 issues done"
+    assert parts[1].startswith("ISS-1 planning failed: xxx") and parts[1].endswith("...")
+    assert len(parts[1]) == 200
+    assert parts[2:] == [
+        "ISS-2 planning failed: cause 2 second line",
+        "ISS-3 planning failed: cause 3 second line",
+        "and 2 more (see final-report.md)",
+    ]
 
 
 def test_report_lists_an_untitled_issue_without_a_stray_space(
@@ -218,3 +272,25 @@ def test_success_rate_has_one_decimal(completed: int, total: int, rate: str) -> 
     from machines.issue_manager.report import RunStats
 
     assert RunStats(total, completed, 0).success_rate == rate
+
+
+def test_an_unsafe_issue_id_written_into_the_document_is_never_a_path(
+    sample: Any, make_ctx: Any, new_doc: Any, apply: Any
+) -> None:
+    """A document edited by another tool to queue an issue ``../../x``: executing it fails the
+    issue as unsafe, and no plan or execution record is read or written outside solutions/."""
+    ctx = make_ctx()
+    issue_id = "../../x"
+    doc = apply(
+        new_doc(ctx),
+        {
+            "issues": {issue_id: {"id": issue_id, "status": "planned", "solution_id": "SOL-1"}},
+            "queue": [{"item_id": "S-1", "issue_id": issue_id, "solution_id": "SOL-1"}],
+        },
+    )
+    doc = apply(doc, ACTIONS["execute_next_item"](doc, ctx))
+    issue = doc.issues[issue_id]
+    assert issue.status == "failed"
+    assert (issue.error or "").startswith("unsafe issue id '../../x'")
+    assert [p.name for p in sample.root.rglob("x-*.json")] == []
+    assert [e.issue_id for e in doc.errors] == [issue_id]  # type: ignore[union-attr]

@@ -76,7 +76,7 @@ def test_summary_lines(sample: Any, make_ctx: Any, planned: Any, apply: Any) -> 
         "issues": "1 (0 completed, 0 failed, 1 pending)",
         "queue": "0/1 items done",
         "round": "1 of at most 10",
-        "errors": "0 in a row (limit 3)",
+        "errors": "0 recorded; 0 failed steps in a row (limit 3)",
     }
 
 

@@ -22,9 +22,20 @@ def test_issues_are_read_in_file_order(sample: Any) -> None:
     ]
 
 
-def test_missing_issues_file_means_no_issues(sample: Any) -> None:
-    """A workspace without an issues file has no issues (not an error)."""
-    assert read_issues(sample.root / "nope.jsonl") == []
+def test_missing_issues_file_is_an_error_naming_the_path(sample: Any) -> None:
+    """A missing issues file is an error naming the path looked for and how to give one, not
+    an empty backlog."""
+    path = sample.root / "nope.jsonl"
+    with pytest.raises(IssuesFileError) as caught:
+        read_issues(path)
+    assert str(caught.value).startswith(f"no issues file at {path}: create it (")
+    assert "-o issues_file=PATH" in str(caught.value)
+
+
+def test_empty_issues_file_means_no_issues(sample: Any) -> None:
+    """An issues file without a line (or only blank ones) is an empty backlog."""
+    sample.issues_path.write_text("\n\n")
+    assert read_issues(sample.issues_path) == []
 
 
 @pytest.mark.parametrize(

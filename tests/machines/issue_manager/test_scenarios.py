@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from fsm.engine import Engine
+from fsm.errors import MissingRequirementError
 from fsm.inspect import status
 from machines.issue_manager.model import IssueManagerState
 from tests.machines.issue_manager.conftest import agent_task, command_task
@@ -109,8 +112,9 @@ def test_all_issues_succeed(sample: Any, launch: Any) -> None:
     assert im.audit() == []
 
 
-def test_one_failing_task_fails_only_its_issue(sample: Any, launch: Any) -> None:
-    """A failing task fails its issue at that task; the other issues still run; numbers agree."""
+def test_one_failing_task_fails_its_issue_and_the_run(sample: Any, launch: Any) -> None:
+    """A failing task fails its issue at that task; the other issues still run; the run ends
+    failed (exit 4) saying 2 of 3 done and why; document, report and summary.json agree."""
     sample.add_issue("ISS-1")
     sample.add_solution("ISS-1", [_counting("one")])
     sample.add_issue("ISS-2")
@@ -122,7 +126,7 @@ def test_one_failing_task_fails_only_its_issue(sample: Any, launch: Any) -> None
 
     result = im.run()
 
-    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert (result.outcome, result.state, result.exit_code) == ("failed", "failed", 4)
     assert _ran(sample) == ["one", "T1", "three"]
     state = im.state()
     assert [q["status"] for q in state["queue"]] == ["completed", "failed", "completed"]
@@ -151,42 +155,76 @@ def test_one_failing_task_fails_only_its_issue(sample: Any, launch: Any) -> None
     ):
         assert row in report
     assert f"- ✗ **ISS-2** Issue ISS-2 (SOL-ISS-2-1): failed: {error}" in report
+    reason = f"2 of 3 issues done; ISS-2 failed: {error}"
+    assert result.message == reason
+    assert (state["status"], state["phase"], state["failure_reason"]) == (
+        "failed",
+        "failed",
+        reason,
+    )
+    assert f"- Outcome: failed: {reason}" in report
+    assert f"action-execute: ISS-2 failed: {error}" in report
+    assert [(e["action"], e["issue_id"]) for e in state["errors"]] == [("action-execute", "ISS-2")]
+    assert im.read("summary.json")["status"] == "failed"
     assert im.audit() == []
 
 
-def test_issue_without_solution_and_without_agent_stays_registered(
-    sample: Any, launch: Any
-) -> None:
-    """No solution file and no planning agent: the issue keeps registered with an error saying
-    what to add; the other issue completes and the report counts the first as pending."""
+def test_a_failed_planning_is_a_failed_issue_with_its_cause(sample: Any, launch: Any) -> None:
+    """A planning agent that fails leaves its issue failed (not pending) with the agent's exit
+    and last line; the report's Errors section holds that cause, the run fails (exit 4) with
+    it, and the issues file keeps the issue registered for a later instance."""
+    sample.add_issue("ISS-1", "Nobody could plan this")
+    sample.add_issue("ISS-2")
+    sample.add_solution("ISS-2", [_counting("two")])
+    sample.script_agent("planner", "sys.stderr.write('quota exceeded\\n')\nsys.exit(3)\n")
+    im = launch({"plan_tool": "planner"})
+
+    result = im.run()
+
+    assert (result.outcome, result.state, result.exit_code) == ("failed", "failed", 4)
+    state = im.state()
+    issue = state["issues"]["ISS-1"]
+    assert (issue["status"], issue["solution_id"], issue["planned_at"]) == ("failed", None, None)
+    assert issue["error"].startswith("planning agent 'planner' exited 3: ")
+    assert issue["error"].endswith("(quota exceeded)")
+    reason = f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}"
+    assert result.message == reason
+    assert state["failure_reason"] == reason
+    assert [q["issue_id"] for q in state["queue"]] == ["ISS-2"]
+    assert im.listing("solutions") == ["ISS-2-execution.json", "ISS-2-plan.json"]
+    assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
+    assert (state["context"]["failed_count"], state["context"]["success_rate"]) == (1, "50.0")
+    report = im.report()
+    assert "| Failed | 1 |" in report
+    assert "| Pending | 0 |" in report
+    assert f"**ISS-1** Nobody could plan this: failed in planning: {issue['error']}" in report
+    errors = report.split("## Errors\n\n")[1].split("\n\n")[0]
+    assert errors != "None."
+    assert f"action-plan: ISS-1 planning failed: {issue['error']}" in errors
+    assert im.audit() == []
+
+
+def test_a_planning_agent_that_is_missing_refuses_the_run(sample: Any, launch: Any) -> None:
+    """An issue without a solution file needs the planning agent: when it is not configured the
+    run refuses before anything changes, naming the agent, the option and how to configure it."""
     sample.add_issue("ISS-1", "Nobody planned this")
     sample.add_issue("ISS-2")
     sample.add_solution("ISS-2", [_counting("two")])
     im = launch({"plan_tool": "no-such-planner"})
 
-    result = im.run()
+    with pytest.raises(MissingRequirementError) as caught:
+        im.run()
 
-    assert (result.outcome, result.exit_code) == ("completed", 0)
-    state = im.state()
-    issue = state["issues"]["ISS-1"]
-    assert (issue["status"], issue["solution_id"], issue["planned_at"]) == (
-        "registered",
-        None,
-        None,
-    )
-    assert issue["error"].startswith(
-        "no solution file .workflow/issues/solutions/ISS-1.jsonl and no planning agent: "
-        "agent 'no-such-planner' is not configured"
-    )
-    assert [q["issue_id"] for q in state["queue"]] == ["ISS-2"]
-    assert im.listing("solutions") == ["ISS-2-execution.json", "ISS-2-plan.json"]
-    assert im.listing("snapshots") == ["snapshot-before-execute-1.json"]
-    assert im.read("execution-results.json")["total"] == 1
-    assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
-    assert (state["context"]["rounds"], state["context"]["success_rate"]) == (2, "50.0")
-    assert "| Pending | 1 |" in im.report()
-    assert f"**ISS-1** Nobody planned this: registered: {issue['error']}" in im.report()
-    assert im.audit() == []
+    assert caught.value.exit_code == 2
+    assert caught.value.missing == [
+        "agent 'no-such-planner' (option plan_tool) is not available to plan ISS-1 (no solution "
+        "file in .workflow/issues/solutions): add [agent.no-such-planner] command = [...] to "
+        "fsm.toml, put no-such-planner on PATH, set plan_tool to a configured agent, or write "
+        "the solution files"
+    ]
+    assert (im.state()["status"], im.state()["phase"]) == ("pending", "init")
+    assert _ran(sample) == []
+    assert [r["kind"] for r in im.journal()] == ["create"]
 
 
 def test_cyclic_solution_is_rejected_naming_the_cycle(sample: Any, launch: Any) -> None:
@@ -200,17 +238,18 @@ def test_cyclic_solution_is_rejected_naming_the_cycle(sample: Any, launch: Any) 
 
     result = im.run()
 
-    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert (result.outcome, result.exit_code) == ("failed", 4)
     issue = im.state()["issues"]["ISS-1"]
-    assert issue["status"] == "registered"
+    assert issue["status"] == "failed"
     assert issue["error"].endswith("ISS-1.jsonl:1: circular dependency: T1 -> T2 -> T1")
+    assert result.message == f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}"
     assert [q["issue_id"] for q in im.state()["queue"]] == ["ISS-2"]
     assert _ran(sample) == ["fine"]
     assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
     assert im.listing("snapshots") == ["snapshot-before-execute-1.json"]
     assert im.listing("solutions") == ["ISS-2-execution.json", "ISS-2-plan.json"]
     assert [r["issue_id"] for r in im.read("execution-results.json")["results"]] == ["ISS-2"]
-    assert "| Pending | 1 |" in im.report()
+    assert "| Failed | 1 |" in im.report()
     assert "circular dependency: T1 -> T2 -> T1" in im.report()
     assert im.audit() == []
 
@@ -240,7 +279,7 @@ def test_malformed_issues_line_pauses_naming_the_line_and_loses_nothing(
     assert [(e["action"], e["message"]) for e in state["errors"]] == [("action-init", where)] * 3
     shown = status(im.instance)
     assert shown.control == ["resume", "stop"]
-    assert shown.summary["errors"] == "3 in a row (limit 3)"
+    assert shown.summary["errors"] == "3 recorded; 3 failed steps in a row (limit 3)"
     assert [r["kind"] for r in im.journal()][-3:] == ["error"] * 3
 
     lines = sample.issues_path.read_text().splitlines()
@@ -250,7 +289,11 @@ def test_malformed_issues_line_pauses_naming_the_line_and_loses_nothing(
     im.control("resume")
     result = im.run()
 
-    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert (result.outcome, result.exit_code, result.message) == (
+        "completed",
+        0,
+        "3 of 3 issues done",
+    )
     assert _ran(sample) == ["one", "two", "three"]
     assert sample.statuses() == dict.fromkeys(["ISS-1", "ISS-2", "ISS-3"], "completed")
     assert im.state()["context"]["consecutive_errors"] == 0
@@ -296,7 +339,8 @@ def test_every_step_saves_a_valid_document(sample: Any, launch: Any) -> None:
     sample.add_issue("ISS-2")
     sample.add_issue("ISS-3")
     sample.add_solution("ISS-3", [_counting("c")])
-    im = launch({"plan_tool": "no-such-planner"})
+    sample.script_agent("planner", "sys.exit(1)\n")
+    im = launch({"plan_tool": "planner"})
     im.control("start")
     engine = Engine(im.instance)
     events: list[str | None] = []
@@ -311,21 +355,63 @@ def test_every_step_saves_a_valid_document(sample: Any, launch: Any) -> None:
         assert len(events) < 20
     assert events == [
         *["init", "plan", "plan", "plan"],
-        *["execute", "execute", "list", "complete"],
+        *["execute", "execute", "list", "fail"],
     ]
-    assert im.statuses() == {"ISS-1": "failed", "ISS-2": "registered", "ISS-3": "completed"}
+    assert im.statuses() == {"ISS-1": "failed", "ISS-2": "failed", "ISS-3": "completed"}
     assert im.audit() == []
 
 
-def test_a_missing_issues_file_named_by_option_is_an_error(sample: Any, launch: Any) -> None:
-    """`issues_file` naming a file that does not exist fails the listing instead of completing."""
+@pytest.mark.parametrize(
+    "options",
+    [pytest.param({}, id="default-path"), pytest.param({"issues_file": "typo.jsonl"}, id="option")],
+)
+def test_a_missing_issues_file_refuses_the_run_naming_the_path(
+    sample: Any, launch: Any, options: dict[str, Any]
+) -> None:
+    """No issues file where the run looks (by default or by option): the run refuses before
+    anything changes, naming the path it looked for and how to give one; never a completion."""
+    im = launch(options)
+    path = sample.root / options.get("issues_file", ".workflow/issues/issues.jsonl")
+
+    with pytest.raises(MissingRequirementError) as caught:
+        im.run()
+
+    (line,) = caught.value.missing
+    assert line.startswith(f"no issues file at {path}: create it (")
+    assert (im.state()["status"], im.state()["phase"]) == ("pending", "init")
+
+
+def test_an_issues_file_removed_mid_run_fails_the_list_step(sample: Any, launch: Any) -> None:
+    """The file gone between rounds: the list step fails naming the path (recorded in errors)
+    rather than completing as if the backlog were empty."""
     sample.add_issue("ISS-1")
-    im = launch({"issues_file": "issues-typo.jsonl"})
+    sample.add_solution("ISS-1", [_counting("one")])
+    im = launch()
+    im.run(max_steps=3)
+    sample.issues_path.unlink()
+
+    step = Engine(im.instance).step()
+
+    assert (step.outcome, step.event) == ("failed", "list")
+    assert f"no issues file at {sample.issues_path}" in (step.error or "")
+    assert im.state()["errors"][-1]["action"] == "action-list"
+    assert im.state()["phase"] == "executing"
+
+
+def test_an_empty_issues_file_is_nothing_to_do(sample: Any, launch: Any) -> None:
+    """An issues file with no open issue is a success that says there was nothing to do."""
+    sample.issues_path.write_text("")
+    sample.add_issue("ISS-9", status="completed")
+    im = launch()
 
     result = im.run()
 
-    assert (result.outcome, result.exit_code) == ("paused", 5)
-    assert "issues-typo.jsonl: the issues file named by option issues_file does not exist" in (
-        result.steps[-1].error or ""
+    assert [s.event for s in result.steps] == ["init", "complete"]
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert result.message == (
+        "nothing to do: the issues file lists no open issue (registered or planned)"
     )
-    assert im.state()["issues"] == {}
+    assert im.state()["context"]["success_rate"] == "0.0"
+    assert "No issues were found." in im.report()
+    assert f"- Outcome: completed: {result.message}" in im.report()
+    assert im.audit() == []

@@ -1,0 +1,178 @@
+"""Hostile input files and configured secrets, on the real engine: ids from the issues and
+solution files never become paths outside their folders, and tokens in fsm.toml agent commands
+never reach the files the machine and the engine write."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm.executor import AgentCommand
+from machines.issue_manager.redaction import redacted_command
+from tests.machines.issue_manager.conftest import command_task
+
+SECRET = "s3cret-token-0123456789"
+OTHER_SECRET = "other-s3cret-abcdef"
+
+
+def _files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()} if folder.exists() else set()
+
+
+def test_an_issue_id_that_climbs_out_never_touches_a_path(
+    sample: Any, launch: Any, tmp_path: Path
+) -> None:
+    """An issue id ``../../../../<dir>/x`` whose solution file path leads outside the workspace
+    is failed as unsafe: its solution there is not read or run, nothing is written outside the
+    workspace, the other issue completes, and the run fails naming the id."""
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    issue_id = f"../../../../{outside.name}/x"
+    escaped = (sample.solutions_dir / f"{issue_id}.jsonl").resolve()
+    assert escaped.parent == outside.resolve()
+    outside.mkdir()
+    solution = {
+        "id": f"SOL-{issue_id}-1",
+        "tasks": [command_task("T1", f"touch {outside / 'ran'}")],
+    }
+    escaped.write_text(json.dumps(solution) + "\n")
+    sample.add_issue(issue_id, "Climbs out")
+    sample.add_issue("ISS-2")
+    sample.add_solution("ISS-2", [command_task("T1", "true")])
+    before_outside = _files_under(outside)
+    im = launch()
+
+    result = im.run()
+
+    assert _files_under(outside) == before_outside
+    assert list(sample.root.rglob("x-*.json")) == []
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    state = im.state()
+    issue = state["issues"][issue_id]
+    expected = (
+        f"unsafe issue id '{issue_id}': use letters, digits, '.', '_' and '-', starting with a "
+        "letter or digit, without '..'"
+    )
+    assert (issue["status"], issue["error"]) == ("failed", expected)
+    assert result.message == f"1 of 2 issues done; {expected}"
+    assert state["issues"]["ISS-2"]["status"] == "completed"
+    assert [(e["action"], e["issue_id"]) for e in state["errors"]] == [("action-list", issue_id)]
+    assert f"action-list: {expected}" in im.report()
+    assert im.listing("solutions") == ["ISS-2-execution.json", "ISS-2-plan.json"]
+    assert im.audit() == []
+
+
+def test_an_unsafe_task_id_in_a_solution_fails_its_planning(sample: Any, launch: Any) -> None:
+    """Task ids of a solution file are checked like issue ids: an unsafe one fails the issue's
+    planning with the reason, and none of that solution runs."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [command_task("../T1", "touch ran")])
+    im = launch()
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    error = im.state()["issues"]["ISS-1"]["error"]
+    assert error.endswith(
+        "tasks.0.id: unsafe task id '../T1': use letters, digits, '.', '_' and '-', starting "
+        "with a letter or digit, without '..'"
+    )
+    assert not (sample.root / "ran").exists()
+
+
+def _secret_agent(sample: Any, tool: str, body: str) -> None:
+    """An agent whose fsm.toml command carries a token in an env assignment and an option."""
+    script = sample.root / f"agent_{tool}.py"
+    script.write_text("import os, sys\nprompt = sys.argv[-1]\n" + body, encoding="utf-8")
+    sample.agents[tool] = AgentCommand(
+        (
+            "env",
+            f"AGENT_TOKEN={SECRET}",
+            sys.executable,
+            str(script),
+            f"--api-key={OTHER_SECRET}",
+            "{prompt}",
+        )
+    )
+
+
+def test_agent_secrets_never_reach_the_written_files(sample: Any, launch: Any) -> None:
+    """Tokens in agent commands (and echoed back by a failing agent) are absent from state.json,
+    state-history.json, the report, execution records, summaries, journal and log: the tool and
+    a redacted command are recorded instead."""
+    sample.add_issue("ISS-1")
+    sample.add_solution("ISS-1", [{"id": "T1", "title": "edit", "prompt": "Edit it"}])
+    sample.add_issue("ISS-2")
+    _secret_agent(
+        sample,
+        "planner",
+        "sys.stderr.write('token ' + os.environ['AGENT_TOKEN'] + ' was rejected\\n')\n"
+        "sys.exit(3)\n",
+    )
+    _secret_agent(
+        sample,
+        "doer",
+        "print('used', os.environ['AGENT_TOKEN'], sys.argv[1])\n"
+        "sys.stderr.write('rejected ' + sys.argv[1] + '\\n')\n"
+        "sys.exit(2)\n",
+    )
+    im = launch({"plan_tool": "planner", "execute_tool": "doer"})
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    leaks = [
+        str(path.relative_to(sample.root))
+        for path in _files_under(sample.root / ".workflow")
+        if SECRET in path.read_text(errors="replace") or OTHER_SECRET in path.read_text()
+    ]
+    assert leaks == []
+    assert SECRET not in result.message and OTHER_SECRET not in result.message
+    issues = im.state()["issues"]
+    assert issues["ISS-1"]["error"] == (
+        "task T1 (edit) failed: agent 'doer' exited 2: "
+        "env AGENT_TOKEN=*** *** *** --api-key=*** {prompt} (rejected --api-key=***)"
+    )
+    assert issues["ISS-2"]["error"] == (
+        "planning agent 'planner' exited 3: "
+        "env AGENT_TOKEN=*** *** *** --api-key=*** {prompt} (token *** was rejected)"
+    )
+    (task,) = im.read("solutions/ISS-1-execution.json")["execution_result"]["tasks"]
+    assert (task["via"], task["command"]) == (
+        "agent:doer",
+        "env AGENT_TOKEN=*** *** *** --api-key=*** {prompt}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown", "hidden"),
+    [
+        pytest.param(
+            ("codex", "exec", "--full-auto", "PROMPT"),
+            "codex *** --full-auto {prompt}",
+            ["exec"],
+            id="subcommand-hidden",
+        ),
+        pytest.param(
+            ("claude", "--api-key", "sk-123456", "-p", "PROMPT"),
+            "claude --api-key *** -p {prompt}",
+            ["sk-123456"],
+            id="option-value",
+        ),
+        pytest.param(
+            ("env", "TOKEN=abc123", "agent", "--token=xyz789", "PROMPT"),
+            "env TOKEN=*** *** --token=*** {prompt}",
+            ["abc123", "agent", "xyz789"],
+            id="assignments",
+        ),
+        pytest.param((), "", [], id="empty"),
+    ],
+)
+def test_redacted_command_shows_only_program_options_and_placeholders(
+    argv: tuple[str, ...], shown: str, hidden: list[str]
+) -> None:
+    """Only the program, option names, NAME= and --flag= prefixes and {prompt} are shown."""
+    assert redacted_command(argv, "PROMPT") == (shown, hidden)
