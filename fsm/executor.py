@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from fsm import orphans
+from fsm.redaction import redacted_command, scrubbed
 
 if TYPE_CHECKING:
     import subprocess
@@ -84,8 +85,6 @@ class ExecResult:
     duration_ms: int = 0
     timed_out: bool = False
     error: str | None = None
-    label: str | None = None
-    """How the command is shown instead of its argv (agents: their arguments may hold tokens)."""
 
     @property
     def ok(self) -> bool:
@@ -94,7 +93,7 @@ class ExecResult:
 
     def describe(self) -> str:
         """One line saying how the run ended."""
-        shown = self.label or _show(self.argv)
+        shown = _show(self.argv)
         if self.error is not None:
             return self.error
         if self.timed_out:
@@ -293,18 +292,14 @@ class SubprocessExecutor:
                     ),
                 )
             result = self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
-        else:
-            import tempfile
+            return _redacted(result, prompt)
+        import tempfile
 
-            with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
-                path = Path(folder) / "prompt.md"
-                path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
-                argv = command.argv(prompt, mode, str(path))
-                result = self.run(argv, cwd=cwd, timeout=timeout)
-        # The command's arguments come from fsm.toml and may hold a token: results name the
-        # agent and its program only, so that nothing secret reaches documents or logs.
-        program = command.template(mode)[0] if command.template(mode) else tool
-        return replace(result, argv=(program,), label=f"agent '{tool}' ({mode}, {program})")
+        with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
+            path = Path(folder) / "prompt.md"
+            path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
+            result = self.run(command.argv(prompt, mode, str(path)), cwd=cwd, timeout=timeout)
+        return _redacted(result, prompt, str(path))
 
     def has_agent(self, tool: str) -> bool:
         """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH, and the program
@@ -336,6 +331,23 @@ class SubprocessExecutor:
         if known is None or shutil.which(known["write"][0]) is None:
             return None
         return AgentCommand(known["write"], known["analysis"])
+
+
+def _redacted(result: ExecResult, prompt: str, prompt_file: str = "") -> ExecResult:
+    """``result`` of an agent run with its command shown redacted and the hidden values
+    scrubbed from its output (see :mod:`fsm.redaction`): the command's arguments come from
+    fsm.toml and may hold a token."""
+    placeholders = {prompt: "{prompt}"}
+    if prompt_file:
+        placeholders[prompt_file] = "{prompt_file}"
+    argv, hidden = redacted_command(result.argv, placeholders)
+    return replace(
+        result,
+        argv=argv,
+        stdout=scrubbed(result.stdout, hidden),
+        stderr=scrubbed(result.stderr, hidden),
+        error=scrubbed(result.error, hidden) if result.error else result.error,
+    )
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fsm.executor import KNOWN_AGENTS, AgentCommand, SubprocessExecutor
+from fsm.redaction import redacted_command
 
 # Records its arguments (after the output path) as JSON, so tests see exactly what arrived.
 ARGV_SCRIPT = """\
@@ -285,4 +286,35 @@ def test_agent_results_never_show_the_configured_arguments(
     ).agent("fake", "do it", mode="write")
     for result in (ok, failing):
         assert secret not in result.describe() and secret not in " ".join(result.argv)
-    assert failing.describe() == "exited 1: agent 'fake' (write, false)"
+    assert failing.describe() == "exited 1: false --token *** {prompt}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown", "hidden"),
+    [
+        pytest.param(
+            ("codex", "exec", "--full-auto", "PROMPT"),
+            "codex *** --full-auto {prompt}",
+            ["exec"],
+            id="subcommand-hidden",
+        ),
+        pytest.param(
+            ("claude", "--api-key", "sk-123456", "-p", "PROMPT"),
+            "claude --api-key *** -p {prompt}",
+            ["sk-123456"],
+            id="option-value",
+        ),
+        pytest.param(
+            ("env", "TOKEN=abc123", "agent", "--token=xyz789", "PROMPT"),
+            "env TOKEN=*** *** --token=*** {prompt}",
+            ["abc123", "agent", "xyz789"],
+            id="assignments",
+        ),
+        pytest.param((), "", [], id="empty"),
+    ],
+)
+def test_redacted_command_shows_only_program_options_and_placeholders(
+    argv: tuple[str, ...], shown: str, hidden: list[str]
+) -> None:
+    """Only the program, option names, NAME= and --flag= prefixes and {prompt} are shown."""
+    assert redacted_command(argv, {"PROMPT": "{prompt}"}) == (tuple(shown.split()), hidden)

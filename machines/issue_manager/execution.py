@@ -22,7 +22,7 @@ from machines.issue_manager.ids import UnsafeIdError
 from machines.issue_manager.model import IssueState
 from machines.issue_manager.options import IssueManagerOptions
 from machines.issue_manager.records import execution_record_path, read_plan
-from machines.issue_manager.redaction import describe_agent_run, redacted_command
+from machines.issue_manager.redaction import describe_agent_run
 from machines.issue_manager.solution import Solution, SolutionTask
 
 __all__ = ["ExecutionOutcome", "execute_issue", "task_prompt"]
@@ -135,8 +135,8 @@ def _run_task(
     result = ctx.executor.agent(
         tool, prompt, mode="write", cwd=ctx.workspace, timeout=options.task_timeout
     )
-    detail = describe_agent_run(tool, prompt, result)
-    return _TaskRun(result, f"agent:{tool}", redacted_command(result.argv, prompt)[0], detail)
+    detail = describe_agent_run(tool, result)
+    return _TaskRun(result, f"agent:{tool}", " ".join(result.argv), detail)
 
 
 def _start_record(path: Path, issue: IssueState, solution: Solution, now: str) -> dict[str, Any]:

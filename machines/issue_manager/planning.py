@@ -62,7 +62,7 @@ def plan_issue(issue: IssueState, ctx: Context, options: IssueManagerOptions) ->
         tool, prompt, mode="analysis", cwd=ctx.workspace, timeout=options.plan_timeout
     )
     if not result.ok:
-        described = describe_agent_run(tool, prompt, result)
+        described = describe_agent_run(tool, result)
         if described.startswith(f"agent '{tool}' "):
             return PlanOutcome(None, "agent", f"planning {described}")
         return PlanOutcome(None, "agent", f"planning agent '{tool}' failed: {described}")

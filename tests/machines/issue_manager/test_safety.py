@@ -9,10 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from fsm.executor import AgentCommand
-from machines.issue_manager.redaction import redacted_command
 from tests.machines.issue_manager.conftest import command_task
 
 SECRET = "s3cret-token-0123456789"
@@ -145,34 +142,3 @@ def test_agent_secrets_never_reach_the_written_files(sample: Any, launch: Any) -
         "agent:doer",
         "env AGENT_TOKEN=*** *** *** --api-key=*** {prompt}",
     )
-
-
-@pytest.mark.parametrize(
-    ("argv", "shown", "hidden"),
-    [
-        pytest.param(
-            ("codex", "exec", "--full-auto", "PROMPT"),
-            "codex *** --full-auto {prompt}",
-            ["exec"],
-            id="subcommand-hidden",
-        ),
-        pytest.param(
-            ("claude", "--api-key", "sk-123456", "-p", "PROMPT"),
-            "claude --api-key *** -p {prompt}",
-            ["sk-123456"],
-            id="option-value",
-        ),
-        pytest.param(
-            ("env", "TOKEN=abc123", "agent", "--token=xyz789", "PROMPT"),
-            "env TOKEN=*** *** --token=*** {prompt}",
-            ["abc123", "agent", "xyz789"],
-            id="assignments",
-        ),
-        pytest.param((), "", [], id="empty"),
-    ],
-)
-def test_redacted_command_shows_only_program_options_and_placeholders(
-    argv: tuple[str, ...], shown: str, hidden: list[str]
-) -> None:
-    """Only the program, option names, NAME= and --flag= prefixes and {prompt} are shown."""
-    assert redacted_command(argv, "PROMPT") == (shown, hidden)
