@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
 from fsm.config import assignment_texts, parse_assignments
 from fsm.errors import DocumentInputError, InputError
 from fsm.instance import Instance, Workspace
@@ -148,10 +149,10 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     inputs: dict[str, Any] = {}
     if args.input is not None:
         try:
-            inputs = json.loads(args.input.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
+            inputs = jsonio.load_file(args.input)
+        except OSError as exc:
             raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
-        except json.JSONDecodeError as exc:
+        except jsonio.JsonError as exc:
             raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
         if not isinstance(inputs, dict):
             raise DocumentInputError(f"{args.input} must hold a JSON object")

@@ -9,7 +9,6 @@ machine's options model, and every problem is reported in one error.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fsm import jsonio
 from fsm.definition import format_location
 from fsm.errors import DocumentInputError, OptionsError
 from fsm.executor import AgentCommand
@@ -100,11 +100,16 @@ def _argv(path: Path, tool: str, key: str, value: Any) -> tuple[str, ...] | None
 
 
 def parse_value(text: str) -> Any:
-    """JSON when ``text`` parses as JSON, else the text itself."""
+    """JSON when ``text`` parses as JSON, else the text itself.
+
+    JSON beyond fsm's limits (nested too deep, a number too long) raises JsonError.
+    """
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+        return jsonio.loads(text)
+    except jsonio.JsonError as exc:
+        if exc.malformed:
+            return text
+        raise
 
 
 def set_dotted(target: dict[str, Any], path: str, value: Any) -> None:
@@ -128,7 +133,12 @@ def parse_assignments(items: Iterable[str], *, what: str) -> dict[str, Any]:
         if not sep or not key or any(not part for part in key.split(".")):
             error = OptionsError if what == "option" else DocumentInputError
             raise error(f"invalid {what} '{item}': expected KEY=VALUE")
-        set_dotted(result, key, parse_value(value))
+        try:
+            parsed = parse_value(value)
+        except jsonio.JsonError as exc:
+            error = OptionsError if what == "option" else DocumentInputError
+            raise error(f"invalid {what} '{key}': {exc}") from exc
+        set_dotted(result, key, parsed)
     return result
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from fsm import jsonio
 from fsm.clock import iso_utc
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError
@@ -126,7 +126,7 @@ def list_instances(
                 continue
             try:
                 raw, stat = read_file(path)
-                data = json.loads(raw)
+                data = jsonio.loads(raw)
                 if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
             except (OSError, ValueError) as exc:
@@ -176,8 +176,8 @@ def _belongs_to(machine: Machine, journal: str) -> bool:
     except OSError:
         return True
     try:
-        record = json.loads(first.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError:
+        record = jsonio.loads(first.decode("utf-8", errors="replace"))
+    except jsonio.JsonError:
         return True
     owner = record.get("machine") if isinstance(record, dict) else None
     return owner is None or owner == machine.name

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
+
 __all__ = ["forget", "reap", "record"]
 
 
@@ -62,7 +64,7 @@ def reap(folder: Path) -> list[dict[str, Any]]:
     paths = [folder / name for name in names]
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsonio.loads(path.read_bytes())
             pgid = int(data["pgid"])
         except (OSError, ValueError, KeyError, TypeError):
             forget(path)

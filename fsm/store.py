@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
 from fsm.errors import (
     CorruptDocumentError,
     InvalidIdError,
@@ -289,14 +290,13 @@ class FileStore:
             except OSError as exc:
                 raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
             try:
-                data = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                data = jsonio.loads(raw)
+            except jsonio.JsonError as exc:
                 if attempt + 1 < attempts:
                     time.sleep(self.retry_interval)
                     continue
                 raise CorruptDocumentError(
-                    f"corrupt document {path}: not valid JSON ({_json_reason(exc)}); "
-                    "the file was left untouched"
+                    f"corrupt document {path}: not valid JSON ({exc}); the file was left untouched"
                 ) from exc
             if not isinstance(data, dict):
                 raise CorruptDocumentError(
@@ -408,9 +408,3 @@ class FileStore:
                 "instance files stay inside it"
             )
         return path
-
-
-def _json_reason(exc: Exception) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    return str(exc)
