@@ -7,7 +7,6 @@ commands that need them, so that ``fsm status`` and ``fsm ls`` start quickly.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from fsm import jsonio
 from fsm.config import assignment_texts, parse_assignments
 from fsm.errors import DocumentInputError, InputError
 from fsm.instance import Instance, Workspace
+from fsm.terminal import json_text, one_line, printable
 
 __all__ = ["dispatch"]
 
@@ -55,11 +55,12 @@ def _instance(
 
 
 def _out(text: str = "") -> None:
-    print(text)
+    # Text from documents, journals and arguments may hold terminal escape sequences.
+    print(printable(text))
 
 
 def _json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    print(json_text(value, indent=2))
 
 
 def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -224,7 +225,7 @@ def _menu(state: str, choices: Sequence[Any]) -> str | None:
 def _step_exit(instance: Instance, result: Any) -> int:
     machine = instance.machine
     if result.outcome == "failed":
-        print(f"fsm: error: {result.error}", file=sys.stderr)
+        print(f"fsm: error: {one_line(str(result.error))}", file=sys.stderr)
         return 1
     if result.outcome in {"waiting", "blocked"}:
         reason = (
@@ -305,7 +306,7 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:
             shown += f"  {row.reason}"
-        _out(f"{row.machine:<14} {row.id:<44} {shown}")
+        _out(one_line(f"{row.machine:<14} {row.id:<44} {shown}"))
     return 0
 
 
@@ -315,7 +316,7 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     read = instance.journal.read()
     if args.json:
         for record in read.records:
-            print(json.dumps(record, ensure_ascii=False))
+            print(json_text(record))
     else:
         for record in read.records:
             _out(_history_line(record))
@@ -335,7 +336,8 @@ def _history_line(record: dict[str, Any]) -> str:
         extra = f" {record.get('error', '')}"
     who = f" by {record['actor']}" if record.get("actor") else ""
     why = f" ({record['reason']})" if record.get("reason") else ""
-    return f"{record.get('time', '?')} {kind:<10} {event:<12} {move}{extra}{who}{why}"
+    # One record, one line, whatever the reason or error holds.
+    return one_line(f"{record.get('time', '?')} {kind:<10} {event:<12} {move}{extra}{who}{why}")
 
 
 def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:
