@@ -158,7 +158,8 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
         if not isinstance(inputs, dict):
             raise DocumentInputError(f"{args.input} must hold a JSON object")
     _merge(inputs, parse_assignments(args.values, what="value"))
-    instance_id = args.instance_id or workspace.new_id(machine)
+    # An empty --id is a mistake to report, not a request for a generated id.
+    instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
     workspace.instance(machine, instance_id).create(inputs)
     _out(instance_id)
     return 0

@@ -9,6 +9,7 @@ machine's options model, and every problem is reported in one error.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from fsm.errors import DocumentInputError, OptionsError
 from fsm.executor import AgentCommand
 
 __all__ = [
+    "MAX_TOML_BYTES",
     "NoOptions",
     "WorkspaceConfig",
     "assignment_texts",
@@ -32,6 +34,13 @@ __all__ = [
     "resolve_options",
     "set_dotted",
 ]
+
+
+MAX_TOML_BYTES = 1024 * 1024
+"""fsm.toml larger than this is refused (a cloned repository may ship one; they are tiny)."""
+
+# tomllib's messages end in "(at line 3, column 5)" or "(at end of document)".
+_TOML_WHERE = re.compile(r"(.*?) \((?:at line (\d+), column (\d+)|at end of document)\)", re.S)
 
 
 class NoOptions(BaseModel):
@@ -52,15 +61,16 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     """Read ``workspace/fsm.toml`` (an absent file is an empty configuration)."""
     path = workspace / "fsm.toml"
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_TOML_BYTES + 1)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return WorkspaceConfig()
     except (OSError, UnicodeDecodeError) as exc:
         raise OptionsError(f"{path}: cannot read: {exc}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise OptionsError(f"{path}: malformed TOML: {exc}") from exc
+    if len(raw) > MAX_TOML_BYTES:
+        raise OptionsError(f"{path}: larger than the limit of {MAX_TOML_BYTES} bytes")
+    data = _parse_toml(path, text)
     unknown = sorted(set(data) - {"machine", "agent"})
     if unknown:
         raise OptionsError(
@@ -76,6 +86,24 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     for tool, table in agent_tables.items():
         agents[tool] = _agent(path, tool, table)
     return WorkspaceConfig(machines, agents)
+
+
+def _parse_toml(path: Path, text: str) -> dict[str, Any]:
+    """``text`` parsed; a problem is one line naming the file and, when known, the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_WHERE.fullmatch(str(exc))
+        if found is None:
+            raise OptionsError(f"{path}: malformed TOML: {exc}") from exc
+        message, line, column = found.groups()
+        where = f"{path}:{line}" if line else str(path)
+        at = f" (column {column})" if column else " (at the end of the file)"
+        raise OptionsError(f"{where}: malformed TOML: {message}{at}") from exc
+    except RecursionError as exc:  # tomllib nests inline tables by recursion
+        raise OptionsError(f"{path}: malformed TOML: values nested too deeply") from exc
+    except ValueError as exc:  # Python's digit limit on integers
+        raise OptionsError(f"{path}: malformed TOML: a number too long to read") from exc
 
 
 def _agent(path: Path, tool: str, table: Any) -> AgentCommand:

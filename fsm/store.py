@@ -56,13 +56,27 @@ _HOLE = "\x00"
 
 def validate_id(instance_id: str) -> str:
     """Return ``instance_id`` if it is safe as a file name; raise InvalidIdError otherwise."""
+    if not instance_id:
+        raise InvalidIdError("invalid instance id: it is empty")
+    if instance_id.startswith("-"):
+        # Handed to other tools (git, grep, a dashboard's scripts) it would read as an option.
+        raise InvalidIdError(
+            f"invalid instance id '{_shown(instance_id)}': it starts with '-' (it would read as "
+            "an option); start it with a letter or digit"
+        )
     if not _ID.fullmatch(instance_id) or ".." in instance_id:
-        shown = instance_id.encode("unicode_escape").decode("ascii")
+        shown = _shown(instance_id)
         raise InvalidIdError(
             f"invalid instance id '{shown}': use letters, digits, '.', '_' and '-', "
             "starting with a letter or digit, without '..'"
         )
     return instance_id
+
+
+def _shown(instance_id: str) -> str:
+    """The id with control and non-ASCII characters escaped, at most 80 of them."""
+    shown = instance_id[:80].encode("unicode_escape").decode("ascii")
+    return shown + ("..." if len(instance_id) > 80 else "")
 
 
 def _open_creating_folder(path: Path, flags: int, mode: int = 0o644) -> int:
