@@ -190,13 +190,19 @@ def _belongs_to(machine: Machine, journal: str) -> bool:
 
 
 def _first_line(path: str) -> bytes:
-    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance)."""
+    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance).
+
+    Read no further than jsonio's size limit: a journal that is one endless line is not read
+    to its end (what is returned then does not parse).
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks: list[bytes] = []
-        while chunk := os.read(fd, 4096):
+        size = 0
+        while size <= jsonio.MAX_BYTES and (chunk := os.read(fd, 4096)):
             line, newline, _ = chunk.partition(b"\n")
             chunks.append(line)
+            size += len(line)
             if newline:
                 break
     finally:

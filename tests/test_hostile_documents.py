@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -174,3 +177,29 @@ def test_ls_marks_hostile_json_unreadable(cli: Cli, tmp_path: Path) -> None:
     result = cli("ls", C, "--json")
     assert result.code == 0
     assert result.json()[0]["error"] == "unreadable: nested deeper than 100 levels"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_endless_first_journal_line_is_read_only_to_the_limit(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal that is one endless line (here /dev/zero) does not stop `fsm ls`: its first
+    line is read only up to the JSON size limit, and the instance is listed."""
+    _new(cli)
+    monkeypatch.setattr("fsm.jsonio.MAX_BYTES", 64 * 1024)
+    journal = tmp_path / ".counters" / "c1.fsm" / "journal.ndjson"
+    journal.unlink()
+    journal.symlink_to("/dev/zero")
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise TimeoutError("fsm ls still reading the journal")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(20)
+    try:
+        result = cli("ls", C, "--json")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert result.code == 0, result.err
+    assert [row["id"] for row in result.json()] == ["c1"]
