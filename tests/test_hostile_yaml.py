@@ -66,12 +66,17 @@ REFUSED = [
 ]
 
 
+class _Expired(Exception):
+    # Not TimeoutError: that is an OSError, which fsm catches and reports as a store error.
+    """Raised by the alarm when reading does not end."""
+
+
 @contextmanager
 def _deadline(seconds: int) -> Iterator[None]:
     """Fail instead of hanging the suite when reading does not end."""
 
     def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still reading after {seconds} s")
+        raise _Expired(f"still reading after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.alarm(seconds)
