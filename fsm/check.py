@@ -2,9 +2,10 @@
 
 A machine file is checked in three layers, and every layer reports all it finds:
 
-1. reading: a file that cannot be read at all (missing, no permission, not UTF-8) is the one
-   finding of its report, and the report is *unreadable* (exit 2);
-2. the definition: malformed YAML, schema problems, a module that does not import, and names that
+1. reading: a file that cannot be read at all (missing, no permission, not UTF-8, larger than
+   1 MiB) is the one finding of its report, and the report is *unreadable* (exit 2); so is YAML
+   that does not parse or breaks a limit of :mod:`fsm._yaml_limits` (with its line);
+2. the definition: duplicate keys, schema problems, a module that does not import, and names that
    do not resolve (states, guards, actions, hooks, models), as :mod:`fsm.definition` and
    :mod:`fsm.machine` find them when a machine is loaded;
 3. the graph (:mod:`fsm._check_rules` on the view of :mod:`fsm._check_graph`): unreachable
@@ -35,6 +36,7 @@ from fsm.definition import Problem, parse_definition
 from fsm.errors import FsmError
 from fsm.machine import Machine, import_registry, resolve
 from fsm.registry import Registry
+from fsm.yaml_loader import read_yaml_file
 
 __all__ = ["CheckReport", "Finding", "check_all", "check_machine", "check_target"]
 
@@ -69,11 +71,12 @@ def check_target(target: str) -> CheckReport:
         return _unreadable(target, target, str(exc))
     file = _display(entry.path)
     try:
-        text = entry.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_yaml_file(entry.path)
+    except (OSError, ValueError) as exc:
         return _unreadable(target, file, f"cannot read machine file: {_reason(exc)}")
     registered_as = entry.name if entry.source != str(entry.path) else None
-    return CheckReport(target, _check_text(text, entry.path, file, registered_as))
+    findings, readable = _check_text(text, entry.path, file, registered_as)
+    return CheckReport(target, findings, readable)
 
 
 def check_all() -> list[CheckReport]:
@@ -86,12 +89,15 @@ def check_all() -> list[CheckReport]:
     return [check_target(name) for name in names]
 
 
-def _check_text(text: str, path: Path, file: str, registered_as: str | None) -> list[Finding]:
+def _check_text(
+    text: str, path: Path, file: str, registered_as: str | None
+) -> tuple[list[Finding], bool]:
+    """The findings, and False when the YAML could not be read at all."""
     spec, loaded, problems = parse_definition(text)
     # parse_definition gives YAML problems no location; schema problems always have one.
     findings = [_finding(p, file, "schema" if p.location else "yaml") for p in problems]
     if spec is None:
-        return _by_line(findings)
+        return _by_line(findings), loaded is not None
     registry, import_problems = import_registry(spec, path)
     findings += [_finding(p, file, "import") for p in import_problems]
     if registry is None:
@@ -108,7 +114,7 @@ def _check_text(text: str, path: Path, file: str, registered_as: str | None) -> 
         findings.append(Finding(_at(file, line), "error", message, "registered-name"))
     guards = registry.guards if registry is not None else None
     findings += check_graph(graph_of(spec, guards, loaded, file))
-    return _by_line(findings)
+    return _by_line(findings), True
 
 
 def _is_state(problem: Problem) -> bool:
@@ -133,10 +139,10 @@ def _unreadable(target: str, path: str, message: str) -> CheckReport:
     return CheckReport(target, [Finding(path, "error", message, "unreadable")], readable=False)
 
 
-def _reason(exc: OSError | UnicodeDecodeError) -> str:
+def _reason(exc: OSError | ValueError) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text (byte {exc.start}: {exc.reason})"
-    return exc.strerror or str(exc)
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def _at(file: str, line: int | None) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fsm import commands
 from fsm.errors import FsmError
+from fsm.terminal import one_line
 
 __all__ = ["build_parser", "main", "main_entry"]
 
@@ -197,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(message: str) -> None:
     first = message.splitlines()[0] if message else "error"
-    print(f"fsm: error: {first}", file=sys.stderr)
+    print(f"fsm: error: {one_line(first)}", file=sys.stderr)
 
 
 def main_entry() -> None:

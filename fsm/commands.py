@@ -7,15 +7,16 @@ commands that need them, so that ``fsm status`` and ``fsm ls`` start quickly.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
 from fsm.config import assignment_texts, parse_assignments
 from fsm.errors import DocumentInputError, InputError
 from fsm.instance import Instance, Workspace
+from fsm.terminal import json_text, one_line, printable
 
 __all__ = ["dispatch"]
 
@@ -54,11 +55,12 @@ def _instance(
 
 
 def _out(text: str = "") -> None:
-    print(text)
+    # Text from documents, journals and arguments may hold terminal escape sequences.
+    print(printable(text))
 
 
 def _json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    print(json_text(value, indent=2))
 
 
 def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -148,15 +150,16 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     inputs: dict[str, Any] = {}
     if args.input is not None:
         try:
-            inputs = json.loads(args.input.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
+            inputs = jsonio.load_file(args.input)
+        except OSError as exc:
             raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
-        except json.JSONDecodeError as exc:
+        except jsonio.JsonError as exc:
             raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
         if not isinstance(inputs, dict):
             raise DocumentInputError(f"{args.input} must hold a JSON object")
     _merge(inputs, parse_assignments(args.values, what="value"))
-    instance_id = args.instance_id or workspace.new_id(machine)
+    # An empty --id is a mistake to report, not a request for a generated id.
+    instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
     workspace.instance(machine, instance_id).create(inputs)
     _out(instance_id)
     return 0
@@ -223,7 +226,7 @@ def _menu(state: str, choices: Sequence[Any]) -> str | None:
 def _step_exit(instance: Instance, result: Any) -> int:
     machine = instance.machine
     if result.outcome == "failed":
-        print(f"fsm: error: {result.error}", file=sys.stderr)
+        print(f"fsm: error: {one_line(str(result.error))}", file=sys.stderr)
         return 1
     if result.outcome in {"waiting", "blocked"}:
         reason = (
@@ -304,7 +307,7 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:
             shown += f"  {row.reason}"
-        _out(f"{row.machine:<14} {row.id:<44} {shown}")
+        _out(one_line(f"{row.machine:<14} {row.id:<44} {shown}"))
     return 0
 
 
@@ -314,7 +317,7 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     read = instance.journal.read()
     if args.json:
         for record in read.records:
-            print(json.dumps(record, ensure_ascii=False))
+            print(json_text(record))
     else:
         for record in read.records:
             _out(_history_line(record))
@@ -334,7 +337,8 @@ def _history_line(record: dict[str, Any]) -> str:
         extra = f" {record.get('error', '')}"
     who = f" by {record['actor']}" if record.get("actor") else ""
     why = f" ({record['reason']})" if record.get("reason") else ""
-    return f"{record.get('time', '?')} {kind:<10} {event:<12} {move}{extra}{who}{why}"
+    # One record, one line, whatever the reason or error holds.
+    return one_line(f"{record.get('time', '?')} {kind:<10} {event:<12} {move}{extra}{who}{why}")
 
 
 def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:

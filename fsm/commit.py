@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from fsm import jsonio
 from fsm.definition import describe_validation
 from fsm.errors import CorruptDocumentError, StoreError, UnwritableDocumentError
 from fsm.files import (
@@ -268,9 +269,9 @@ class Committer:
         store = self.instance.store
         for _ in range(store.read_retries + 1):
             try:
-                json.loads(raw)
+                jsonio.loads(raw)
                 return raw
-            except ValueError:
+            except jsonio.JsonError:
                 time.sleep(store.retry_interval)
                 raw = read_fd(fd)
         return raw
@@ -307,8 +308,8 @@ class Committer:
         bytes ``their_raw`` never reached the document, or were written over fsm's newer work);
         ``on_disk`` is the version the file holds now."""
         try:
-            theirs = json.loads(their_raw)
-        except ValueError:
+            theirs = jsonio.loads(their_raw)
+        except jsonio.JsonError:
             self.instance.log.warning("lost_write_unreadable", size=len(their_raw))
             return on_disk, None
         if not isinstance(theirs, dict):

@@ -9,7 +9,7 @@ machine's options model, and every problem is reported in one error.
 
 from __future__ import annotations
 
-import json
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,11 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fsm import jsonio
 from fsm.definition import format_location
 from fsm.errors import DocumentInputError, OptionsError
 from fsm.executor import AgentCommand
 
 __all__ = [
+    "MAX_TOML_BYTES",
     "NoOptions",
     "WorkspaceConfig",
     "assignment_texts",
@@ -32,6 +34,13 @@ __all__ = [
     "resolve_options",
     "set_dotted",
 ]
+
+
+MAX_TOML_BYTES = 1024 * 1024
+"""fsm.toml larger than this is refused (a cloned repository may ship one; they are tiny)."""
+
+# tomllib's messages end in "(at line 3, column 5)" or "(at end of document)".
+_TOML_WHERE = re.compile(r"(.*?) \((?:at line (\d+), column (\d+)|at end of document)\)", re.S)
 
 
 class NoOptions(BaseModel):
@@ -52,15 +61,16 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     """Read ``workspace/fsm.toml`` (an absent file is an empty configuration)."""
     path = workspace / "fsm.toml"
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_TOML_BYTES + 1)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return WorkspaceConfig()
     except (OSError, UnicodeDecodeError) as exc:
         raise OptionsError(f"{path}: cannot read: {exc}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise OptionsError(f"{path}: malformed TOML: {exc}") from exc
+    if len(raw) > MAX_TOML_BYTES:
+        raise OptionsError(f"{path}: larger than the limit of {MAX_TOML_BYTES} bytes")
+    data = _parse_toml(path, text)
     unknown = sorted(set(data) - {"machine", "agent"})
     if unknown:
         raise OptionsError(
@@ -76,6 +86,24 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     for tool, table in agent_tables.items():
         agents[tool] = _agent(path, tool, table)
     return WorkspaceConfig(machines, agents)
+
+
+def _parse_toml(path: Path, text: str) -> dict[str, Any]:
+    """``text`` parsed; a problem is one line naming the file and, when known, the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_WHERE.fullmatch(str(exc))
+        if found is None:
+            raise OptionsError(f"{path}: malformed TOML: {exc}") from exc
+        message, line, column = found.groups()
+        where = f"{path}:{line}" if line else str(path)
+        at = f" (column {column})" if column else " (at the end of the file)"
+        raise OptionsError(f"{where}: malformed TOML: {message}{at}") from exc
+    except RecursionError as exc:  # tomllib nests inline tables by recursion
+        raise OptionsError(f"{path}: malformed TOML: values nested too deeply") from exc
+    except ValueError as exc:  # Python's digit limit on integers
+        raise OptionsError(f"{path}: malformed TOML: a number too long to read") from exc
 
 
 def _agent(path: Path, tool: str, table: Any) -> AgentCommand:
@@ -100,11 +128,16 @@ def _argv(path: Path, tool: str, key: str, value: Any) -> tuple[str, ...] | None
 
 
 def parse_value(text: str) -> Any:
-    """JSON when ``text`` parses as JSON, else the text itself."""
+    """JSON when ``text`` parses as JSON, else the text itself.
+
+    JSON beyond fsm's limits (nested too deep, a number too long) raises JsonError.
+    """
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+        return jsonio.loads(text)
+    except jsonio.JsonError as exc:
+        if exc.malformed:
+            return text
+        raise
 
 
 def set_dotted(target: dict[str, Any], path: str, value: Any) -> None:
@@ -128,7 +161,12 @@ def parse_assignments(items: Iterable[str], *, what: str) -> dict[str, Any]:
         if not sep or not key or any(not part for part in key.split(".")):
             error = OptionsError if what == "option" else DocumentInputError
             raise error(f"invalid {what} '{item}': expected KEY=VALUE")
-        set_dotted(result, key, parse_value(value))
+        try:
+            parsed = parse_value(value)
+        except jsonio.JsonError as exc:
+            error = OptionsError if what == "option" else DocumentInputError
+            raise error(f"invalid {what} '{key}': {exc}") from exc
+        set_dotted(result, key, parsed)
     return result
 
 

@@ -54,7 +54,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from fsm.errors import DefinitionError
-from fsm.yaml_loader import LoadedYaml, load_yaml
+from fsm.yaml_loader import LoadedYaml, load_yaml, read_yaml_file
 
 __all__ = [
     "CONTROL_COMMANDS",
@@ -248,8 +248,8 @@ def describe_validation(exc: ValidationError, limit: int = 3) -> str:
 def read_definition(path: Path) -> tuple[MachineSpec, LoadedYaml]:
     """Read and parse the machine file at ``path``; raise DefinitionError with every problem."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_yaml_file(path)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and the size limit included
         raise DefinitionError(str(path), [f"cannot read machine file: {exc}"]) from exc
     spec, loaded, problems = parse_definition(text)
     if spec is None or loaded is None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
+from fsm import jsonio
 from fsm.clock import iso_utc
 from fsm.control import ControlPlane
+from fsm.definition import describe_validation
 from fsm.errors import JournalMismatchError
 from fsm.instance import Instance, Workspace
 from fsm.machine import FieldCodec, Machine, event_options
@@ -126,7 +129,7 @@ def list_instances(
                 continue
             try:
                 raw, stat = read_file(path)
-                data = json.loads(raw)
+                data = jsonio.loads(raw)
                 if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
             except (OSError, ValueError) as exc:
@@ -138,12 +141,15 @@ def list_instances(
                 rows.append((0, row))
                 continue
             instance_status = _status_of(machine, data)
-            if status_filter is not None and instance_status != status_filter:
+            state, invalid = _checked(machine, data)
+            # A document that does not validate has no status to trust: it matches no filter.
+            if status_filter is not None and (invalid or instance_status != status_filter):
                 continue
-            state = _state_of(machine, data)
             updated = iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
-            row = ListedInstance(machine.name, instance_id, instance_status, state, updated)
-            if state is not None and machine.is_final(state):
+            row = ListedInstance(
+                machine.name, instance_id, instance_status, state, updated, invalid
+            )
+            if invalid is None and state is not None and machine.is_final(state):
                 row = _with_verdict(machine, row, data)
             rows.append((stat.st_mtime_ns, row))
     rows.sort(key=lambda item: (item[0], item[1].id), reverse=True)
@@ -176,21 +182,27 @@ def _belongs_to(machine: Machine, journal: str) -> bool:
     except OSError:
         return True
     try:
-        record = json.loads(first.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError:
+        record = jsonio.loads(first.decode("utf-8", errors="replace"))
+    except jsonio.JsonError:
         return True
     owner = record.get("machine") if isinstance(record, dict) else None
     return owner is None or owner == machine.name
 
 
 def _first_line(path: str) -> bytes:
-    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance)."""
+    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance).
+
+    Read no further than jsonio's size limit: a journal that is one endless line is not read
+    to its end (what is returned then does not parse).
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks: list[bytes] = []
-        while chunk := os.read(fd, 4096):
+        size = 0
+        while size <= jsonio.MAX_BYTES and (chunk := os.read(fd, 4096)):
             line, newline, _ = chunk.partition(b"\n")
             chunks.append(line)
+            size += len(line)
             if newline:
                 break
     finally:
@@ -208,13 +220,21 @@ def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:
     return None if current is None else str(current)
 
 
-def _state_of(machine: Machine, data: dict[str, Any]) -> str | None:
-    if isinstance(machine.codec, FieldCodec):  # one field: no need to validate the document
-        return machine.codec.read(data) or None
+def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The state of ``data``, and ``"invalid: <reason>"`` when it would not load.
+
+    The same checks as :meth:`fsm.instance.Instance.load`: the document validates with the
+    machine's model (which also knows its statuses), and its state is one of the machine's.
+    """
     try:
-        return machine.codec.read(machine.document_model.model_validate(data))
-    except Exception:
-        return None
+        doc = machine.document_model.model_validate(data)
+    except ValidationError as exc:
+        as_read = machine.codec.read(data) if isinstance(machine.codec, FieldCodec) else ""
+        return as_read or None, f"invalid: {describe_validation(exc, 1)}"
+    state = machine.codec.read(doc)
+    if state not in machine.states:
+        return None, f"invalid: unknown state '{state}'"
+    return state, None
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm import jsonio
 from fsm.clock import Clock, SystemClock
 from fsm.commit import Committer
 from fsm.config import WorkspaceConfig, load_config, resolve_options
@@ -205,8 +206,8 @@ class Instance:
     def loaded_from(self, raw: bytes) -> Loaded:
         """The version of the document held in ``raw`` (CorruptDocumentError when invalid)."""
         try:
-            data = json.loads(raw)
-        except ValueError as exc:
+            data = jsonio.loads(raw)
+        except jsonio.JsonError as exc:
             raise CorruptDocumentError(f"not a JSON document: {exc}") from exc
         if not isinstance(data, dict):
             raise CorruptDocumentError("not a JSON object")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
 from fsm.files import append_bytes, open_nofollow
 
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog"]
@@ -98,22 +99,19 @@ class LineLog:
         """Every record; unreadable lines are listed by number instead."""
         result = JournalRead()
         try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return result
-        for number, line in enumerate(lines, start=1):
+        # Only "\n" ends a record: str.splitlines would also split at U+2028 or NEL inside one.
+        for number, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
             result.last_line = number
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+            record = _parse(line)
+            if record is None:
                 result.bad_lines.append(number)
-                continue
-            if isinstance(record, dict):
-                result.records.append(record)
             else:
-                result.bad_lines.append(number)
+                result.records.append(record)
         return result
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -183,8 +181,12 @@ class Journal(LineLog):
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
+    """The record on ``line``, or None when it is unreadable (torn, hostile, not an object).
+
+    Bytes that are not UTF-8 become U+FFFD rather than costing the whole record.
+    """
     try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        record = jsonio.loads(line.decode("utf-8", errors="replace"))
+    except jsonio.JsonError:
         return None
     return record if isinstance(record, dict) else None

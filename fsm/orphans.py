@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
 from fsm.errors import FsmError
 from fsm.files import open_nofollow
 
@@ -71,7 +72,7 @@ def reap(folder: Path) -> list[dict[str, Any]]:
     paths = [folder / name for name in names]
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsonio.loads(path.read_bytes())
             pgid = int(data["pgid"])
         except (OSError, ValueError, KeyError, TypeError):
             forget(path)

@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fsm import jsonio
 from fsm.errors import (
     CorruptDocumentError,
     InvalidIdError,
@@ -56,13 +57,27 @@ _HOLE = "\x00"
 
 def validate_id(instance_id: str) -> str:
     """Return ``instance_id`` if it is safe as a file name; raise InvalidIdError otherwise."""
+    if not instance_id:
+        raise InvalidIdError("invalid instance id: it is empty")
+    if instance_id.startswith("-"):
+        # Handed to other tools (git, grep, a dashboard's scripts) it would read as an option.
+        raise InvalidIdError(
+            f"invalid instance id '{_shown(instance_id)}': it starts with '-' (it would read as "
+            "an option); start it with a letter or digit"
+        )
     if not _ID.fullmatch(instance_id) or ".." in instance_id:
-        shown = instance_id.encode("unicode_escape").decode("ascii")
+        shown = _shown(instance_id)
         raise InvalidIdError(
             f"invalid instance id '{shown}': use letters, digits, '.', '_' and '-', "
             "starting with a letter or digit, without '..'"
         )
     return instance_id
+
+
+def _shown(instance_id: str) -> str:
+    """The id with control and non-ASCII characters escaped, at most 80 of them."""
+    shown = instance_id[:80].encode("unicode_escape").decode("ascii")
+    return shown + ("..." if len(instance_id) > 80 else "")
 
 
 @dataclass(frozen=True)
@@ -186,14 +201,13 @@ class FileStore:
             except OSError as exc:
                 raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
             try:
-                data = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                data = jsonio.loads(raw)
+            except jsonio.JsonError as exc:
                 if attempt + 1 < attempts:
                     time.sleep(self.retry_interval)
                     continue
                 raise CorruptDocumentError(
-                    f"corrupt document {path}: not valid JSON ({_json_reason(exc)}); "
-                    "the file was left untouched"
+                    f"corrupt document {path}: not valid JSON ({exc}); the file was left untouched"
                 ) from exc
             if not isinstance(data, dict):
                 raise CorruptDocumentError(
@@ -306,9 +320,3 @@ class FileStore:
                 "instance files stay inside it"
             )
         return path
-
-
-def _json_reason(exc: Exception) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    return str(exc)

@@ -3,19 +3,36 @@
 PyYAML's safe loader follows YAML 1.1, where ``on``, ``off``, ``yes`` and ``no`` silently become
 booleans: an event named ``on`` would turn into ``True``. Here only ``true`` and ``false`` are
 booleans; the YAML 1.1 words stay strings, so a boolean field given ``yes`` is rejected by the
-schema instead of being guessed. Duplicate mapping keys are errors (PyYAML keeps the last one).
-Every value's line is recorded so that problems can name ``file:line``.
+schema instead of being guessed (and ``=`` is the text ``=``, not YAML 1.1's "value" tag).
+Duplicate mapping keys are errors (PyYAML keeps the last one). Every value's line is recorded so
+that problems can name ``file:line``.
+
+Hostile files are read with limits (size, nesting, alias expansion, plain-data tags only; see
+:mod:`fsm._yaml_limits`): breaking one is a problem like a syntax error, found before any node
+is built, so a machine file never hangs, crashes or runs code while it is read.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["LoadedYaml", "YamlProblem", "load_yaml"]
+from fsm import _yaml_limits
+from fsm._yaml_limits import MAX_ALIAS_NODES, MAX_BYTES, MAX_DEPTH
+
+__all__ = [
+    "MAX_ALIAS_NODES",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "LoadedYaml",
+    "YamlProblem",
+    "load_yaml",
+    "read_yaml_file",
+]
 
 Location = tuple[str | int, ...]
 
@@ -30,8 +47,10 @@ class _StrictLoader(_Base):  # type: ignore[valid-type,misc]
     """SafeLoader (libyaml's when available) whose booleans are only ``true``/``false``."""
 
 
+# YAML 1.1's "value" tag (a bare ``=``) has no constructor: it stays text, like ``dest: "="``.
+_DROPPED = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:value"}
 _StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _StrictLoader.add_implicit_resolver(
@@ -67,60 +86,116 @@ class LoadedYaml:
             loc = loc[:-1]
 
 
+def read_yaml_file(path: Path) -> str:
+    """The text of the YAML file at ``path``, read only as far as the size limit.
+
+    Raises OSError, UnicodeDecodeError, or ValueError when the file is larger than
+    :data:`MAX_BYTES` (a FIFO or ``/dev/zero`` named as a machine file ends at once).
+    """
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"larger than the limit of {MAX_BYTES} bytes")
+    return raw.decode("utf-8")
+
+
 def load_yaml(text: str) -> tuple[LoadedYaml | None, list[YamlProblem]]:
-    """Parse ``text`` strictly; return the data (or None) and every problem found."""
-    loader = _StrictLoader(text)
+    """Parse ``text`` strictly; return the data (or None) and every problem found.
+
+    The data is None when the text cannot be read at all: malformed YAML or a broken limit
+    (one problem then says which).
+    """
+    if len(text) > MAX_BYTES:  # characters: the readers check the bytes before decoding
+        return None, [YamlProblem(1, f"larger than the limit of {MAX_BYTES} bytes")]
     try:
-        node = loader.get_single_node()
+        limit = _yaml_limits.first_problem(yaml.parse(text, Loader=_StrictLoader))
+        if limit is not None:
+            return None, [YamlProblem(*limit)]
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        if context and problem.startswith("but "):  # "expected a single document ..., but ..."
+            problem = f"{context}, {problem}"
         return None, [YamlProblem(line, f"malformed YAML: {problem}")]
-    finally:
-        loader.dispose()
     if node is None:
         return LoadedYaml(None), []
-    result = LoadedYaml(None)
-    problems: list[YamlProblem] = []
-    result.data = _build(loader, node, (), result.lines, problems)
-    return result, problems
+    builder = _Builder(loader)
+    data = builder.build(node, (), builder.lines)
+    return LoadedYaml(data, builder.lines), builder.problems
 
 
-def _build(
-    loader: _StrictLoader,
-    node: yaml.Node,
-    location: Location,
-    lines: dict[Location, int],
-    problems: list[YamlProblem],
-) -> Any:
-    lines[location] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
+class _Builder:
+    """Python data from composed nodes, with the line of every location and the problems.
+
+    The limits were checked on the events, so the recursion is at most ``MAX_DEPTH`` deep and
+    aliases are built at most ``MAX_ALIAS_NODES`` extra times.
+    """
+
+    def __init__(self, loader: _StrictLoader) -> None:
+        self.loader = loader
+        self.lines: dict[Location, int] = {}
+        self.problems: list[YamlProblem] = []
+        # Keys a mapping wrote itself, found before its merge keys are flattened in place (an
+        # aliased mapping is built again, already flattened).
+        self._own_keys: dict[int, set[int]] = {}
+
+    def build(self, node: yaml.Node, location: Location, lines: dict[Location, int]) -> Any:
+        lines[location] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, location, lines)
+        if isinstance(node, yaml.SequenceNode):
+            return [
+                self.build(item, (*location, index), lines) for index, item in enumerate(node.value)
+            ]
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # An explicit tag on a value it cannot read (``!!int abc``, ``!!bool maybe``), or an
+            # integer beyond Python's digit limit.
+            value = node.value if len(node.value) <= 40 else node.value[:37] + "..."
+            tag = node.tag.rpartition(":")[2]
+            reason = "too many digits" if "integer string conversion" in str(exc) else "invalid"
+            self.problems.append(
+                YamlProblem(node.start_mark.line + 1, f"cannot read '{value}' as {tag}: {reason}")
+            )
+            return None
+
+    def _mapping(
+        self, node: yaml.MappingNode, location: Location, lines: dict[Location, int]
+    ) -> dict[Any, Any]:
         # Keys merged in by ``<<: *anchor`` may be overridden by the mapping's own keys (YAML's
         # merge rule); only a key written twice in the mapping itself is a duplicate.
-        own_keys = {id(key_node) for key_node, _ in node.value if key_node.tag != _MERGE_TAG}
-        loader.flatten_mapping(node)
+        own_keys = self._own_keys.get(id(node))
+        if own_keys is None:
+            own_keys = {id(key) for key, _ in node.value if key.tag != _MERGE_TAG}
+            self._own_keys[id(node)] = own_keys
+            try:
+                self.loader.flatten_mapping(node)
+            except yaml.MarkedYAMLError as exc:  # ``<<: 1``: a merge key needs mappings
+                mark = exc.problem_mark or node.start_mark
+                self.problems.append(YamlProblem(mark.line + 1, f"malformed merge: {exc.problem}"))
+                return {}
         mapping: dict[Any, Any] = {}
         written: set[Any] = set()
         for key_node, value_node in node.value:
-            key = _build(loader, key_node, location, {}, problems)
+            key = self.build(key_node, location, {})
+            line = key_node.start_mark.line + 1
             if not isinstance(key, str | int):
-                problems.append(
-                    YamlProblem(key_node.start_mark.line + 1, f"mapping key {key!r} is not a name")
-                )
+                self.problems.append(YamlProblem(line, f"mapping key {key!r} is not a name"))
                 continue
             if key in written:
-                problems.append(YamlProblem(key_node.start_mark.line + 1, f"duplicate key {key!r}"))
+                self.problems.append(YamlProblem(line, f"duplicate key {key!r}"))
                 continue
             if id(key_node) in own_keys:
                 written.add(key)
-            mapping[key] = _build(loader, value_node, (*location, key), lines, problems)
+            mapping[key] = self.build(value_node, (*location, key), lines)
             # A block value starts on the line after its key; problems belong on the key's line.
-            lines[(*location, key)] = key_node.start_mark.line + 1
+            lines[(*location, key)] = line
         return mapping
-    if isinstance(node, yaml.SequenceNode):
-        return [
-            _build(loader, item, (*location, index), lines, problems)
-            for index, item in enumerate(node.value)
-        ]
-    return loader.construct_object(node, deep=True)

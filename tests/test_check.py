@@ -259,12 +259,6 @@ BROKEN = [
         id="schema-unknown-key",
     ),
     pytest.param(
-        HEADER + STATES + "transitions: [\n",
-        "yaml",
-        ["malformed YAML"],
-        id="malformed-yaml",
-    ),
-    pytest.param(
         HEADER.replace("module: functions.py", "module: missing.py") + STATES + TRANSITIONS,
         "import",
         ["cannot import 'missing.py'"],
@@ -466,12 +460,23 @@ def test_finding_renders_as_path_level_message(tmp_path: Path) -> None:
 
 
 def test_exit_code_is_zero_when_clean_and_one_with_findings(tmp_path: Path) -> None:
-    """Exit 0 for a clean report, 1 for findings of any level, 1 for malformed YAML (read)."""
+    """Exit 0 for a clean report, 1 for findings of any level, 1 for a duplicate key."""
     assert CheckReport("x", [], readable=True).exit_code == 0
     warning = Finding("x", "warning", "w", "untagged-final")
     assert CheckReport("x", [warning], readable=True).exit_code == 1
-    report = check_text(tmp_path, "states: [\n")
+    report = check_text(tmp_path, HEADER + STATES + TRANSITIONS + "initial: idle\n")
+    assert [f.message for f in report.findings] == ["duplicate key 'initial'"]
     assert (report.readable, report.exit_code) == (True, 1)
+
+
+def test_malformed_yaml_is_unreadable_with_its_line(tmp_path: Path) -> None:
+    """YAML that does not parse makes the report unreadable (exit 2, as the README says), with
+    the problem on its line."""
+    report = check_text(tmp_path, HEADER + STATES + "transitions: [\n")
+    assert [f.check for f in report.findings] == ["yaml"]
+    assert "malformed YAML" in report.findings[0].message
+    assert report.findings[0].path.endswith(f":{(HEADER + STATES).count(chr(10)) + 2}")
+    assert (report.readable, report.exit_code) == (False, 2)
 
 
 def _missing(folder: Path) -> Path:

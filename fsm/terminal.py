@@ -1,0 +1,63 @@
+"""Text fit for a terminal: control characters from documents, journals and arguments escaped.
+
+A ``--reason``, a title edited by a dashboard or an agent's error message may hold terminal
+escape sequences (ESC ``[31m``, a CSI that moves the cursor, BEL, a carriage return that hides
+what came before). Printed raw they recolour, rewrite or retitle the user's terminal. Everything
+fsm prints for people goes through :func:`printable` (a newline stays a newline) or
+:func:`one_line` (a newline is escaped too); each such character is shown as a Python-style
+escape (``\\x1b``, ``\\r``, ``\\u202e``).
+
+Escaped: C0 controls (U+0000-U+001F, tab included), DEL and the C1 controls (U+007F-U+009F,
+where U+009B is a CSI of its own), the line and paragraph separators (U+2028, U+2029) that
+split a line for some readers, the bidirectional overrides and isolates (U+202A-U+202E,
+U+2066-U+2069) that make text read differently from what it is, and lone surrogates (which a
+UTF-8 terminal cannot be sent at all).
+
+JSON output needs none of this for C0 controls (``json.dumps`` writes them as ``\\u001b``) but
+does for the rest when it keeps non-ASCII text: :func:`json_text` writes those as ``\\uXXXX``,
+which is the same JSON value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["json_text", "one_line", "printable"]
+
+_UNSAFE = "\x00-\x09\x0b-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_KEEPING_NEWLINES = re.compile(f"[{_UNSAFE}]")
+_UNSAFE_WITH_NEWLINES = re.compile(f"[{_UNSAFE}\n]")
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def printable(text: str) -> str:
+    """``text`` with every unsafe character escaped; newlines are kept."""
+    if _UNSAFE_KEEPING_NEWLINES.search(text) is None:
+        return text
+    return _UNSAFE_KEEPING_NEWLINES.sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every unsafe character escaped, newlines included: it prints as one line."""
+    if _UNSAFE_WITH_NEWLINES.search(text) is None:
+        return text
+    return _UNSAFE_WITH_NEWLINES.sub(_escape, text)
+
+
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON that keeps non-ASCII text but escapes what a terminal would act on."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    # Outside strings JSON text is ASCII, so each match is inside a string: \uXXXX is exact.
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    short = _SHORT.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
