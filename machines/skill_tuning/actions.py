@@ -9,27 +9,37 @@ and the work dir (backups, diagnosis files, reports); ``backup.ensure_inside`` c
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import shlex
 from typing import Any
 
 from fsm.context import Context
 from machines.skill_tuning.backup import ensure_inside, snapshot_tree
-from machines.skill_tuning.bookkeeping import finished
+from machines.skill_tuning.bookkeeping import KEPT_ERRORS, finished
 from machines.skill_tuning.diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from machines.skill_tuning.diagnosis.run import diagnose, number_issues, skipped_result
-from machines.skill_tuning.fixes.apply import (
-    apply_by_agent,
-    apply_mechanical,
-    select_batch,
-    verify_applied,
-)
+from machines.skill_tuning.fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
 from machines.skill_tuning.fixes.proposal import propose
-from machines.skill_tuning.model import DiagnosisResult, Issue, TuningState, count_by_severity
+from machines.skill_tuning.fixes.verify import verification_problems
+from machines.skill_tuning.model import (
+    AppliedFix,
+    DiagnosisResult,
+    ErrorEntry,
+    Fix,
+    Issue,
+    TuningState,
+    count_by_severity,
+)
 from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import backup_root, shown, skill_root, work_root
 from machines.skill_tuning.quality import issue_update, quality_gate, quality_score
 from machines.skill_tuning.report import REPORT_NAME, render_report
 from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill, readable
+from machines.skill_tuning.verdict import (
+    abort_reason,
+    gate_failure_reason,
+    gate_line,
+    success_reason,
+)
 
 __all__ = [
     "abort",
@@ -37,6 +47,7 @@ __all__ = [
     "apply_fix",
     "complete",
     "diagnose_area",
+    "give_up",
     "init",
     "iterate",
     "stop",
@@ -133,42 +144,23 @@ def diagnose_area(area: Area, doc: TuningState, ctx: Context) -> dict[str, Any]:
 
 
 def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Settle pending fix verifications (rolling failures back), score the skill against the
-    gate, count the iteration, and propose fixes for the issues that remain."""
+    """Score the skill against the quality gate, count the iteration, and propose fixes for the
+    issues that remain (the fixes of the last batch were verified when they were applied)."""
     started = ctx.clock.iso()
-    root = skill_root(doc, ctx)
-    fixes = {fix.id: fix for fix in doc.proposed_fixes}
-    records, rolled_back = verify_applied(
-        doc.applied_fixes,
-        fixes,
-        {issue.id for issue in doc.issues},
-        root,
-        lambda raw: Path(raw) if Path(raw).is_absolute() else ctx.workspace / raw,
-    )
-    update: dict[str, Any] = {}
-    issues = list(doc.issues)
-    skill = read_skill(root)
-    if rolled_back:  # the files changed back: diagnose them again so issues match the files
-        issues = []
-        for area in active_areas(doc):
-            result, found = _diagnosed(area, skill, doc, ctx)
-            update[f"diagnosis.{area}"] = result.model_dump(mode="json")
-            issues += found
-    counts = count_by_severity(issues)
+    skill = read_skill(skill_root(doc, ctx))
+    counts = count_by_severity(doc.issues)
     options = _options(ctx)
     proposals = propose(
-        issues,
+        doc.issues,
         skill,
         doc.proposed_fixes,
-        {record.fix_id for record in records},
+        {record.fix_id for record in doc.applied_fixes},
         can_delegate=options.fix_tool is not None,
         window=options.history_window,
     )
     fixes_dump = [fix.model_dump(mode="json", exclude_none=True) for fix in proposals.fixes]
     written = _write_side_file(doc, ctx, "fixes/fix-proposals.json", _json(fixes_dump))
-    update |= {
-        **issue_update(issues),
-        "applied_fixes": [r.model_dump(mode="json", exclude_none=True) for r in records],
+    update = {
         "quality_score": quality_score(counts),
         "quality_gate": quality_gate(counts),
         "iteration_count": doc.iteration_count + 1,
@@ -178,37 +170,53 @@ def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
     return finished(doc, ctx, "verify", started, update, output_files=[written])
 
 
-def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Apply the next batch of pending fixes, each after backing up what it may change."""
-    started = ctx.clock.iso()
+def _apply_one(fix: Fix, doc: TuningState, ctx: Context) -> tuple[AppliedFix, str] | None:
+    """Back up, apply and verify one fix; None when it needs an agent and none is set."""
     root, work = skill_root(doc, ctx), work_root(doc, ctx)
+    options = _options(ctx)
+    backup = ensure_inside(backup_root(doc, ctx) / f"before-{fix.id}", work)
+    stamp = (ctx.clock.iso(), shown(backup, ctx))
+    addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
+    before = read_skill(root)
+    if fix.changes:
+        record, note = apply_mechanical(fix, root, backup, *stamp)
+    elif options.fix_tool is not None:
+        record, note = apply_by_agent(
+            fix,
+            addressed,
+            root,
+            backup,
+            stamp=stamp,
+            executor=ctx.executor,
+            tool=options.fix_tool,
+            timeout=options.fix_timeout,
+        )
+    else:
+        return None
+    if record.success:
+        problems = verification_problems(before, read_skill(root), addressed)
+        record = settle(record, problems, addressed, root, backup)
+        note = "verified" if not problems else f"rolled back: {record.failure_reason}"
+    return record, note
+
+
+def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
+    """Apply the next batch of pending fixes, each after a backup, each verified at once by a
+    full re-diagnosis and the consistency checks; a fix that fails is rolled back."""
+    started = ctx.clock.iso()
     fixes = {fix.id: fix for fix in doc.proposed_fixes}
     batch = select_batch(doc.pending_fixes, fixes)
-    options = _options(ctx)
     records = list(doc.applied_fixes)
     notes: dict[str, str] = {}
     for fix in batch:
-        backup = ensure_inside(backup_root(doc, ctx) / f"before-{fix.id}", work)
-        stamp = (ctx.clock.iso(), shown(backup, ctx))
-        if fix.changes:
-            record, note = apply_mechanical(fix, root, backup, *stamp)
-        elif options.fix_tool is not None:
-            addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
-            record, note = apply_by_agent(
-                fix,
-                addressed,
-                root,
-                backup,
-                stamp=stamp,
-                executor=ctx.executor,
-                tool=options.fix_tool,
-                timeout=options.fix_timeout,
-            )
-        else:
+        applied = _apply_one(fix, doc, ctx)
+        if applied is None:
             continue
-        ctx.log.info("fix_applied", fix=fix.id, success=record.success, note=note)
+        record, notes[fix.id] = applied
+        ctx.log.info(
+            "fix_applied", fix=fix.id, result=record.verification_result, note=notes[fix.id]
+        )
         records.append(record)
-        notes[fix.id] = note
     done = {fix.id for fix in batch}
     dumped = [r.model_dump(mode="json", exclude_none=True) for r in records]
     summary = _json({"applied": dumped, "notes": notes})
@@ -227,52 +235,73 @@ def iterate(doc: TuningState, ctx: Context) -> dict[str, Any]:
     return finished(doc, ctx, "iterate", started, update)
 
 
-def _restore_hint(doc: TuningState, ctx: Context) -> str:
-    if not doc.target_skill.name or not doc.backup_dir:
+def _restore_hint(doc: TuningState) -> str:
+    if not doc.target_skill.name or not doc.backup_dir or not doc.target_skill.path:
         return "No backup was taken (the target skill was never read)."
     backup = f"{doc.backup_dir}/{doc.target_skill.name}-backup"
+    skill = doc.target_skill.path.rstrip("/")
+    command = (
+        f"mv {shlex.quote(skill)} {shlex.quote(skill + '.tuned')} && "
+        f"cp -a {shlex.quote(backup)} {shlex.quote(skill)}"
+    )
     return (
-        f"The skill as it was before tuning is in `{backup}/`. To restore it: "
-        f"`rsync -a --delete {backup}/ {doc.target_skill.path}/` "
-        f"(or `machines.skill_tuning.backup.restore_original`)."
+        f"The skill as it was before tuning is in `{backup}/`. To restore it, from the "
+        f"workspace folder: `{command}` (the tuned skill is kept beside it as `{skill}.tuned`)."
     )
 
 
-def _end(doc: TuningState, ctx: Context, name: str, outcome: str, status: str) -> dict[str, Any]:
+def _end(
+    doc: TuningState, ctx: Context, name: str, status: str, reason: str, *, success: bool = False
+) -> dict[str, Any]:
     started = ctx.clock.iso()
-    report = render_report(doc, outcome, _restore_hint(doc, ctx))
+    report = render_report(doc, reason, _restore_hint(doc))
     written = _write_side_file(doc, ctx, REPORT_NAME, report)
     files = [written]
+    update: dict[str, Any] = {
+        "status": status,
+        "completed_at": started,
+        "final_report": written,
+        "failure_reason": None if success else reason,
+    }
+    if name == "give_up":  # the gate failed: the seed's own error list says so too
+        entry = ErrorEntry(
+            action="action-complete", message=reason, timestamp=started, recoverable=False
+        )
+        update["errors"] = [e.model_dump(mode="json") for e in [*doc.errors, entry]][-KEPT_ERRORS:]
     if status == "failed":
-        errors = [e.model_dump(mode="json") for e in doc.errors]
+        errors = update.get("errors", [e.model_dump(mode="json") for e in doc.errors])
         files.append(_write_side_file(doc, ctx, "errors.json", _json(errors)))
-    update = {"status": status, "completed_at": started, "final_report": written}
     return finished(doc, ctx, name, started, update, output_files=files)
 
 
-_OUTCOMES = {
-    "complete": "completed: the quality gate passed",
-    "finish": "completed: the iteration limit was reached",
-    "settle": "completed: no fix is left to apply",
-}
-
-
 def complete(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report and end the run ``completed``."""
-    event = ctx.transition.event if ctx.transition is not None else "complete"
-    outcome = f"{_OUTCOMES.get(event, 'completed')} (gate {doc.quality_gate})"
-    return _end(doc, ctx, "complete", outcome, "completed")
+    """Write the final report and end the run ``completed``: the quality gate passed."""
+    return _end(doc, ctx, "complete", "completed", success_reason(doc), success=True)
+
+
+def give_up(doc: TuningState, ctx: Context) -> dict[str, Any]:
+    """Write the final report and end the run ``failed``: the quality gate did not pass and
+    either the iterations are used up or no fix is left to apply."""
+    reason = gate_failure_reason(
+        doc,
+        limit_reached=doc.iteration_count >= doc.max_iterations,
+        can_delegate=_options(ctx).fix_tool is not None,
+    )
+    return _end(doc, ctx, "give_up", "failed", reason)
 
 
 def abort(doc: TuningState, ctx: Context) -> dict[str, Any]:
     """Write the final report and ``errors.json`` and end the run ``failed``."""
-    outcome = f"failed: {doc.error_count} errors reached the limit of {doc.max_errors}"
-    return _end(doc, ctx, "abort", outcome, "failed")
+    return _end(doc, ctx, "abort", "failed", abort_reason(doc))
 
 
 def stop(doc: TuningState, ctx: Context) -> dict[str, Any]:
     """Write the final report when a person stops the run (status ``user_exit``)."""
-    return _end(doc, ctx, "stop", "stopped by the user", "user_exit")
+    if doc.iteration_count == 0:
+        reason = "stopped by the user before the skill was scored"
+    else:
+        reason = f"stopped by the user after {doc.iteration_count} iteration(s); {gate_line(doc)}"
+    return _end(doc, ctx, "stop", "user_exit", reason)
 
 
 def touch(doc: TuningState, ctx: Context) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from machines.skill_tuning.model import TuningState
 from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import shown
 from machines.skill_tuning.skill import TargetSkillError, resolve_target
+from machines.skill_tuning.verdict import fix_tally, issue_counts
 
 __all__ = ["registry"]
 
@@ -80,6 +81,7 @@ _ACTIONS: Mapping[str, Callable[[TuningState, Context], Update]] = {
     "apply_fix": actions.apply_fix,
     "iterate": actions.iterate,
     "complete": actions.complete,
+    "give_up": actions.give_up,
     "abort": actions.abort,
     "stop": actions.stop,
     "touch": actions.touch,
@@ -171,16 +173,13 @@ def on_error(doc: TuningState, ctx: Context, error: BaseException) -> Update:
 
 @registry.hook
 def summary(doc: TuningState) -> dict[str, str]:
-    """Extra lines of ``fsm status``."""
-    counts = doc.issues_by_severity
-    verified = sum(1 for r in doc.applied_fixes if r.verification_result == "pass")
+    """Extra lines of ``fsm status``: the counts the tuning report shows, made by the same
+    functions, so the two always agree."""
     return {
         "target": f"{doc.target_skill.name or '?'} ({doc.target_skill.path})",
         "iteration": f"{doc.iteration_count}/{doc.max_iterations}",
         "quality": f"{doc.quality_score:g}/100, gate {doc.quality_gate}",
-        "issues": f"{counts.critical} critical, {counts.high} high, {counts.medium} medium, "
-        f"{counts.low} low",
-        "fixes": f"{len(doc.applied_fixes)} applied, {verified} verified, "
-        f"{len(doc.pending_fixes)} pending",
+        "issues": issue_counts(doc),
+        "fixes": str(fix_tally(doc)),
         "errors": f"{doc.error_count}/{doc.max_errors}",
     }

@@ -68,6 +68,8 @@ def test_the_demo_sample_is_fixed_and_passes(tmp_path: Path) -> None:
     backup = copy / (doc.backup_dir or "") / "code-review-backup"
     assert tree_bytes(backup) == original
     report = (copy / (doc.final_report or "")).read_text(encoding="utf-8")
-    assert "- Outcome: completed: the quality gate passed (gate pass)" in report
+    assert "- Outcome: quality gate pass: 100/100, no issue left; 4 fixes kept; 2 iterations" in (
+        report
+    )
     assert replay(instance).problems == []
     assert tree_bytes(DEMO / "my-skill") == original
