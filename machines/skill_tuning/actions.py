@@ -8,13 +8,11 @@ and the work dir (backups, diagnosis files, reports); ``backup.ensure_inside`` c
 
 from __future__ import annotations
 
-import json
-import shlex
 from typing import Any
 
 from fsm.context import Context
 from machines.skill_tuning.backup import ensure_inside, snapshot_tree
-from machines.skill_tuning.bookkeeping import KEPT_ERRORS, finished
+from machines.skill_tuning.bookkeeping import finished
 from machines.skill_tuning.diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from machines.skill_tuning.diagnosis.run import diagnose, number_issues, skipped_result
 from machines.skill_tuning.fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
@@ -23,34 +21,22 @@ from machines.skill_tuning.fixes.verify import verification_problems
 from machines.skill_tuning.model import (
     AppliedFix,
     DiagnosisResult,
-    ErrorEntry,
     Fix,
     Issue,
     TuningState,
     count_by_severity,
 )
-from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import backup_root, shown, skill_root, work_root
 from machines.skill_tuning.quality import issue_update, quality_gate, quality_score
-from machines.skill_tuning.report import REPORT_NAME, render_report
 from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill, readable
-from machines.skill_tuning.verdict import (
-    abort_reason,
-    gate_failure_reason,
-    gate_line,
-    success_reason,
-)
+from machines.skill_tuning.workfiles import options_of, to_json, write_side_file
 
 __all__ = [
-    "abort",
     "active_areas",
     "apply_fix",
-    "complete",
     "diagnose_area",
-    "give_up",
     "init",
     "iterate",
-    "stop",
     "touch",
     "verify",
 ]
@@ -60,27 +46,6 @@ def active_areas(doc: TuningState) -> list[Area]:
     """The areas to diagnose: those named in ``focus_areas``, or all four when it names none
     of them (empty, ``all``, or only areas this machine does not have)."""
     return [area for area in AREAS if area in doc.focus_areas] or list(AREAS)
-
-
-def _options(ctx: Context) -> TuningOptions:
-    options = ctx.options
-    return options if isinstance(options, TuningOptions) else TuningOptions()
-
-
-def _write_side_file(doc: TuningState, ctx: Context, name: str, text: str) -> str:
-    """Write ``name`` under the work dir; return its path as the document shows it.
-
-    Text quoted from a skill file that is not valid UTF-8 carries the undecodable bytes as lone
-    surrogates (see :mod:`.skill`); they are written as ``\\udcXX`` escapes, which keeps a JSON
-    side file valid and a report readable instead of failing the step."""
-    target = ensure_inside(work_root(doc, ctx) / name, work_root(doc, ctx))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8", errors="backslashreplace")
-    return shown(target, ctx)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
 def init(doc: TuningState, ctx: Context) -> dict[str, Any]:
@@ -138,7 +103,7 @@ def diagnose_area(area: Area, doc: TuningState, ctx: Context) -> dict[str, Any]:
     skill = read_skill(skill_root(doc, ctx))
     result, found = _diagnosed(area, skill, doc, ctx)
     record = {"diagnosis": result.model_dump(mode="json"), "issues": issue_update(found)["issues"]}
-    written = _write_side_file(doc, ctx, f"diagnosis/{area}-diagnosis.json", _json(record))
+    written = write_side_file(doc, ctx, f"diagnosis/{area}-diagnosis.json", to_json(record))
     update = {f"diagnosis.{area}": result.model_dump(mode="json"), **issue_update(others + found)}
     return finished(doc, ctx, f"diagnose_{area}", started, update, output_files=[written])
 
@@ -149,7 +114,7 @@ def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
     started = ctx.clock.iso()
     skill = read_skill(skill_root(doc, ctx))
     counts = count_by_severity(doc.issues)
-    options = _options(ctx)
+    options = options_of(ctx)
     proposals = propose(
         doc.issues,
         skill,
@@ -159,7 +124,7 @@ def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
         window=options.history_window,
     )
     fixes_dump = [fix.model_dump(mode="json", exclude_none=True) for fix in proposals.fixes]
-    written = _write_side_file(doc, ctx, "fixes/fix-proposals.json", _json(fixes_dump))
+    written = write_side_file(doc, ctx, "fixes/fix-proposals.json", to_json(fixes_dump))
     update = {
         "quality_score": quality_score(counts),
         "quality_gate": quality_gate(counts),
@@ -173,7 +138,7 @@ def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
 def _apply_one(fix: Fix, doc: TuningState, ctx: Context) -> tuple[AppliedFix, str] | None:
     """Back up, apply and verify one fix; None when it needs an agent and none is set."""
     root, work = skill_root(doc, ctx), work_root(doc, ctx)
-    options = _options(ctx)
+    options = options_of(ctx)
     backup = ensure_inside(backup_root(doc, ctx) / f"before-{fix.id}", work)
     stamp = (ctx.clock.iso(), shown(backup, ctx))
     addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
@@ -219,8 +184,8 @@ def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
         records.append(record)
     done = {fix.id for fix in batch}
     dumped = [r.model_dump(mode="json", exclude_none=True) for r in records]
-    summary = _json({"applied": dumped, "notes": notes})
-    written = _write_side_file(doc, ctx, "fixes/applied-fixes.json", summary)
+    summary = to_json({"applied": dumped, "notes": notes})
+    written = write_side_file(doc, ctx, "fixes/applied-fixes.json", summary)
     update = {
         "applied_fixes": dumped,
         "pending_fixes": [fix_id for fix_id in doc.pending_fixes if fix_id not in done],
@@ -233,75 +198,6 @@ def iterate(doc: TuningState, ctx: Context) -> dict[str, Any]:
     started = ctx.clock.iso()
     update = {f"diagnosis.{area}": None for area in AREAS}
     return finished(doc, ctx, "iterate", started, update)
-
-
-def _restore_hint(doc: TuningState) -> str:
-    if not doc.target_skill.name or not doc.backup_dir or not doc.target_skill.path:
-        return "No backup was taken (the target skill was never read)."
-    backup = f"{doc.backup_dir}/{doc.target_skill.name}-backup"
-    skill = doc.target_skill.path.rstrip("/")
-    command = (
-        f"mv {shlex.quote(skill)} {shlex.quote(skill + '.tuned')} && "
-        f"cp -a {shlex.quote(backup)} {shlex.quote(skill)}"
-    )
-    return (
-        f"The skill as it was before tuning is in `{backup}/`. To restore it, from the "
-        f"workspace folder: `{command}` (the tuned skill is kept beside it as `{skill}.tuned`)."
-    )
-
-
-def _end(
-    doc: TuningState, ctx: Context, name: str, status: str, reason: str, *, success: bool = False
-) -> dict[str, Any]:
-    started = ctx.clock.iso()
-    report = render_report(doc, reason, _restore_hint(doc))
-    written = _write_side_file(doc, ctx, REPORT_NAME, report)
-    files = [written]
-    update: dict[str, Any] = {
-        "status": status,
-        "completed_at": started,
-        "final_report": written,
-        "failure_reason": None if success else reason,
-    }
-    if name == "give_up":  # the gate failed: the seed's own error list says so too
-        entry = ErrorEntry(
-            action="action-complete", message=reason, timestamp=started, recoverable=False
-        )
-        update["errors"] = [e.model_dump(mode="json") for e in [*doc.errors, entry]][-KEPT_ERRORS:]
-    if status == "failed":
-        errors = update.get("errors", [e.model_dump(mode="json") for e in doc.errors])
-        files.append(_write_side_file(doc, ctx, "errors.json", _json(errors)))
-    return finished(doc, ctx, name, started, update, output_files=files)
-
-
-def complete(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report and end the run ``completed``: the quality gate passed."""
-    return _end(doc, ctx, "complete", "completed", success_reason(doc), success=True)
-
-
-def give_up(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report and end the run ``failed``: the quality gate did not pass and
-    either the iterations are used up or no fix is left to apply."""
-    reason = gate_failure_reason(
-        doc,
-        limit_reached=doc.iteration_count >= doc.max_iterations,
-        can_delegate=_options(ctx).fix_tool is not None,
-    )
-    return _end(doc, ctx, "give_up", "failed", reason)
-
-
-def abort(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report and ``errors.json`` and end the run ``failed``."""
-    return _end(doc, ctx, "abort", "failed", abort_reason(doc))
-
-
-def stop(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report when a person stops the run (status ``user_exit``)."""
-    if doc.iteration_count == 0:
-        reason = "stopped by the user before the skill was scored"
-    else:
-        reason = f"stopped by the user after {doc.iteration_count} iteration(s); {gate_line(doc)}"
-    return _end(doc, ctx, "stop", "user_exit", reason)
 
 
 def touch(doc: TuningState, ctx: Context) -> dict[str, Any]:

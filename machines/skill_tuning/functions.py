@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from fsm.context import Context
 from fsm.errors import DocumentInputError
+from fsm.outcome import Verdict
 from fsm.registry import Registry, Update
-from machines.skill_tuning import actions
+from machines.skill_tuning import actions, ending
 from machines.skill_tuning.bookkeeping import failed
 from machines.skill_tuning.codec import TuningCodec
 from machines.skill_tuning.diagnosis.rule import Area
@@ -23,7 +24,7 @@ from machines.skill_tuning.model import TuningState
 from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import shown
 from machines.skill_tuning.skill import TargetSkillError, resolve_target
-from machines.skill_tuning.verdict import fix_tally, issue_counts
+from machines.skill_tuning.verdict import fix_tally, issue_counts, verdict
 
 __all__ = ["registry"]
 
@@ -80,10 +81,10 @@ _ACTIONS: Mapping[str, Callable[[TuningState, Context], Update]] = {
     "verify": actions.verify,
     "apply_fix": actions.apply_fix,
     "iterate": actions.iterate,
-    "complete": actions.complete,
-    "give_up": actions.give_up,
-    "abort": actions.abort,
-    "stop": actions.stop,
+    "complete": ending.complete,
+    "give_up": ending.give_up,
+    "abort": ending.abort,
+    "stop": ending.stop,
     "touch": actions.touch,
 }
 for _name, _action in _ACTIONS.items():
@@ -183,3 +184,24 @@ def summary(doc: TuningState) -> dict[str, str]:
         "fixes": str(fix_tally(doc)),
         "errors": f"{doc.error_count}/{doc.max_errors}",
     }
+
+
+@registry.hook
+def outcome(doc: TuningState) -> Verdict:
+    """Success only when the quality gate passed; the reason is the report's Outcome line."""
+    success, reason = verdict(doc)
+    return Verdict(success, reason)
+
+
+@registry.hook
+def preflight(doc: TuningState, ctx: Context) -> list[str]:
+    """The one thing a run may need from outside: the fix agent named by option ``fix_tool``."""
+    options = ctx.options
+    tool = options.fix_tool if isinstance(options, TuningOptions) else None
+    if tool is None or ctx.executor.has_agent(tool):
+        return []
+    return [
+        f"agent '{tool}' (option fix_tool) is not available: add [agent.{tool}] command = "
+        f"[...] to fsm.toml, or put {tool} on PATH, or unset fix_tool to leave the fixes that "
+        "need judgement to a person"
+    ]
