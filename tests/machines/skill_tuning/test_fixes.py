@@ -17,10 +17,10 @@ from machines.skill_tuning.fixes.apply import (
     select_batch,
     settle,
 )
-from machines.skill_tuning.fixes.verify import verification_problems
 from machines.skill_tuning.fixes.mechanical import mechanical_changes
 from machines.skill_tuning.fixes.proposal import propose
-from machines.skill_tuning.model import AppliedFix, FileChange, Issue
+from machines.skill_tuning.fixes.verify import verification_problems
+from machines.skill_tuning.model import AppliedFix, FileChange, Fix, Issue
 from machines.skill_tuning.skill import Skill, read_skill
 
 SKILL = "---\nname: probe\n---\n# Probe skill\n"
