@@ -71,10 +71,14 @@ def _fence_problems(before: Skill, after: Skill) -> Iterator[str]:
 def _links(skill: Skill) -> set[tuple[str, str]]:
     """(file, target) of every link and literal read path that resolves to nothing."""
     broken = set()
+    folders = {path.split("/")[0] for path in skill.paths if "/" in path}
     for skill_file in skill.files:
         code = set(_code_names(skill_file))
         for number, line in enumerate(skill_file.lines, start=1):
-            targets = _READ_PATH.findall(line) if number in code else _LINK.findall(line)
+            if number in code:  # only paths into the skill's folders, not the files of a run
+                targets = [t for t in _READ_PATH.findall(line) if t.split("/")[0] in folders]
+            else:
+                targets = _LINK.findall(line)
             for target in targets:
                 if not _resolves(skill, skill_file.path, target):
                     broken.add((skill_file.path, target))
