@@ -73,20 +73,25 @@ def placeholders(text: str) -> set[str]:
     return set(_PLACEHOLDER.findall(text))
 
 
-def _words(text: str) -> set[str]:
+def _words(text: str, *, renamed: bool = False) -> set[str]:
+    """The names of a parameter list or a destructuring pattern: defaults and spreads
+    dropped; for ``a: b`` the name after the colon when ``renamed`` (destructuring), before it
+    otherwise (a typed parameter)."""
     names = set()
-    for part in re.split(r"[,\s]+", text):
-        name = re.split(r"[=:]", part.strip(" .()[]{}*"))[0].strip()
+    for part in re.split(r",", re.sub(r"[{}\[\]()]", ",", text)):
+        item = part.split("=")[0]
+        if ":" in item:
+            item = item.split(":")[1 if renamed else 0]
+        name = item.strip().lstrip(".").strip()
         if re.fullmatch(r"[A-Za-z_$][\w$]*", name):
             names.add(name)
-    # ``{ a: b }`` destructures into b, ``(x = 1)`` defines x: keep the last name of each pair
-    return names | set(re.findall(r":\s*([A-Za-z_$][\w$]*)", text))
+    return names
 
 
 def _definitions(code: str, lang: str) -> set[str]:
     found: set[str] = set(_DECLARED.findall(code))
     for group in _DESTRUCTURED.findall(code):
-        found |= _words(group)
+        found |= _words(group, renamed=True)
     for name, params in _FUNCTION.findall(code):
         found |= {name} | _words(params) if name else _words(params)
     for params, single in _ARROW.findall(code):
@@ -133,7 +138,7 @@ def _classify(code: str, lang: str) -> LineNames:
 
 def block_names(block: CodeBlock) -> dict[int, LineNames]:
     """The names of every code line of ``block``, by line number."""
-    scanner = _Scanner(hash_comments=block.lang in _HASH_COMMENTS)
+    scanner = _Scanner(hash_comments=block.lang in _HASH_COMMENTS, shell=block.lang in _SHELL)
     return {number: _classify(scanner.line(text), block.lang) for number, text in block.numbered()}
 
 
@@ -142,8 +147,9 @@ class _Scanner:
     ``x['k']`` becomes ``x.k``, a quoted key ``"k":`` becomes ``k:``), comments dropped, and the
     code inside ``${...}`` of template literals kept. Its state carries across lines."""
 
-    def __init__(self, *, hash_comments: bool) -> None:
+    def __init__(self, *, hash_comments: bool, shell: bool = False) -> None:
         self.hash_comments = hash_comments
+        self.quotes = "'" if shell else "'\"`"  # a shell expands $NAME in "..." and `...`
         self.stack: list[str] = []  # "`" inside a template literal, "{" inside its ${...}
         self.block_comment = False
 
@@ -161,7 +167,7 @@ class _Scanner:
             if self.stack and self.stack[-1] == "`":
                 i = self._template(text, i, out)
                 continue
-            if char in "'\"" or char == "`":
+            if char in self.quotes:
                 i = self._quoted(text, i, out)
             elif text.startswith("//", i) or (self.hash_comments and char == "#"):
                 break
