@@ -4,10 +4,11 @@ lines are really code.
 A skill explains itself with pictures and examples as much as with code, and those must not be
 diagnosed as if they ran. So a fenced block's lines are sorted into code and prose:
 
-* **Diagram lines** are never code: a line holding a box-drawing character (``│ → ccw cli │``,
-  ``├── state.json``), and in a block framed with ASCII art (a line starting ``+--``) its ``|``
-  framed lines and ``+--`` rules. A block without a language tag that is mostly such lines is a
-  picture as a whole, and none of its lines is code.
+* **Diagram lines** are never code: a line drawn with box-drawing characters (one starts or
+  ends it, as in ``│ → ccw cli │`` and ``├── state.json``, or two stand together, as in
+  ``──``; a lone one inside a string is code), and in a block framed with ASCII art (a line
+  starting ``+--``) its ``|`` framed lines and ``+--`` rules. A block without a language
+  tag that is mostly such lines is a picture as a whole, and none of its lines is code.
 * **Blocks that are not code as a whole**: a language tag naming a picture or plain text
   (``text``, ``mermaid``, ``markdown``...), a block under a heading that names examples
   (``## Examples``, ``### Anti-pattern``, ``示例``...), a block introduced by a line such as
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 __all__ = ["CodeBlock", "parse_code_blocks"]
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)(.*)$")
-_BOX = re.compile("[\u2500-\u257f]")
+_BOX = re.compile("^[\u2500-\u257f]|[\u2500-\u257f]$|[\u2500-\u257f]{2}")
 _ASCII_RULE = re.compile(r"^\s*\+[-=+]{2,}")
 _ASCII_FRAMED = re.compile(r"^\s*\|(?:.*\|)?\s*$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<title>.+?)\s*#*\s*$")
@@ -82,7 +83,8 @@ def _diagram_offsets(lines: list[str]) -> set[int]:
     return {
         offset
         for offset, line in enumerate(lines)
-        if _BOX.search(line) or (framed and (_ASCII_RULE.match(line) or _ASCII_FRAMED.match(line)))
+        if _BOX.search(line.strip())
+        or (framed and (_ASCII_RULE.match(line) or _ASCII_FRAMED.match(line)))
     }
 
 

@@ -25,6 +25,7 @@ Only what the fix changed is held against it: a problem the skill already had is
 from __future__ import annotations
 
 import difflib
+import functools
 import posixpath
 import re
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ def consistency_problems(before: Skill, after: Skill) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+@functools.lru_cache(maxsize=512)
 def _code_names(skill_file: SkillFile) -> dict[int, LineNames]:
     found: dict[int, LineNames] = {}
     for block in skill_file.code_blocks:

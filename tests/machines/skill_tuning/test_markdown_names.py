@@ -20,6 +20,11 @@ CALL = "const r = Task({ prompt: 'x' });"
             f"```javascript\n{CALL}\n│ → ccw cli -p x │\n```\n", [CALL], id="box-line-in-code"
         ),
         pytest.param(
+            "```js\nlog('│ done'); Task(x);\n```\n",
+            ["log('│ done'); Task(x);"],
+            id="box-char-in-a-string",
+        ),
+        pytest.param(
             f"```js\n+------+\n| {CALL} |\n+------+\nnext();\n```\n",
             ["next();"],
             id="ascii-frame",
