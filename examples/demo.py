@@ -75,6 +75,18 @@ def scenarios() -> list[Scenario]:
             },
         ),
         Scenario(
+            "skill-tuning: a skill whose agent calls need judgement: one fix kept, gate fails",
+            # The machine's folder rather than its name, so that this copy of the sample gets
+            # its own folder (demo-output/skill_tuning) beside the first one.
+            str(ROOT / "machines" / "skill_tuning"),
+            None,
+            {"target_skill": {"path": "unfixable-skill"}},
+            prepare=lambda folder: shutil.copytree(
+                SAMPLES / "skill-tuning", folder, dirs_exist_ok=True
+            ),
+            expect="failed",
+        ),
+        Scenario(
             "issue-manager: four issues, one failing on purpose (so the run fails: 3 of 4 done), "
             "one planned by plan_agent.py",
             "issue-manager",

@@ -132,9 +132,7 @@ def test_missing_program_refuses_the_run_and_changes_nothing(cli: Cli, tmp_path:
     assert cli("status", J, "b1", "--json").json()["status"] == "created"
 
 
-def test_preflight_reports_every_missing_requirement(
-    workspace: Workspace, judged: Machine
-) -> None:
+def test_preflight_reports_every_missing_requirement(workspace: Workspace, judged: Machine) -> None:
     """The error lists each missing requirement, not only the first."""
     instance = workspace.instance(judged, "b1")
     parts = [{"name": "a", "program": "nope-1"}, {"name": "b", "program": "nope-2"}]

@@ -8,8 +8,6 @@ and the work dir (backups, diagnosis files, reports); ``backup.ensure_inside`` c
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from fsm.context import Context
@@ -17,29 +15,28 @@ from machines.skill_tuning.backup import ensure_inside, snapshot_tree
 from machines.skill_tuning.bookkeeping import finished
 from machines.skill_tuning.diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from machines.skill_tuning.diagnosis.run import diagnose, number_issues, skipped_result
-from machines.skill_tuning.fixes.apply import (
-    apply_by_agent,
-    apply_mechanical,
-    select_batch,
-    verify_applied,
-)
+from machines.skill_tuning.fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
 from machines.skill_tuning.fixes.proposal import propose
-from machines.skill_tuning.model import DiagnosisResult, Issue, TuningState, count_by_severity
-from machines.skill_tuning.options import TuningOptions
+from machines.skill_tuning.fixes.verify import verification_problems
+from machines.skill_tuning.model import (
+    AppliedFix,
+    DiagnosisResult,
+    Fix,
+    Issue,
+    TuningState,
+    count_by_severity,
+)
 from machines.skill_tuning.paths import backup_root, shown, skill_root, work_root
 from machines.skill_tuning.quality import issue_update, quality_gate, quality_score
-from machines.skill_tuning.report import REPORT_NAME, render_report
 from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill, readable
+from machines.skill_tuning.workfiles import options_of, to_json, write_side_file
 
 __all__ = [
-    "abort",
     "active_areas",
     "apply_fix",
-    "complete",
     "diagnose_area",
     "init",
     "iterate",
-    "stop",
     "touch",
     "verify",
 ]
@@ -49,27 +46,6 @@ def active_areas(doc: TuningState) -> list[Area]:
     """The areas to diagnose: those named in ``focus_areas``, or all four when it names none
     of them (empty, ``all``, or only areas this machine does not have)."""
     return [area for area in AREAS if area in doc.focus_areas] or list(AREAS)
-
-
-def _options(ctx: Context) -> TuningOptions:
-    options = ctx.options
-    return options if isinstance(options, TuningOptions) else TuningOptions()
-
-
-def _write_side_file(doc: TuningState, ctx: Context, name: str, text: str) -> str:
-    """Write ``name`` under the work dir; return its path as the document shows it.
-
-    Text quoted from a skill file that is not valid UTF-8 carries the undecodable bytes as lone
-    surrogates (see :mod:`.skill`); they are written as ``\\udcXX`` escapes, which keeps a JSON
-    side file valid and a report readable instead of failing the step."""
-    target = ensure_inside(work_root(doc, ctx) / name, work_root(doc, ctx))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8", errors="backslashreplace")
-    return shown(target, ctx)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
 def init(doc: TuningState, ctx: Context) -> dict[str, Any]:
@@ -127,48 +103,29 @@ def diagnose_area(area: Area, doc: TuningState, ctx: Context) -> dict[str, Any]:
     skill = read_skill(skill_root(doc, ctx))
     result, found = _diagnosed(area, skill, doc, ctx)
     record = {"diagnosis": result.model_dump(mode="json"), "issues": issue_update(found)["issues"]}
-    written = _write_side_file(doc, ctx, f"diagnosis/{area}-diagnosis.json", _json(record))
+    written = write_side_file(doc, ctx, f"diagnosis/{area}-diagnosis.json", to_json(record))
     update = {f"diagnosis.{area}": result.model_dump(mode="json"), **issue_update(others + found)}
     return finished(doc, ctx, f"diagnose_{area}", started, update, output_files=[written])
 
 
 def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Settle pending fix verifications (rolling failures back), score the skill against the
-    gate, count the iteration, and propose fixes for the issues that remain."""
+    """Score the skill against the quality gate, count the iteration, and propose fixes for the
+    issues that remain (the fixes of the last batch were verified when they were applied)."""
     started = ctx.clock.iso()
-    root = skill_root(doc, ctx)
-    fixes = {fix.id: fix for fix in doc.proposed_fixes}
-    records, rolled_back = verify_applied(
-        doc.applied_fixes,
-        fixes,
-        {issue.id for issue in doc.issues},
-        root,
-        lambda raw: Path(raw) if Path(raw).is_absolute() else ctx.workspace / raw,
-    )
-    update: dict[str, Any] = {}
-    issues = list(doc.issues)
-    skill = read_skill(root)
-    if rolled_back:  # the files changed back: diagnose them again so issues match the files
-        issues = []
-        for area in active_areas(doc):
-            result, found = _diagnosed(area, skill, doc, ctx)
-            update[f"diagnosis.{area}"] = result.model_dump(mode="json")
-            issues += found
-    counts = count_by_severity(issues)
-    options = _options(ctx)
+    skill = read_skill(skill_root(doc, ctx))
+    counts = count_by_severity(doc.issues)
+    options = options_of(ctx)
     proposals = propose(
-        issues,
+        doc.issues,
         skill,
         doc.proposed_fixes,
-        {record.fix_id for record in records},
+        {record.fix_id for record in doc.applied_fixes},
         can_delegate=options.fix_tool is not None,
         window=options.history_window,
     )
     fixes_dump = [fix.model_dump(mode="json", exclude_none=True) for fix in proposals.fixes]
-    written = _write_side_file(doc, ctx, "fixes/fix-proposals.json", _json(fixes_dump))
-    update |= {
-        **issue_update(issues),
-        "applied_fixes": [r.model_dump(mode="json", exclude_none=True) for r in records],
+    written = write_side_file(doc, ctx, "fixes/fix-proposals.json", to_json(fixes_dump))
+    update = {
         "quality_score": quality_score(counts),
         "quality_gate": quality_gate(counts),
         "iteration_count": doc.iteration_count + 1,
@@ -178,41 +135,57 @@ def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
     return finished(doc, ctx, "verify", started, update, output_files=[written])
 
 
-def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Apply the next batch of pending fixes, each after backing up what it may change."""
-    started = ctx.clock.iso()
+def _apply_one(fix: Fix, doc: TuningState, ctx: Context) -> tuple[AppliedFix, str] | None:
+    """Back up, apply and verify one fix; None when it needs an agent and none is set."""
     root, work = skill_root(doc, ctx), work_root(doc, ctx)
+    options = options_of(ctx)
+    backup = ensure_inside(backup_root(doc, ctx) / f"before-{fix.id}", work)
+    stamp = (ctx.clock.iso(), shown(backup, ctx))
+    addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
+    before = read_skill(root)
+    if fix.changes:
+        record, note = apply_mechanical(fix, root, backup, *stamp)
+    elif options.fix_tool is not None:
+        record, note = apply_by_agent(
+            fix,
+            addressed,
+            root,
+            backup,
+            stamp=stamp,
+            executor=ctx.executor,
+            tool=options.fix_tool,
+            timeout=options.fix_timeout,
+        )
+    else:
+        return None
+    if record.success:
+        problems = verification_problems(before, read_skill(root), addressed)
+        record = settle(record, problems, addressed, root, backup)
+        note = "verified" if not problems else f"rolled back: {record.failure_reason}"
+    return record, note
+
+
+def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
+    """Apply the next batch of pending fixes, each after a backup, each verified at once by a
+    full re-diagnosis and the consistency checks; a fix that fails is rolled back."""
+    started = ctx.clock.iso()
     fixes = {fix.id: fix for fix in doc.proposed_fixes}
     batch = select_batch(doc.pending_fixes, fixes)
-    options = _options(ctx)
     records = list(doc.applied_fixes)
     notes: dict[str, str] = {}
     for fix in batch:
-        backup = ensure_inside(backup_root(doc, ctx) / f"before-{fix.id}", work)
-        stamp = (ctx.clock.iso(), shown(backup, ctx))
-        if fix.changes:
-            record, note = apply_mechanical(fix, root, backup, *stamp)
-        elif options.fix_tool is not None:
-            addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
-            record, note = apply_by_agent(
-                fix,
-                addressed,
-                root,
-                backup,
-                stamp=stamp,
-                executor=ctx.executor,
-                tool=options.fix_tool,
-                timeout=options.fix_timeout,
-            )
-        else:
+        applied = _apply_one(fix, doc, ctx)
+        if applied is None:
             continue
-        ctx.log.info("fix_applied", fix=fix.id, success=record.success, note=note)
+        record, notes[fix.id] = applied
+        ctx.log.info(
+            "fix_applied", fix=fix.id, result=record.verification_result, note=notes[fix.id]
+        )
         records.append(record)
-        notes[fix.id] = note
     done = {fix.id for fix in batch}
     dumped = [r.model_dump(mode="json", exclude_none=True) for r in records]
-    summary = _json({"applied": dumped, "notes": notes})
-    written = _write_side_file(doc, ctx, "fixes/applied-fixes.json", summary)
+    summary = to_json({"applied": dumped, "notes": notes})
+    written = write_side_file(doc, ctx, "fixes/applied-fixes.json", summary)
     update = {
         "applied_fixes": dumped,
         "pending_fixes": [fix_id for fix_id in doc.pending_fixes if fix_id not in done],
@@ -225,54 +198,6 @@ def iterate(doc: TuningState, ctx: Context) -> dict[str, Any]:
     started = ctx.clock.iso()
     update = {f"diagnosis.{area}": None for area in AREAS}
     return finished(doc, ctx, "iterate", started, update)
-
-
-def _restore_hint(doc: TuningState, ctx: Context) -> str:
-    if not doc.target_skill.name or not doc.backup_dir:
-        return "No backup was taken (the target skill was never read)."
-    backup = f"{doc.backup_dir}/{doc.target_skill.name}-backup"
-    return (
-        f"The skill as it was before tuning is in `{backup}/`. To restore it: "
-        f"`rsync -a --delete {backup}/ {doc.target_skill.path}/` "
-        f"(or `machines.skill_tuning.backup.restore_original`)."
-    )
-
-
-def _end(doc: TuningState, ctx: Context, name: str, outcome: str, status: str) -> dict[str, Any]:
-    started = ctx.clock.iso()
-    report = render_report(doc, outcome, _restore_hint(doc, ctx))
-    written = _write_side_file(doc, ctx, REPORT_NAME, report)
-    files = [written]
-    if status == "failed":
-        errors = [e.model_dump(mode="json") for e in doc.errors]
-        files.append(_write_side_file(doc, ctx, "errors.json", _json(errors)))
-    update = {"status": status, "completed_at": started, "final_report": written}
-    return finished(doc, ctx, name, started, update, output_files=files)
-
-
-_OUTCOMES = {
-    "complete": "completed: the quality gate passed",
-    "finish": "completed: the iteration limit was reached",
-    "settle": "completed: no fix is left to apply",
-}
-
-
-def complete(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report and end the run ``completed``."""
-    event = ctx.transition.event if ctx.transition is not None else "complete"
-    outcome = f"{_OUTCOMES.get(event, 'completed')} (gate {doc.quality_gate})"
-    return _end(doc, ctx, "complete", outcome, "completed")
-
-
-def abort(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report and ``errors.json`` and end the run ``failed``."""
-    outcome = f"failed: {doc.error_count} errors reached the limit of {doc.max_errors}"
-    return _end(doc, ctx, "abort", outcome, "failed")
-
-
-def stop(doc: TuningState, ctx: Context) -> dict[str, Any]:
-    """Write the final report when a person stops the run (status ``user_exit``)."""
-    return _end(doc, ctx, "stop", "stopped by the user", "user_exit")
 
 
 def touch(doc: TuningState, ctx: Context) -> dict[str, Any]:

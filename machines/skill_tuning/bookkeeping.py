@@ -32,7 +32,8 @@ ACTION_IDS: Mapping[str, str] = {
     "iterate": "action-iterate",
     "complete": "action-complete",
     "finish": "action-complete",
-    "settle": "action-complete",
+    "exhaust": "action-complete",
+    "give_up": "action-complete",
     "abort": "action-abort",
     "stop": "action-stop",
 }

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from fsm.context import Context
 from fsm.errors import DocumentInputError
+from fsm.outcome import Verdict
 from fsm.registry import Registry, Update
-from machines.skill_tuning import actions
+from machines.skill_tuning import actions, ending
 from machines.skill_tuning.bookkeeping import failed
 from machines.skill_tuning.codec import TuningCodec
 from machines.skill_tuning.diagnosis.rule import Area
@@ -23,6 +24,7 @@ from machines.skill_tuning.model import TuningState
 from machines.skill_tuning.options import TuningOptions
 from machines.skill_tuning.paths import shown
 from machines.skill_tuning.skill import TargetSkillError, resolve_target
+from machines.skill_tuning.verdict import fix_tally, issue_counts, verdict
 
 __all__ = ["registry"]
 
@@ -79,9 +81,10 @@ _ACTIONS: Mapping[str, Callable[[TuningState, Context], Update]] = {
     "verify": actions.verify,
     "apply_fix": actions.apply_fix,
     "iterate": actions.iterate,
-    "complete": actions.complete,
-    "abort": actions.abort,
-    "stop": actions.stop,
+    "complete": ending.complete,
+    "give_up": ending.give_up,
+    "abort": ending.abort,
+    "stop": ending.stop,
     "touch": actions.touch,
 }
 for _name, _action in _ACTIONS.items():
@@ -171,16 +174,34 @@ def on_error(doc: TuningState, ctx: Context, error: BaseException) -> Update:
 
 @registry.hook
 def summary(doc: TuningState) -> dict[str, str]:
-    """Extra lines of ``fsm status``."""
-    counts = doc.issues_by_severity
-    verified = sum(1 for r in doc.applied_fixes if r.verification_result == "pass")
+    """Extra lines of ``fsm status``: the counts the tuning report shows, made by the same
+    functions, so the two always agree."""
     return {
         "target": f"{doc.target_skill.name or '?'} ({doc.target_skill.path})",
         "iteration": f"{doc.iteration_count}/{doc.max_iterations}",
         "quality": f"{doc.quality_score:g}/100, gate {doc.quality_gate}",
-        "issues": f"{counts.critical} critical, {counts.high} high, {counts.medium} medium, "
-        f"{counts.low} low",
-        "fixes": f"{len(doc.applied_fixes)} applied, {verified} verified, "
-        f"{len(doc.pending_fixes)} pending",
+        "issues": issue_counts(doc),
+        "fixes": str(fix_tally(doc)),
         "errors": f"{doc.error_count}/{doc.max_errors}",
     }
+
+
+@registry.hook
+def outcome(doc: TuningState) -> Verdict:
+    """Success only when the quality gate passed; the reason is the report's Outcome line."""
+    success, reason = verdict(doc)
+    return Verdict(success, reason)
+
+
+@registry.hook
+def preflight(doc: TuningState, ctx: Context) -> list[str]:
+    """The one thing a run may need from outside: the fix agent named by option ``fix_tool``."""
+    options = ctx.options
+    tool = options.fix_tool if isinstance(options, TuningOptions) else None
+    if tool is None or ctx.executor.has_agent(tool):
+        return []
+    return [
+        f"agent '{tool}' (option fix_tool) is not available: add [agent.{tool}] command = "
+        f"[...] to fsm.toml, or put {tool} on PATH, or unset fix_tool to leave the fixes that "
+        "need judgement to a person"
+    ]

@@ -11,8 +11,13 @@ skill-tuning skill), so its Initial State Template validates unchanged. Addition
   schema omits them; ``diagnosis.docs``/``diagnosis.token_consumption`` are CCW's two extra areas.
 * ``Issue.rule`` names the diagnosis rule behind an issue, so a re-diagnosis recognises the same
   problem and keeps its id (that is how verification tells whether a fix removed its issues).
-* ``AppliedFix.verification_result`` accepts CCW's ``rolled_back`` on input; this machine writes
-  ``fail`` and sets ``rollback_available`` to false when it restores a backup.
+* ``AppliedFix.verification_result`` takes CCW's ``rolled_back``: this machine writes it (with
+  ``rollback_available`` false) when verification failed and the backup was restored, ``pass``
+  when the fix is kept, and ``fail`` when the fix could not be applied at all.
+  ``AppliedFix.failure_reason`` says why a fix was not kept (one line per failed check, joined
+  with ``; ``).
+* ``failure_reason`` (the field of the same name in ccw-loop's ``LoopState``) is the one-line
+  reason a run ended ``failed`` or ``user_exit``; null while running and when the run succeeded.
 
 ``issues_by_severity`` is derived data: a document whose counts disagree with ``issues`` does not
 validate, so an action that changes ``issues`` must write both (``quality.issue_update``).
@@ -192,6 +197,7 @@ class AppliedFix(_Strict):
     rollback_available: bool
     changes_made: list[FileChange] | None = None
     issues_resolved: list[str] | None = None
+    failure_reason: str | None = None
 
 
 class ActionHistoryEntry(_Strict):
@@ -253,6 +259,7 @@ class TuningState(BaseModel):
     phase: str | None = None
     completed_at: str | None = None
     final_report: str | None = None
+    failure_reason: str | None = None
 
     @model_validator(mode="after")
     def _severity_counts_match_issues(self) -> TuningState:

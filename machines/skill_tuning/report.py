@@ -1,15 +1,17 @@
 """The tuning report (``tuning-report.md`` in the work dir), written when an instance ends.
 
-It says how the run ended, the score and gate with the thresholds that produced them, each
-area's diagnosis, the remaining issues, every fix (applied, verified, rolled back, or left for
-judgement), the errors, and how to restore the original skill from its backup.
+It says how the run ended (the same line ``fsm run`` and ``fsm status`` print), the score and
+gate with the thresholds that produced them, each area's diagnosis, the remaining issues, every
+fix (kept, rolled back and why, not applied, pending, or left for judgement), the errors, and
+how to restore the original skill from its backup. Its issue and fix counts are the ``issues``
+and ``fixes`` lines of ``fsm status`` (:mod:`.verdict` makes both).
 """
 
 from __future__ import annotations
 
 from machines.skill_tuning.diagnosis.rule import AREAS
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.quality import quality_gate, quality_score
+from machines.skill_tuning.model import AppliedFix, Fix, TuningState
+from machines.skill_tuning.verdict import fix_tally, issue_counts
 
 __all__ = ["REPORT_NAME", "render_report"]
 
@@ -18,16 +20,15 @@ REPORT_NAME = "tuning-report.md"
 
 def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
     """The markdown report of ``doc``; ``outcome`` says how the run ended."""
-    counts = doc.issues_by_severity
     lines = [
         f"# Skill tuning report: {doc.target_skill.name or '(no target read)'}",
         "",
         f"- Outcome: {outcome}",
         f"- Target: `{doc.target_skill.path}` ({doc.target_skill.execution_mode or 'unknown'})",
         f"- Iterations: {doc.iteration_count} of {doc.max_iterations}",
-        f"- Quality score: {quality_score(counts)} / 100, gate **{quality_gate(counts)}**",
-        f"- Issues: {counts.critical} critical, {counts.high} high, {counts.medium} medium, "
-        f"{counts.low} low",
+        f"- Quality score: {doc.quality_score:g} / 100, gate **{doc.quality_gate}**",
+        f"- Issues: {issue_counts(doc)}",
+        f"- Fixes: {fix_tally(doc)}",
         f"- Errors: {doc.error_count} (limit {doc.max_errors})",
         "",
         "Gate: fail with any critical issue, more than 5 high ones or a score under 60; review",
@@ -55,18 +56,10 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
     ] or ["None."]
     lines += ["", "## Fixes", ""]
     applied = {record.fix_id: record for record in doc.applied_fixes}
-    for fix in doc.proposed_fixes:
-        record = applied.get(fix.id)
-        if record is None:
-            state = "pending" if fix.id in doc.pending_fixes else "proposed (needs judgement)"
-        elif not record.success:
-            state = "could not be applied"
-        else:
-            state = f"applied, verification {record.verification_result}"
-        lines.append(
-            f"- **{fix.id}** ({fix.strategy}, {', '.join(fix.issue_ids)}): {state}. "
-            f"{fix.description}"
-        )
+    lines += [
+        _fix_line(fix, applied.get(fix.id), fix.id in doc.pending_fixes)
+        for fix in doc.proposed_fixes
+    ]
     if not doc.proposed_fixes:
         lines.append("None.")
     if doc.errors:
@@ -74,3 +67,17 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
         lines += [f"- {e.timestamp} {e.action}: {e.message}" for e in doc.errors]
     lines += ["", "## Restoring the original skill", "", restore_hint, ""]
     return "\n".join(lines)
+
+
+def _fix_line(fix: Fix, record: AppliedFix | None, pending: bool) -> str:
+    if record is None:
+        fate = "pending" if pending else "needs judgement (an agent via fix_tool, or by hand)"
+    elif record.verification_result == "pass":
+        fate = "kept: applied and verified"
+    elif record.verification_result == "rolled_back":
+        fate = f"rolled back: {record.failure_reason}"
+    elif not record.success:
+        fate = record.failure_reason or "not applied"
+    else:
+        fate = f"verification {record.verification_result}"
+    return f"- **{fix.id}** ({fix.strategy}, {', '.join(fix.issue_ids)}): {fate}. {fix.description}"

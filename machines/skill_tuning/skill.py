@@ -2,7 +2,10 @@
 
 A skill (the layout of CCW's own skills) is a folder with ``SKILL.md``, phase files under
 ``phases/`` and specifications under ``specs/``. The diagnoses only ever see a :class:`Skill`,
-an immutable snapshot read in one go, so every rule is a pure function of the files.
+an immutable snapshot read in one go, so every rule is a pure function of the files. Besides
+its markdown, a snapshot knows every file in the folder (for the links a fix must not break)
+and the keys of its JSON data files (``specs/rules/*.json``: the names code reading them must
+use).
 
 Text is decoded with ``surrogateescape`` so a file that is not valid UTF-8 still round-trips
 byte for byte when a fix rewrites it.
@@ -10,13 +13,17 @@ byte for byte when a fix rewrites it.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from machines.skill_tuning.markdown import CodeBlock, parse_code_blocks
+
 __all__ = [
     "CodeBlock",
+    "DataFile",
     "Skill",
     "SkillFile",
     "TargetSkillError",
@@ -29,7 +36,6 @@ __all__ = [
 
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)")
 _FRONTMATTER_NAME = re.compile(r"^name:\s*['\"]?([^'\"\n]+?)['\"]?\s*$", re.MULTILINE)
 _NOT_PHASES = {"orchestrator.md", "state-schema.md"}
 
@@ -64,24 +70,6 @@ def readable(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class CodeBlock:
-    """A fenced code block: its language tag and its lines with their 1-based line numbers."""
-
-    lang: str
-    start: int
-    lines: tuple[str, ...]
-
-    def numbered(self) -> list[tuple[int, str]]:
-        """``(line number, text)`` for every line inside the fences."""
-        return [(self.start + offset, text) for offset, text in enumerate(self.lines)]
-
-    @property
-    def text(self) -> str:
-        """The block's content as one string."""
-        return "\n".join(self.lines)
-
-
-@dataclass(frozen=True)
 class SkillFile:
     """One markdown file of a skill, with its path relative to the skill folder."""
 
@@ -104,6 +92,14 @@ class SkillFile:
 
 
 @dataclass(frozen=True)
+class DataFile:
+    """A JSON file of a skill: its path and every object key in it (None: not valid JSON)."""
+
+    path: str
+    keys: frozenset[str] | None
+
+
+@dataclass(frozen=True)
 class Skill:
     """A snapshot of a skill folder."""
 
@@ -111,6 +107,13 @@ class Skill:
     name: str
     files: tuple[SkillFile, ...]
     execution_mode: Literal["sequential", "autonomous"]
+    data: tuple[DataFile, ...] = ()
+    paths: frozenset[str] = frozenset()
+
+    @property
+    def data_keys(self) -> frozenset[str]:
+        """Every object key of the skill's JSON data files."""
+        return frozenset(key for data in self.data for key in data.keys or ())
 
     @property
     def phases(self) -> list[str]:
@@ -135,31 +138,6 @@ class Skill:
     def file(self, path: str) -> SkillFile | None:
         """The file at ``path`` (relative to the skill folder), if the skill has one."""
         return next((f for f in self.files if f.path == path), None)
-
-
-def parse_code_blocks(text: str) -> tuple[CodeBlock, ...]:
-    """Every fenced code block of a markdown text; an unclosed fence runs to the end."""
-    blocks: list[CodeBlock] = []
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        opening = _FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        fence, lang = opening.group(1), opening.group(2).lower()
-        body: list[str] = []
-        index += 1
-        start = index + 1
-        while index < len(lines):
-            stripped = lines[index].strip()
-            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
-                break
-            body.append(lines[index])
-            index += 1
-        blocks.append(CodeBlock(lang, start, tuple(body)))
-        index += 1
-    return tuple(blocks)
 
 
 def resolve_target(workspace: Path, raw: str | None) -> Path:
@@ -197,7 +175,30 @@ def read_skill(root: Path) -> Skill:
     found = _FRONTMATTER_NAME.search(_frontmatter(files[0].text))
     name = found.group(1).strip() if found else root.name
     autonomous = (root / "phases" / "orchestrator.md").is_file()
-    return Skill(root, name, tuple(files), "autonomous" if autonomous else "sequential")
+    paths = frozenset(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    data = tuple(_read_data(root, rel) for rel in sorted(paths) if rel.endswith(".json"))
+    mode: Literal["sequential", "autonomous"] = "autonomous" if autonomous else "sequential"
+    return Skill(root, name, tuple(files), mode, data, paths)
+
+
+def _read_data(root: Path, rel: str) -> DataFile:
+    try:
+        value = json.loads((root / rel).read_bytes())
+    except (ValueError, OSError):
+        return DataFile(rel, None)
+    return DataFile(rel, frozenset(_keys(value)))
+
+
+def _keys(value: object) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {key for item in value.values() for key in _keys(item)}
+    if isinstance(value, list):
+        return {key for item in value for key in _keys(item)}
+    return set()
 
 
 def _read(root: Path, path: Path, role: Role) -> SkillFile:

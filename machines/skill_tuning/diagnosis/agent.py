@@ -8,11 +8,12 @@ workflow), agent results used without checking them, and agents told to start fu
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from machines.skill_tuning.diagnosis.rule import Finding, Rule, statement_end
-from machines.skill_tuning.skill import CodeBlock, Skill
+from machines.skill_tuning.skill import CodeBlock, Skill, SkillFile
 
-__all__ = ["AGENT_CALL", "RULES"]
+__all__ = ["AGENT_CALL", "RULES", "AgentCall", "agent_calls"]
 
 AGENT_CALL = re.compile(
     r"\b(?:Task|spawn_agent|Agent)\s*\(|\bccw cli\b|\bcodex exec\b|\bclaude -p\b|\bgemini -p\b"
@@ -36,54 +37,77 @@ def _span(block: CodeBlock, start: int) -> tuple[int, str]:
     return end, text
 
 
-def _call_without_error_handling(skill: Skill) -> list[Finding]:
-    findings: list[Finding] = []
-    for skill_file in skill.files:
-        for block in skill_file.code_blocks:
-            if _ERROR_HANDLING.search(block.text):
+@dataclass(frozen=True)
+class AgentCall:
+    """One agent call of a skill file: its block, the line it starts on, its whole statement."""
+
+    block: CodeBlock
+    line: int
+    text: str
+    statement: str
+
+
+def agent_calls(skill_file: SkillFile) -> list[AgentCall]:
+    """Every agent call of ``skill_file``, each once.
+
+    A call is its statement, from the line that starts it to where its brackets balance: a line
+    inside that statement that looks like another call (a ``ccw cli`` in the prompt) is part of
+    it, not a second call. The same statement written again in the file (a phase repeating the
+    call in a later block) is the same call and counts once, at its first place.
+    """
+    seen: set[str] = set()
+    calls: list[AgentCall] = []
+    for block in skill_file.code_blocks:
+        covered = 0
+        for number, text in block.numbered():
+            if number <= covered or AGENT_CALL.search(text) is None:
                 continue
-            findings.extend(
-                Finding(skill_file.path, number, text.strip(), "high")
-                for number, text in block.numbered()
-                if AGENT_CALL.search(text)
-            )
-    return findings
+            covered, statement = _span(block, number)
+            identity = " ".join(statement.split())
+            if identity not in seen:
+                seen.add(identity)
+                calls.append(AgentCall(block, number, text, statement))
+    return calls
+
+
+def _call_without_error_handling(skill: Skill) -> list[Finding]:
+    return [
+        Finding(skill_file.path, call.line, call.text.strip(), "high")
+        for skill_file in skill.files
+        for call in agent_calls(skill_file)
+        if _ERROR_HANDLING.search(call.block.text) is None
+    ]
 
 
 def _result_unvalidated(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
     for skill_file in skill.files:
-        for block in skill_file.code_blocks:
-            for number, text in block.numbered():
-                assigned = _ASSIGNED_CALL.search(text)
-                if assigned is None:
-                    continue
-                end, span = _span(block, number)
-                if AGENT_CALL.search(span) is None:
-                    continue
-                var = assigned.group("var")
-                uses = re.compile(rf"\b{re.escape(var)}\b")
-                checked = any(
-                    uses.search(t) and _CHECK.search(t) for n, t in block.numbered() if n > end
+        for call in agent_calls(skill_file):
+            assigned = _ASSIGNED_CALL.search(call.text)
+            if assigned is None:
+                continue
+            end = statement_end(call.block, call.line)
+            var = assigned.group("var")
+            uses = re.compile(rf"\b{re.escape(var)}\b")
+            checked = any(
+                uses.search(t) and _CHECK.search(t) for n, t in call.block.numbered() if n > end
+            )
+            if not checked:
+                data = {"var": var, "lang": call.block.lang, "end": str(end)}
+                findings.append(
+                    Finding(skill_file.path, call.line, call.text.strip(), "medium", data)
                 )
-                if not checked:
-                    data = {"var": var, "lang": block.lang, "end": str(end)}
-                    findings.append(Finding(skill_file.path, number, text.strip(), "medium", data))
     return findings
 
 
 def _nested_agent_call(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
     for skill_file in skill.files:
-        for block in skill_file.code_blocks:
-            for number, text in block.numbered():
-                call = AGENT_CALL.search(text)
-                if call is None:
-                    continue
-                _end, span = _span(block, number)
-                rest = span[call.end() :]
-                if AGENT_CALL.search(rest) or _NESTED_PROSE.search(rest):
-                    findings.append(Finding(skill_file.path, number, text.strip(), "high"))
+        for call in agent_calls(skill_file):
+            first = AGENT_CALL.search(call.statement)
+            rest = call.statement[first.end() :] if first is not None else ""
+            if AGENT_CALL.search(rest) or _NESTED_PROSE.search(rest):
+                findings.append(Finding(skill_file.path, call.line, call.text.strip(), "high"))
     return findings
 
 

@@ -3,6 +3,12 @@
 SPEC 4.3's symptoms: the state is written to several places (which one is the truth?), the same
 field is spelled differently in different places (``iteration_count`` here, ``iterationCount``
 there), and JSON is parsed and used without any validation.
+
+Two spellings of one field are not always a mistake. A line that maps one onto the other
+(``fix_example: rule.fixExample``: the rule files say ``fixExample``, the findings the skill
+writes say ``fix_example``) is a deliberate translation between two schemas, and the field is
+left alone. And the keys of the skill's JSON data files are what code reading them must use:
+the rename never goes away from them.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections import Counter
 from machines.skill_tuning.diagnosis.rule import SKILL_WIDE, Finding, Rule, code_lines
 from machines.skill_tuning.skill import Skill
 
-__all__ = ["RULES", "field_spellings", "state_write_targets"]
+__all__ = ["RULES", "canonical", "field_spellings", "mapped_concepts", "state_write_targets"]
 
 _WRITES = (
     re.compile(r"\bWrite\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
@@ -67,21 +73,54 @@ def field_spellings(skill: Skill) -> dict[str, Counter[str]]:
             for match in pattern.finditer(text):
                 name = match.group("name")
                 if name[0].islower():
-                    concepts.setdefault(name.replace("_", "").lower(), Counter())[name] += 1
+                    concepts.setdefault(_concept(name), Counter())[name] += 1
     return concepts
 
 
-def canonical(spellings: Counter[str]) -> str:
-    """The spelling to keep: the most used one; ties go to snake_case (the seeds' style)."""
+_MAPPING = re.compile(
+    r"""(?<![\w.$])["']?(?P<key>[A-Za-z_]\w*)["']?\s*(?::|=(?!=))\s*"""
+    r"""[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)*"""
+    r"""(?:\??\.(?P<prop>[A-Za-z_]\w*)|\[\s*["'](?P<item>[A-Za-z_]\w*)["']\s*\])"""
+)
+
+
+def _concept(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def mapped_concepts(skill: Skill) -> set[str]:
+    """Concepts that some code line deliberately translates from one spelling to another
+    (``fix_example: rule.fixExample``): both spellings are right, each in its own place."""
+    mapped: set[str] = set()
+    for _file, _block, _number, text in code_lines(skill):
+        for match in _MAPPING.finditer(text):
+            key, read = match.group("key"), match.group("prop") or match.group("item")
+            if key != read and _concept(key) == _concept(read):
+                mapped.add(_concept(key))
+    return mapped
+
+
+def canonical(spellings: Counter[str], pinned: frozenset[str] = frozenset()) -> str | None:
+    """The spelling to keep: the one the skill's JSON data uses (``pinned``), else the most
+    used one, ties going to snake_case (the seeds' style); None when the data itself uses
+    several spellings (nothing can be renamed without breaking a read)."""
+    fixed = sorted(set(spellings) & pinned)
+    if len(fixed) > 1:
+        return None
+    if fixed:
+        return fixed[0]
     return max(sorted(spellings), key=lambda name: (spellings[name], "_" in name))
 
 
 def _inconsistent_field_names(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
-    for spellings in field_spellings(skill).values():
-        if len(spellings) < 2:
+    mapped = mapped_concepts(skill)
+    for concept, spellings in field_spellings(skill).items():
+        if len(spellings) < 2 or concept in mapped:
             continue
-        keep = canonical(spellings)
+        keep = canonical(spellings, skill.data_keys)
+        if keep is None:
+            continue
         for variant in sorted(set(spellings) - {keep}):
             place = _first_use(skill, variant)
             if place is not None:

@@ -3,14 +3,13 @@
 A mechanical fix writes exactly the proposal's changes, after checking that every file still
 has the content the proposal was computed from. A fix that needs judgement is handed to the
 ``fix_tool`` agent, working in the skill folder; what it changed is read back by comparing the
-folder with the backup taken just before. Verification happens after the next diagnosis round:
-a fix passes only if none of the issues it addressed is reported again, and a failing fix is
-restored from its backup, byte for byte, when its ``rollback_available`` allows it.
+folder with the backup taken just before. Each applied fix is verified at once (see
+:mod:`.verify`), and :func:`settle` keeps it or restores its backup, byte for byte.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ __all__ = [
     "apply_mechanical",
     "changes_between",
     "select_batch",
-    "verify_applied",
+    "settle",
 ]
 
 
@@ -52,7 +51,9 @@ def select_batch(pending: list[str], fixes: Mapping[str, Fix]) -> list[Fix]:
     return candidates[:1]
 
 
-def _record(fix: Fix, applied_at: str, backup: str, *, success: bool, **extra: Any) -> AppliedFix:
+def _record(
+    fix: Fix, applied_at: str, backup: str, *, success: bool, note: str = "", **extra: Any
+) -> AppliedFix:
     return AppliedFix.model_validate(
         {
             "fix_id": fix.id,
@@ -61,6 +62,7 @@ def _record(fix: Fix, applied_at: str, backup: str, *, success: bool, **extra: A
             "backup_path": backup,
             "verification_result": "pending" if success else "fail",
             "rollback_available": success,
+            "failure_reason": None if success else note,
             **extra,
         }
     )
@@ -78,16 +80,16 @@ def apply_mechanical(
         current = decode(target.read_bytes()) if target.is_file() else None
         expected = change.old_content if change.action != "create" else None
         if change.action != "create" and current != expected:
-            return _record(
-                fix, applied_at, shown, success=False
-            ), f"{change.file} changed since the proposal"
+            note = f"not applied: {change.file} changed since the proposal"
+            return _record(fix, applied_at, shown, success=False, note=note), note
     snapshot_files(skill_root, targets, backup)
     try:
         for change in fix.changes:
             _write(targets[change.file], change)
     except OSError as exc:
         restore(skill_root, backup)
-        return _record(fix, applied_at, shown, success=False), f"cannot write: {exc}"
+        note = f"not applied: cannot write: {exc}"
+        return _record(fix, applied_at, shown, success=False, note=note), note
     return _record(fix, applied_at, shown, success=True), f"changed {', '.join(sorted(targets))}"
 
 
@@ -149,7 +151,8 @@ def apply_by_agent(
     if not result.ok or not changes:
         restore(skill_root, backup)
         reason = result.describe() if not result.ok else "it changed nothing"
-        return _record(fix, applied_at, shown, success=False), f"agent {tool} failed: {reason}"
+        note = f"not applied: agent {tool} failed: {reason}"
+        return _record(fix, applied_at, shown, success=False, note=note), note
     made = [change.model_dump(exclude_none=True) for change in changes]
     record = _record(fix, applied_at, shown, success=True, changes_made=made)
     return record, f"agent {tool} changed {', '.join(c.file for c in changes)}"
@@ -171,40 +174,23 @@ def changes_between(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> 
     return changes
 
 
-def verify_applied(
-    applied: list[AppliedFix],
-    fixes: Mapping[str, Fix],
-    current_ids: set[str],
-    skill_root: Path,
-    locate: Callable[[str], Path],
-) -> tuple[list[AppliedFix], list[str]]:
-    """Settle every pending verification against the issues reported now; roll back failures.
-
-    Returns the new applied-fix records and the ids of the fixes rolled back.
-    """
-    records: list[AppliedFix] = []
-    rolled_back: list[str] = []
-    for record in applied:
-        if record.verification_result != "pending":
-            records.append(record)
-            continue
-        fix = fixes.get(record.fix_id)
-        addressed = fix.issue_ids if fix is not None else []
-        if fix is not None and not set(addressed) & current_ids:
-            records.append(_settled(record, "pass", resolved=addressed))
-            continue
-        backup = locate(record.backup_path)
-        if record.rollback_available and backup.with_name(f"{backup.name}.json").is_file():
-            restore(skill_root, backup)
-            rolled_back.append(record.fix_id)
-            records.append(_settled(record, "fail", rollback_available=False))
-        else:
-            records.append(_settled(record, "fail"))
-    return records, rolled_back
+def settle(
+    record: AppliedFix, problems: list[str], issues: list[Issue], skill_root: Path, backup: Path
+) -> AppliedFix:
+    """The verified record of an applied fix: ``pass`` when ``problems`` is empty, else the
+    skill is restored from ``backup`` byte for byte and the record says ``rolled_back`` and
+    why."""
+    if not problems:
+        resolved = [issue.id for issue in issues]
+        return _with(record, verification_result="pass", issues_resolved=resolved)
+    restore(skill_root, backup)
+    return _with(
+        record,
+        verification_result="rolled_back",
+        rollback_available=False,
+        failure_reason="; ".join(problems),
+    )
 
 
-def _settled(record: AppliedFix, result: str, **changes: Any) -> AppliedFix:
-    update: dict[str, Any] = {"verification_result": result}
-    if "resolved" in changes:
-        update["issues_resolved"] = changes.pop("resolved")
-    return AppliedFix.model_validate({**record.model_dump(), **update, **changes})
+def _with(record: AppliedFix, **changes: Any) -> AppliedFix:
+    return AppliedFix.model_validate({**record.model_dump(), **changes})

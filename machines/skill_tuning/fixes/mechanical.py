@@ -15,7 +15,9 @@ agent.result_unvalidated            schema_enforcement     check the agent resul
 
 A fixer returns ``None`` when the finding is not in a form it can change safely (a language it
 does not know, a value that is not assigned to a name): that fix then needs judgement. Every
-change is written so that the rule which found the problem no longer matches.
+change is written so that the rule which found the problem no longer matches, and uses only
+names the skill already has: the checkpoint section names the skill's own run-folder variable
+(``workDir``...) only when the skill defines one, and says "beside the state file" otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from machines.skill_tuning.fixes.edit import (
     rename_words,
 )
 from machines.skill_tuning.model import FileChange, Issue
+from machines.skill_tuning.names import names_in
 from machines.skill_tuning.skill import CodeBlock, Skill, SkillFile
 
 __all__ = ["FIXERS", "Fixer", "mechanical_changes"]
@@ -144,17 +147,37 @@ def _constraint_injection(
     return _append_sections(skill, findings, carried)
 
 
+_WORK_DIRS = ("workDir", "work_dir", "WORK_DIR", "outputDir", "output_dir", "baseDir", "base_dir")
+"""Names of a folder for run files, in order of preference, that a checkpoint may be written to
+when the skill defines one of them."""
+
+
+def _work_dir_name(skill: Skill) -> str | None:
+    """The skill's own variable for its run folder, if it defines one: a checkpoint section
+    must never name a variable the skill does not define."""
+    defined, _keys = names_in(block for f in skill.files for block in f.code_blocks)
+    return next((name for name in _WORK_DIRS if name in defined), None)
+
+
 def _checkpoint_restore(
     skill: Skill, findings: list[Finding], _window: int
 ) -> list[FileChange] | None:
+    folder = _work_dir_name(skill)
+
     def checkpoint(finding: Finding, path: str) -> list[str]:
+        stem = PurePosixPath(path).stem
+        where = (
+            f"write it to `{{{folder}}}/checkpoints/{stem}.json`."
+            if folder is not None
+            else "write it beside the workflow's state file."
+        )
         return [
             "## Checkpoint",
             "",
-            "Before the next phase starts, save a checkpoint: write the current state to",
-            f"`{{workDir}}/checkpoints/{PurePosixPath(path).stem}.json`. When the workflow",
-            "resumes after an interruption, restore the newest checkpoint instead of repeating",
-            "the phases it covers.",
+            "Before the next phase starts, save a checkpoint of what this phase produced:",
+            where,
+            "When the workflow resumes after an interruption, restore the newest checkpoint",
+            "instead of repeating the phases it covers.",
         ]
 
     return _append_sections(skill, findings, checkpoint)

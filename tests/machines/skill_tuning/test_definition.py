@@ -53,8 +53,9 @@ def test_storage_follows_the_spec() -> None:
 
 
 def test_termination_checks_come_first_in_order() -> None:
-    """Errors are checked before iterations, both before any other transition."""
-    first, second = _spec().transitions[:2]
+    """Errors are checked before iterations, both before any other transition; the iteration
+    limit ends in completed only when the gate passed, else in failed."""
+    first, second, third = _spec().transitions[:3]
     assert (first.event, first.source, first.dest, first.guards) == (
         "abort",
         "*",
@@ -65,8 +66,20 @@ def test_termination_checks_come_first_in_order() -> None:
         "finish",
         "*",
         "completed",
-        ["iterations_exhausted"],
+        ["iterations_exhausted", "gate_passed"],
     )
+    assert (third.event, third.source, third.dest, third.guards) == (
+        "exhaust",
+        "*",
+        "failed",
+        ["iterations_exhausted", "not gate_passed"],
+    )
+
+
+def test_only_a_passed_gate_leads_to_completed() -> None:
+    """Every transition into the success state is guarded by gate_passed."""
+    into_success = [t for t in _spec().transitions if t.dest == "completed"]
+    assert into_success and all("gate_passed" in t.guards for t in into_success)
 
 
 def test_the_loop_back_is_bounded_by_a_budget_guard() -> None:

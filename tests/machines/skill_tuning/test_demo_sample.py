@@ -68,6 +68,29 @@ def test_the_demo_sample_is_fixed_and_passes(tmp_path: Path) -> None:
     backup = copy / (doc.backup_dir or "") / "code-review-backup"
     assert tree_bytes(backup) == original
     report = (copy / (doc.final_report or "")).read_text(encoding="utf-8")
-    assert "- Outcome: completed: the quality gate passed (gate pass)" in report
+    assert "- Outcome: quality gate pass: 100/100, no issue left; 4 fixes kept; 2 iterations" in (
+        report
+    )
     assert replay(instance).problems == []
     assert tree_bytes(DEMO / "my-skill") == original
+
+
+def test_the_demo_unfixable_skill_fails_and_says_why(tmp_path: Path) -> None:
+    """The second demo skill: its mechanical fix is kept, its two agent calls need judgement,
+    so the run fails (exit 4) with the reason in the result and in the document."""
+    copy = tmp_path / "demo"
+    shutil.copytree(DEMO, copy)
+    instance = Workspace(copy).instance(
+        load_machine(MACHINE_YAML), "skill-tuning-20260101T000000-0a1b2c3e"
+    )
+    instance.create({"target_skill": {"path": "unfixable-skill"}})
+    result = Engine(instance).run(max_steps=200)
+    reason = (
+        "quality gate review: 70/100, 2 high; 2 issues left unfixed after 2 iterations (2 need "
+        "judgement: set fix_tool to give them to an agent, or fix by hand)"
+    )
+    assert (result.outcome, result.exit_code, result.message) == ("failed", 4, reason)
+    doc = TuningState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    assert (doc.status, doc.failure_reason) == ("failed", reason)
+    assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [("FIX-003", "pass")]
+    assert tree_bytes(DEMO / "unfixable-skill") != tree_bytes(copy / "unfixable-skill")

@@ -15,10 +15,11 @@ from machines.skill_tuning.fixes.apply import (
     apply_by_agent,
     apply_mechanical,
     select_batch,
-    verify_applied,
+    settle,
 )
 from machines.skill_tuning.fixes.mechanical import mechanical_changes
 from machines.skill_tuning.fixes.proposal import propose
+from machines.skill_tuning.fixes.verify import verification_problems
 from machines.skill_tuning.model import AppliedFix, FileChange, Fix, Issue
 from machines.skill_tuning.skill import Skill, read_skill
 
@@ -236,12 +237,14 @@ def test_a_batch_holds_mechanical_fixes_on_distinct_files(
     assert all(f.changes for f in batch)
 
 
-def _apply_first(root: Path, backup: Path) -> tuple[Fix, list[Issue]]:
+def _apply_first(root: Path, backup: Path) -> tuple[AppliedFix, list[Issue], Skill]:
+    """Apply the first proposal; return its record, its issues, and the skill before it."""
+    before = read_skill(root)
     issues, fixes, _pending = _proposals(root, can_delegate=False)
     fix = fixes[0]
     record, _note = apply_mechanical(fix, root, backup, "2026-01-01T00:00:00.000Z", "backups/b")
     assert record.success and record.verification_result == "pending" and record.rollback_available
-    return fix, issues
+    return record, [i for i in issues if i.id in fix.issue_ids], before
 
 
 def test_applying_a_fix_backs_up_then_changes_the_files(
@@ -264,64 +267,40 @@ def test_a_stale_proposal_is_not_applied(
     (root / "phases/01-a.md").write_text("edited by hand\n", encoding="utf-8")
     record, note = apply_mechanical(fixes[0], root, tmp_path / "b", "t", "b")
     assert not record.success and "changed since" in note
+    assert record.failure_reason == note
     assert (root / "phases/01-a.md").read_text(encoding="utf-8") == "edited by hand\n"
 
 
-def _verify(
-    fix: Fix, root: Path, backup: Path, record_backup: str, *, rollback: bool, still: set[str]
-) -> tuple[str, bool, list[str]]:
-    record = AppliedFix(
-        fix_id=fix.id,
-        applied_at="t",
-        success=True,
-        backup_path=record_backup,
-        verification_result="pending",
-        rollback_available=rollback,
-    )
-    [settled], rolled = verify_applied([record], {fix.id: fix}, still, root, lambda _raw: backup)
-    return settled.verification_result, settled.rollback_available, rolled
-
-
-def test_verification_passes_when_the_issues_are_gone(
+def test_a_fix_that_removes_its_issue_and_breaks_nothing_passes(
     skill_at: Callable[[dict[str, str]], Path], tmp_path: Path
 ) -> None:
-    """A fix whose issues are no longer reported passes and keeps its changes."""
+    """A fix whose issue is gone from a full re-diagnosis, with no new finding and no
+    consistency problem, is kept with its issues resolved."""
     root = skill_at({"phases/01-a.md": phase("state.history.push(r);")})
     backup = tmp_path / "before-FIX-001"
-    fix, _issues = _apply_first(root, backup)
+    record, issues, before = _apply_first(root, backup)
     changed = tree_bytes(root)
-    assert _verify(fix, root, backup, "b", rollback=True, still=set()) == ("pass", True, [])
+    problems = verification_problems(before, read_skill(root), issues)
+    assert problems == []
+    settled = settle(record, problems, issues, root, backup)
+    assert (settled.verification_result, settled.issues_resolved) == ("pass", [issues[0].id])
     assert tree_bytes(root) == changed
 
 
-def test_failed_verification_restores_the_files_byte_for_byte(
+def test_a_fix_that_fails_verification_is_restored_byte_for_byte(
     skill_at: Callable[[dict[str, str]], Path], tmp_path: Path
 ) -> None:
-    """A fix whose issue is still reported is rolled back to the exact original bytes."""
+    """A fix with a verification problem is rolled back to the exact original bytes (CRLF
+    kept), and the record says rolled_back with the problem as its reason."""
     root = skill_at({"phases/01-a.md": phase("state.history.push(r);\r\nmore();")})
     original = tree_bytes(root)
     backup = tmp_path / "before-FIX-001"
-    fix, issues = _apply_first(root, backup)
+    record, issues, _before = _apply_first(root, backup)
     assert tree_bytes(root) != original
-    result = _verify(fix, root, backup, "b", rollback=True, still={issues[0].id})
-    assert result == ("fail", False, ["FIX-001"])
+    settled = settle(record, ["adds a finding: x"], issues, root, backup)
+    assert (settled.verification_result, settled.rollback_available) == ("rolled_back", False)
+    assert settled.failure_reason == "adds a finding: x"
     assert tree_bytes(root) == original
-
-
-def test_rollback_is_skipped_when_not_available(
-    skill_at: Callable[[dict[str, str]], Path], tmp_path: Path
-) -> None:
-    """rollback_available false is honoured: the verification fails, the files stay."""
-    root = skill_at({"phases/01-a.md": phase("state.history.push(r);")})
-    backup = tmp_path / "before-FIX-001"
-    fix, issues = _apply_first(root, backup)
-    changed = tree_bytes(root)
-    assert _verify(fix, root, backup, "b", rollback=False, still={issues[0].id}) == (
-        "fail",
-        False,
-        [],
-    )
-    assert tree_bytes(root) == changed
 
 
 def test_agent_fix_records_what_the_agent_changed(

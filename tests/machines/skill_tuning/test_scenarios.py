@@ -94,7 +94,9 @@ def test_a_clean_skill_passes_at_once(
     assert tree_bytes(root) == original
     assert tree_bytes(tuning.path / f"{doc.backup_dir}/sample-skill-backup") == original
     text = report(tuning, instance)
-    assert "- Outcome: completed: the quality gate passed (gate pass)" in text
+    assert "- Outcome: quality gate pass: 100/100, no issue left; no fix applied; 1 iteration" in (
+        text
+    )
     assert "- Quality score: 100 / 100, gate **pass**" in text
     assert status(instance).summary["quality"] == "100/100, gate pass"
     assert_consistent(tuning, instance, before)
@@ -140,7 +142,7 @@ def test_a_fixable_skill_is_fixed_verified_and_passes(
     fix_backup = tuning.path / f"{doc.backup_dir}/before-FIX-001/phases/01-collect.md"
     assert fix_backup.read_bytes() == original["phases/01-collect.md"]
     text = report(tuning, instance)
-    assert "- **FIX-001** (sliding_window, ISS-001): applied, verification pass." in text
+    assert "- **FIX-001** (sliding_window, ISS-001): kept: applied and verified." in text
     assert "- Iterations: 2 of 3" in text
     assert_consistent(tuning, instance, before)
 
@@ -152,7 +154,8 @@ def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
     agent_script: Callable[[str], AgentCommand],
 ) -> None:
     """An agent fix that leaves its issue in place fails verification and the skill is
-    restored byte for byte (the file it created removed); the run settles at gate review."""
+    restored byte for byte (the file it created removed); with nothing left to fix and the gate
+    at review, the run fails (exit 4) saying so."""
     root = make_skill(samples.judgement)
     original = tree_bytes(root)
     agent = agent_script(
@@ -171,20 +174,28 @@ def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
     assert first.outcome == "limit"
     doc = tuning.doc(instance)
     assert [(r.fix_id, r.verification_result, r.rollback_available) for r in doc.applied_fixes] == [
-        ("FIX-001", "fail", False)
+        ("FIX-001", "rolled_back", False)
     ]
+    assert doc.applied_fixes[0].failure_reason == (
+        "ISS-001 (agent.call_without_error_handling) is still reported in phases/01-explore.md "
+        "(1 finding(s))"
+    )
     assert tree_bytes(root) == original
     rest = engine.run(max_steps=200)
-    assert events(rest) == ["apply_fix", "iterate", *ROUND, "settle"]
-    assert (rest.outcome, rest.exit_code) == ("completed", 0)
+    assert events(rest) == ["apply_fix", "iterate", *ROUND, "give_up"]
+    assert (rest.outcome, rest.exit_code) == ("failed", 4)
     doc = tuning.doc(instance)
     assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [
-        ("FIX-001", "fail"),
-        ("FIX-002", "fail"),
+        ("FIX-001", "rolled_back"),
+        ("FIX-002", "rolled_back"),
     ]
     assert tree_bytes(root) == original
-    assert (doc.status, doc.quality_gate) == ("completed", "review")
-    assert "- **FIX-002** (orchestrator_refactor, ISS-002): applied, verification fail." in (
+    assert (doc.status, doc.quality_gate) == ("failed", "review")
+    assert doc.failure_reason == (
+        "quality gate review: 70/100, 2 high; 2 issues left unfixed after 3 iterations "
+        "(2 fixes rolled back)"
+    )
+    assert "- **FIX-002** (orchestrator_refactor, ISS-002): rolled back: ISS-002" in (
         report(tuning, instance)
     )
     assert_consistent(tuning, instance, before)
@@ -193,17 +204,26 @@ def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
 def test_judgement_fixes_stay_proposed_without_a_fix_tool(
     make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
-    """Without fix_tool nothing that needs judgement is applied; the run settles at once."""
+    """Without fix_tool nothing that needs judgement is applied: the gate stays at review and
+    the run fails at once (exit 4), its reason saying what is left and how to get it fixed."""
     root = make_skill(samples.judgement)
     original = tree_bytes(root)
     instance = tuning.create(root)
     result = Engine(instance).run(max_steps=200)
-    assert events(result) == ["init", *ROUND, "settle"]
+    assert events(result) == ["init", *ROUND, "give_up"]
+    assert (result.outcome, result.exit_code, result.state) == ("failed", 4, "failed")
     doc = tuning.doc(instance)
+    reason = (
+        "quality gate review: 70/100, 2 high; 2 issues left unfixed after 1 iteration (2 need "
+        "judgement: set fix_tool to give them to an agent, or fix by hand)"
+    )
+    assert (doc.status, doc.failure_reason) == ("failed", reason)
+    assert (doc.errors[-1].action, doc.errors[-1].message) == ("action-complete", reason)
+    assert f"- Outcome: {reason}" in report(tuning, instance)
     assert [f.strategy for f in doc.proposed_fixes] == ["orchestrator_refactor"] * 2
     assert doc.pending_fixes == [] and doc.applied_fixes == []
     assert tree_bytes(root) == original
-    assert "proposed (needs judgement)" in report(tuning, instance)
+    assert "needs judgement (an agent via fix_tool, or by hand)" in report(tuning, instance)
 
 
 def test_repeated_failures_end_in_failed_at_max_errors(
@@ -229,22 +249,32 @@ def test_repeated_failures_end_in_failed_at_max_errors(
     assert all("has no SKILL.md" in e.message for e in doc.errors)
     errors = json.loads((instance.paths.document.parent / "errors.json").read_text())
     assert len(errors) == 3
-    assert "- Outcome: failed: 3 errors reached the limit of 3" in report(tuning, instance)
+    reason = (
+        "aborted after 3 action failures (max_errors 3); last: action-diagnose-context: "
+        "target skill folder has no SKILL.md"
+    )
+    assert (doc.failure_reason or "").startswith(reason)
+    assert f"- Outcome: {reason}" in report(tuning, instance)
     assert_consistent(tuning, instance, before)
 
 
 def test_the_iteration_limit_completes_the_run(
     make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
-    """When iteration_count reaches max_iterations the run completes with its current gate."""
+    """When iteration_count reaches max_iterations before the gate passed, the run fails
+    (exit 4) and says the limit was reached with fixes still untried."""
     root = make_skill(samples.fixable)
     instance = tuning.create(root, max_iterations=1)
     result = Engine(instance).run(max_steps=200)
-    assert events(result) == ["init", *ROUND, "finish"]
-    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert events(result) == ["init", *ROUND, "exhaust"]
+    assert (result.outcome, result.exit_code, result.state) == ("failed", 4, "failed")
     doc = tuning.doc(instance)
-    assert (doc.status, doc.quality_gate, doc.iteration_count) == ("completed", "review", 1)
-    assert "completed: the iteration limit was reached" in report(tuning, instance)
+    assert (doc.status, doc.quality_gate, doc.iteration_count) == ("failed", "review", 1)
+    assert doc.failure_reason == (
+        "quality gate review: 60/100, 2 high, 2 medium; 4 issues left unfixed after 1 iteration "
+        "(iteration limit 1 reached; 4 fixes not tried)"
+    )
+    assert f"- Outcome: {doc.failure_reason}" in report(tuning, instance)
 
 
 def test_pause_and_resume_mid_run(
@@ -378,7 +408,8 @@ def test_a_file_that_is_not_utf8_is_diagnosed_and_left_to_a_person(
 ) -> None:
     """A phase file with a byte that is not UTF-8 on a line the rules quote is diagnosed (the
     byte shown as \\xNN in state.json), gets no mechanical fix (state.json could not carry its
-    content) and keeps its bytes, while the other files are fixed; the run ends normally."""
+    content) and keeps its bytes, while the other files are fixed; the issues left for a person
+    keep the gate at review, so the run fails and says they need judgement."""
     root = make_skill(samples.fixable)
     phase = root / "phases/02-analyse.md"
     raw = phase.read_bytes().replace(b"files.json`));", b"files.json`)); // caf\xe9")
@@ -386,7 +417,8 @@ def test_a_file_that_is_not_utf8_is_diagnosed_and_left_to_a_person(
     instance = tuning.create(root, max_iterations=3)
     before = tree_bytes(tuning.path)
     result = Engine(instance).run(max_steps=200)
-    assert (result.outcome, result.state) == ("completed", "completed")
+    assert (result.outcome, result.state) == ("failed", "failed")
+    assert "(3 need judgement" in (tuning.doc(instance).failure_reason or "")
     assert phase.read_bytes() == raw
     text = (tuning.path / f".workflow/.scratchpad/{instance.id}/state.json").read_bytes()
     assert "caf\\\\xe9" in text.decode("utf-8")

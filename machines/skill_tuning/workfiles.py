@@ -1,0 +1,37 @@
+"""Side files in the work dir (diagnoses, proposals, reports) and the machine's options."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fsm.context import Context
+from machines.skill_tuning.backup import ensure_inside
+from machines.skill_tuning.model import TuningState
+from machines.skill_tuning.options import TuningOptions
+from machines.skill_tuning.paths import shown, work_root
+
+__all__ = ["options_of", "to_json", "write_side_file"]
+
+
+def options_of(ctx: Context) -> TuningOptions:
+    """The validated options of the run (the defaults when the context has none)."""
+    options = ctx.options
+    return options if isinstance(options, TuningOptions) else TuningOptions()
+
+
+def write_side_file(doc: TuningState, ctx: Context, name: str, text: str) -> str:
+    """Write ``name`` under the work dir; return its path as the document shows it.
+
+    Text quoted from a skill file that is not valid UTF-8 carries the undecodable bytes as lone
+    surrogates (see :mod:`.skill`); they are written as ``\\udcXX`` escapes, which keeps a JSON
+    side file valid and a report readable instead of failing the step."""
+    target = ensure_inside(work_root(doc, ctx) / name, work_root(doc, ctx))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8", errors="backslashreplace")
+    return shown(target, ctx)
+
+
+def to_json(value: Any) -> str:
+    """``value`` as indented JSON text with a final newline."""
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
