@@ -39,11 +39,12 @@ class Scenario:
     options: dict[str, Any] = field(default_factory=dict)
     prepare: Callable[[Path], None] | None = None
     expect: str = "completed"
+    folder: str | None = None
+    """The folder under demo-output/ (default: the sample's name, else the machine's)."""
 
 
-def _issue_manager_with_release_notes(folder: Path) -> None:
-    """The issue-manager sample plus the CHANGES.md its third issue publishes."""
-    shutil.copytree(SAMPLES / "issue-manager", folder, dirs_exist_ok=True)
+def _add_release_notes(folder: Path) -> None:
+    """The CHANGES.md the issue-manager sample's third issue publishes."""
     (folder / "CHANGES.md").write_text("# 0.2.0\n\n- Fixed the greeting typo\n", encoding="utf-8")
 
 
@@ -76,15 +77,11 @@ def scenarios() -> list[Scenario]:
         ),
         Scenario(
             "skill-tuning: a skill whose agent calls need judgement: one fix kept, gate fails",
-            # The machine's folder rather than its name, so that this copy of the sample gets
-            # its own folder (demo-output/skill_tuning) beside the first one.
-            str(ROOT / "machines" / "skill_tuning"),
-            None,
+            "skill-tuning",
+            "skill-tuning",
             {"target_skill": {"path": "unfixable-skill"}},
-            prepare=lambda folder: shutil.copytree(
-                SAMPLES / "skill-tuning", folder, dirs_exist_ok=True
-            ),
             expect="failed",
+            folder="skill-tuning-unfixable",
         ),
         Scenario(
             "issue-manager: four issues, one failing on purpose (so the run fails: 3 of 4 done), "
@@ -95,11 +92,10 @@ def scenarios() -> list[Scenario]:
         ),
         Scenario(
             "issue-manager: the same backlog with the release notes in place: 4 of 4 issues done",
-            # The machine's folder rather than its name, so that this copy of the sample gets
-            # its own folder (demo-output/issue_manager) beside the first one.
-            str(ROOT / "machines" / "issue_manager"),
-            None,
-            prepare=_issue_manager_with_release_notes,
+            "issue-manager",
+            "issue-manager",
+            prepare=_add_release_notes,
+            folder="issue-manager-all-done",
         ),
         Scenario(
             "counter (the example machine in examples/counter)",
@@ -112,9 +108,9 @@ def scenarios() -> list[Scenario]:
 
 def drive(scenario: Scenario, out: Path) -> bool:
     """Run one scenario; return True when it ended as expected."""
-    folder = out / Path(scenario.machine).stem.replace("machine", "counter")
+    name = scenario.folder or scenario.sample or Path(scenario.machine).parent.name
+    folder = out / name
     if scenario.sample is not None:
-        folder = out / scenario.sample
         shutil.copytree(SAMPLES / scenario.sample, folder)
     folder.mkdir(parents=True, exist_ok=True)
     if scenario.prepare is not None:
@@ -133,6 +129,7 @@ def drive(scenario: Scenario, out: Path) -> bool:
     print(f"[{mark}] {scenario.title}")
     print(f"      instance {instance.id}: {result.outcome} in '{result.state}' after "
           f"{len(result.steps)} steps")
+    print(f"      why: {result.message}")
     print(f"      document {instance.paths.document.relative_to(out.parent)}")
     return ok
 

@@ -368,5 +368,10 @@ def _clip(text: str | None) -> str:
 
 
 def _show(argv: Sequence[str]) -> str:
-    shown = " ".join(argv)
+    """The command as a person wrote it: a shell command without the shell that ran it (whose
+    path differs from machine to machine), at most 120 characters."""
+    if len(argv) == 3 and argv[1] == "-c" and os.path.basename(argv[0]) in {"bash", "sh"}:
+        shown = argv[2]
+    else:
+        shown = " ".join(argv)
     return shown if len(shown) <= 120 else shown[:117] + "..."

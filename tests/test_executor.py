@@ -318,3 +318,8 @@ def test_redacted_command_shows_only_program_options_and_placeholders(
 ) -> None:
     """Only the program, option names, NAME= and --flag= prefixes and {prompt} are shown."""
     assert redacted_command(argv, {"PROMPT": "{prompt}"}) == (tuple(shown.split()), hidden)
+
+
+def test_a_shell_command_is_described_as_written(executor: SubprocessExecutor) -> None:
+    """A failed shell command is named by its text, not by the path of the shell that ran it."""
+    assert executor.shell("exit 3").describe() == "exited 3: exit 3"

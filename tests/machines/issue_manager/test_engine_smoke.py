@@ -32,7 +32,7 @@ def test_cli_runs_a_backlog_to_its_report(sample: Any, cli: Any) -> None:
         f"{instance_id}: failed in state 'failed' after 7 steps: "
         "1 of 2 issues done; ISS-2 failed: task T1 (t) failed: exited 5: "
     )
-    assert last.endswith(" -c exit 5")
+    assert last.endswith("exited 5: exit 5")
     work_dir = sample.root / ".workflow" / ".scratchpad" / instance_id
     state = json.loads((work_dir / "state.json").read_text())
     assert (state["status"], state["phase"], state["context"]["success_rate"]) == (
