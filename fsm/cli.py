@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fsm import commands
+from fsm.definition import did_you_mean
 from fsm.errors import FsmError
 from fsm.terminal import one_line
 
@@ -43,7 +44,15 @@ def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> Non
         "--log-level",
         choices=["debug", "info", "warning", "error"],
         default=argparse.SUPPRESS,
-        help="least severe log level shown (default: info)",
+        help="least severe log event shown on stderr (default: warning; every event is kept "
+        "in the instance's log file)",
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="show engine events on stderr: -v info, -vv debug",
     )
     flags = ["-o", "--option"] if with_option else ["--option"]
     group.add_argument(
@@ -52,71 +61,150 @@ def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> Non
         action="append",
         default=argparse.SUPPRESS,
         metavar="KEY=VALUE",
-        help="machine option (repeatable); VALUE is JSON when it parses",
+        help="machine option for this command only (repeatable), e.g. -o test_command='pytest -x';"
+        " VALUE is JSON when it parses; 'fsm options MACHINE' lists them",
     )
 
 
 def _instance_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machine", help="machine name")
-    p.add_argument("id", help="instance id")
+    p.add_argument(
+        "machine",
+        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path",
+    )
+    p.add_argument("id", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)")
 
 
 def _machines_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _options_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _schema_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
+    p.add_argument(
+        "--options", action="store_true", help="the schema of the options instead of the document"
+    )
 
 
 def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("targets", nargs="*", metavar="TARGET")
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="machine names or machine.yaml paths, e.g. ccw-loop ./my/machine.yaml "
+        "(default: every registered machine)",
+    )
 
 
 def _diagram_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machines", nargs="*", metavar="MACHINE")
     p.add_argument(
-        "-o", "--output", metavar="DIR_OR_FILE", help="output folder (or file with --run)"
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="machine names or paths (default: every registered machine)",
     )
-    p.add_argument("-f", "--formats", default="dot,svg,png,mmd", help="comma-separated formats")
-    p.add_argument("--run", metavar="ID", help="draw this instance of MACHINE")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR_OR_FILE",
+        help="output folder (default: diagrams), or with --run the file, e.g. -o run.svg",
+    )
+    p.add_argument(
+        "-f",
+        "--formats",
+        default="dot,svg,png,mmd",
+        help="comma-separated formats, e.g. -f svg,mmd (default: dot,svg,png,mmd)",
+    )
+    p.add_argument(
+        "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
+    )
 
 
 def _new_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machine")
-    p.add_argument("--id", dest="instance_id", help="instance id (default: generated)")
-    p.add_argument("--set", dest="values", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--input", type=Path, metavar="FILE.json", help="initial values as JSON")
+    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
+    p.add_argument(
+        "--id",
+        dest="instance_id",
+        help="instance id, e.g. --id fix-parser (default: generated from the machine and time)",
+    )
+    p.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a creation input (repeatable), e.g. --set title='Fix the parser' --set "
+        "max_iterations=5; KEY may be dotted (target_skill.path=my-skill), VALUE is JSON when it "
+        "parses; 'fsm options MACHINE' lists the inputs",
+    )
+    p.add_argument(
+        "--input",
+        type=Path,
+        metavar="FILE.json",
+        help="creation inputs as a JSON object, e.g. --input loop.json (--set values win)",
+    )
 
 
 def _control_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
-    p.add_argument("--reason", help="why (journaled)")
-    p.add_argument("--actor", default="cli", help="who (journaled; default: cli)")
+    p.add_argument("--reason", help="why, kept in the journal, e.g. --reason 'lunch break'")
+    p.add_argument(
+        "--actor", default="cli", help="who, kept in the journal, e.g. --actor alice (default: cli)"
+    )
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
-    p.add_argument("--max-steps", type=int, metavar="N")
-    p.add_argument("--interactive", action="store_true", help="offer a menu when input is needed")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="stop after N steps (exit 5), e.g. --max-steps 20 (default: no limit but the "
+        "machine's own)",
+    )
+    p.add_argument(
+        "--interactive",
+        action="store_true",
+        help="offer a menu of the allowed events when the machine waits for a person",
+    )
 
 
 def _fire_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
-    p.add_argument("event")
+    p.add_argument("event", help="event name, e.g. approve ('fsm status' lists the allowed ones)")
 
 
 def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _ls_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machine", nargs="?")
-    p.add_argument("--status", dest="status_filter", metavar="S")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "machine", nargs="?", help="only this machine's instances (default: every machine)"
+    )
+    p.add_argument(
+        "--status",
+        dest="status_filter",
+        metavar="S",
+        help="only instances with this control status, e.g. --status running",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 _Arguments = Callable[[argparse.ArgumentParser], None]
 
 _COMMANDS: dict[str, tuple[str, _Arguments]] = {
     "machines": ("list the registered machines", _machines_arguments),
+    "options": (
+        "a machine's options and creation inputs: type, default, help, where to set them",
+        _options_arguments,
+    ),
+    "schema": ("the JSON Schema of a machine's document (or of its options)", _schema_arguments),
     "check": (
         "static checks of machines (names or paths; default: all registered)",
         _check_arguments,
@@ -169,6 +257,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    word = _command_word(arguments)
+    if word is not None and word not in _COMMANDS:
+        _error(f"unknown command '{word}'{did_you_mean(word, _COMMANDS)}; 'fsm --help' lists them")
+        return 2
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in _COMMANDS else None)
     try:
@@ -194,6 +286,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         _error(f"internal error: {type(exc).__name__}: {exc} (set FSM_DEBUG=1 for the traceback)")
         return 1
+
+
+_VALUED = frozenset({"-C", "--workspace", "--log-format", "--log-level", "-o", "--option"})
+"""Global options that take a value (the word after them is not the command)."""
+
+
+def _command_word(arguments: Sequence[str]) -> str | None:
+    """The word in the command's place: the first argument that is neither a global option
+    nor its value."""
+    skip = False
+    for argument in arguments:
+        if skip:
+            skip = False
+        elif argument.startswith("-"):
+            skip = argument in _VALUED
+        else:
+            return argument
+    return None
 
 
 def _error(message: str) -> None:

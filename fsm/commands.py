@@ -12,20 +12,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fsm import jsonio
+from fsm import jsonio, machine_commands
 from fsm.config import assignment_texts, parse_assignments
 from fsm.errors import DocumentInputError, InputError
 from fsm.instance import Instance, Workspace
-from fsm.terminal import json_text, one_line, printable
+from fsm.terminal import emit_json, json_text, one_line, out
 
-__all__ = ["dispatch"]
+__all__ = ["dispatch", "instance_from"]
 
 
 def dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Run the command named in ``args``; return its exit code."""
     from fsm.log import configure
 
-    configure(values.get("log_format", "console"), values.get("log_level", "info"))
+    verbose = values.get("verbose", 0)
+    level = values.get("log_level") or {0: "warning", 1: "info"}.get(verbose, "debug")
+    configure(values.get("log_format", "console"), level)
     handler = _HANDLERS[args.command]
     return handler(args, values)
 
@@ -39,7 +41,7 @@ def _workspace(values: dict[str, Any]) -> Workspace:
     return Workspace(path, options=options, option_texts=assignment_texts(items))
 
 
-def _instance(
+def instance_from(
     args: argparse.Namespace, values: dict[str, Any], *, must_exist: bool = True
 ) -> Instance:
     workspace = _workspace(values)
@@ -52,95 +54,6 @@ def _instance(
             f"(expected {instance.paths.document}); 'fsm ls' lists them"
         )
     return instance
-
-
-def _out(text: str = "") -> None:
-    # Text from documents, journals and arguments may hold terminal escape sequences.
-    print(printable(text))
-
-
-def _json(value: Any) -> None:
-    print(json_text(value, indent=2))
-
-
-def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """List registered machines."""
-    from fsm.discovery import open_machine, registered_machines
-
-    rows = []
-    for name, entry in sorted(registered_machines().items()):
-        machine = open_machine(name)
-        rows.append(
-            {
-                "name": name,
-                "description": machine.spec.description,
-                "version": machine.spec.version,
-                "source": entry.source,
-                "path": str(entry.path),
-            }
-        )
-    if args.json:
-        _json(rows)
-    else:
-        for row in rows:
-            text = str(row["description"])
-            summary = text if len(text) <= 80 else text[:77].rstrip() + "..."
-            _out(f"{row['name']:<16} {summary}  [{row['source']}]")
-    return 0
-
-
-def cmd_check(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Static checks."""
-    from fsm.check import check_all, check_target
-
-    reports = [check_target(t) for t in args.targets] if args.targets else check_all()
-    code = 0
-    for report in reports:
-        for finding in report.findings:
-            _out(finding.render())
-        if not report.findings:
-            _out(f"{report.target}: ok")
-        code = max(code, report.exit_code)
-    return code
-
-
-def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Write diagrams."""
-    from fsm import diagram
-    from fsm.discovery import open_machine, registered_machines
-
-    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    unknown = sorted(set(formats) - {"dot", "svg", "png", "mmd"})
-    if unknown:
-        raise InputError(f"unknown diagram format '{unknown[0]}' (use dot, svg, png, mmd)")
-    if args.run:
-        if len(args.machines) != 1:
-            raise InputError("--run needs exactly one MACHINE")
-        args.machine, args.id = args.machines[0], args.run
-        instance = _instance(args, values)
-        loaded = instance.load()
-        overlay = diagram.overlay_from_journal(instance.journal.read().records, loaded.state)
-        dot = diagram.to_dot(instance.machine, run=overlay)
-        target = Path(args.output) if args.output else Path(f"{instance.id}.svg")
-        fmt = target.suffix.lstrip(".") or "svg"
-        if fmt == "dot":
-            target.write_text(dot, encoding="utf-8")
-        elif fmt in {"svg", "png"}:
-            target.write_bytes(diagram.render(dot, fmt))  # type: ignore[arg-type]
-        else:
-            raise InputError(f"--run writes .dot, .svg or .png, not '{target.suffix}'")
-        _out(str(target))
-        return 0
-    names = args.machines or sorted(registered_machines())
-    out_dir = Path(args.output or "diagrams")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        report = diagram.write_diagrams(open_machine(name), out_dir, formats)
-        for path in report.written:
-            _out(str(path))
-        for fmt, reason in report.skipped:
-            print(f"fsm: warning: {name}.{fmt} not written: {reason}", file=sys.stderr)
-    return 0
 
 
 def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -161,7 +74,7 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     # An empty --id is a mistake to report, not a request for a generated id.
     instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
     workspace.instance(machine, instance_id).create(inputs)
-    _out(instance_id)
+    out(instance_id)
     return 0
 
 
@@ -177,9 +90,9 @@ def cmd_control(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """start / pause / resume / stop."""
     from fsm.control import ControlPlane
 
-    instance = _instance(args, values)
+    instance = instance_from(args, values)
     saved = ControlPlane(instance).apply(args.command, actor=args.actor, reason=args.reason)
-    _out(f"{instance.id}: {saved.status} ({saved.state})")
+    out(f"{instance.id}: {saved.status} ({saved.state})")
     return 0
 
 
@@ -187,7 +100,7 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Drive an instance."""
     from fsm.engine import Engine
 
-    instance = _instance(args, values)
+    instance = instance_from(args, values)
     if args.max_steps is not None and args.max_steps < 0:
         raise InputError("--max-steps must be 0 or more")
     engine = Engine(instance, interactive=args.interactive)
@@ -195,7 +108,7 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     result = engine.run(max_steps=args.max_steps, chooser=chooser)
     steps = len(result.steps)
     line = f"{instance.id}: {result.outcome} in state '{result.state}' after {steps} steps"
-    _out(f"{line}: {result.message}" if result.message else line)
+    out(f"{line}: {result.message}" if result.message else line)
     if result.outcome == "error":
         print(f"fsm: error: {result.message}", file=sys.stderr)
     return result.exit_code
@@ -240,11 +153,11 @@ def _step_exit(instance: Instance, result: Any) -> int:
         f" ({result.event})" if result.event else ""
     )
     if not machine.is_final(result.state):
-        _out(line)
+        out(line)
         return 0
     verdict = machine.verdict(result.state, instance.load().doc)
     assert verdict is not None  # the state is final
-    _out(f"{line}: {'success' if verdict.success else 'failure'}: {verdict.reason}")
+    out(f"{line}: {'success' if verdict.success else 'failure'}: {verdict.reason}")
     return 0 if verdict.success else 4
 
 
@@ -252,7 +165,7 @@ def cmd_step(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """One automatic step."""
     from fsm.engine import Engine
 
-    instance = _instance(args, values)
+    instance = instance_from(args, values)
     result = Engine(instance).step(actor="cli")
     return _step_exit(instance, result)
 
@@ -261,7 +174,7 @@ def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Fire a named event."""
     from fsm.engine import Engine
 
-    instance = _instance(args, values)
+    instance = instance_from(args, values)
     result = Engine(instance).fire(args.event, actor="cli")
     return _step_exit(instance, result)
 
@@ -270,25 +183,25 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Show an instance."""
     from fsm.inspect import status
 
-    info = status(_instance(args, values))
+    info = status(instance_from(args, values))
     if args.json:
-        _json(info.to_json())
+        emit_json(info.to_json())
         return 0
-    _out(f"{info.machine} {info.id}")
-    _out(f"  state:   {info.state} ({info.state_description})")
+    out(f"{info.machine} {info.id}")
+    out(f"  state:   {info.state} ({info.state_description})")
     if info.status is not None:
-        _out(f"  status:  {info.status}")
+        out(f"  status:  {info.status}")
     if info.outcome:
-        _out(f"  outcome: {info.outcome}: {info.reason}")
+        out(f"  outcome: {info.outcome}: {info.reason}")
     elif info.reason:
-        _out(f"  reason:  {info.reason}")
+        out(f"  reason:  {info.reason}")
     for key, value in info.summary.items():
-        _out(f"  {key + ':':<8} {value}")
+        out(f"  {key + ':':<8} {value}")
     enabled = [e.event + ("" if e.auto else " (manual)") for e in info.events if e.enabled]
-    _out(f"  events:  {', '.join(enabled) or 'none'}")
+    out(f"  events:  {', '.join(enabled) or 'none'}")
     if info.control:
-        _out(f"  control: {', '.join(info.control)}")
-    _out(f"  file:    {info.document}")
+        out(f"  control: {', '.join(info.control)}")
+    out(f"  file:    {info.document}")
     return 0
 
 
@@ -301,26 +214,26 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     names = [args.machine] if args.machine else sorted(registered_machines())
     rows = list_instances(workspace, [open_machine(n) for n in names], args.status_filter)
     if args.json:
-        _json([row.to_json() for row in rows])
+        emit_json([row.to_json() for row in rows])
         return 0
     for row in rows:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:
             shown += f"  {row.reason}"
-        _out(one_line(f"{row.machine:<14} {row.id:<44} {shown}"))
+        out(one_line(f"{row.machine:<14} {row.id:<44} {shown}"))
     return 0
 
 
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Print the journal."""
-    instance = _instance(args, values)
+    instance = instance_from(args, values)
     read = instance.journal.read()
     if args.json:
         for record in read.records:
             print(json_text(record))
     else:
         for record in read.records:
-            _out(_history_line(record))
+            out(_history_line(record))
     for line in read.bad_lines:
         print(f"fsm: warning: journal line {line} is unreadable and was skipped", file=sys.stderr)
     return 0
@@ -345,10 +258,10 @@ def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Replay check."""
     from fsm.inspect import check_replay
 
-    report = check_replay(_instance(args, values))
+    report = check_replay(instance_from(args, values))
     for note in report.notes:
-        _out(f"note: {note}")
-    _out(f"{args.id}: journal of {report.records} records reproduces state '{report.state}'")
+        out(f"note: {note}")
+    out(f"{args.id}: journal of {report.records} records reproduces state '{report.state}'")
     return 0
 
 
@@ -356,21 +269,23 @@ def cmd_recover(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Rebuild a corrupt document."""
     from fsm.recovery import recover
 
-    instance = _instance(args, values, must_exist=False)
+    instance = instance_from(args, values, must_exist=False)
     report = recover(instance)
     if report.moved_aside:
-        _out(f"corrupt document kept as {report.moved_aside}")
+        out(f"corrupt document kept as {report.moved_aside}")
     for note in report.notes:
-        _out(f"note: {note}")
+        out(f"note: {note}")
     if report.recovered:
-        _out(f"{instance.id}: recovered in state '{report.state}'")
+        out(f"{instance.id}: recovered in state '{report.state}'")
     return 0
 
 
 _HANDLERS = {
-    "machines": cmd_machines,
-    "check": cmd_check,
-    "diagram": cmd_diagram,
+    "machines": machine_commands.cmd_machines,
+    "options": machine_commands.cmd_options,
+    "schema": machine_commands.cmd_schema,
+    "check": machine_commands.cmd_check,
+    "diagram": machine_commands.cmd_diagram,
     "new": cmd_new,
     "start": cmd_control,
     "pause": cmd_control,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fsm import jsonio
-from fsm.definition import format_location
+from fsm.definition import did_you_mean, format_location
 from fsm.errors import DocumentInputError, OptionsError
 from fsm.executor import AgentCommand
 
@@ -186,11 +186,14 @@ def resolve_options(
     table: Mapping[str, Any],
     overrides: Mapping[str, Any],
     texts: Mapping[str, str] | None = None,
+    misplaced: Callable[[str], str] | None = None,
 ) -> BaseModel:
     """Validate fsm.toml's table for ``machine`` overlaid with ``-o`` overrides.
 
     ``-o`` values are parsed as JSON when they parse; when such a value is refused and the text
-    typed for it is accepted (``-o test_command=true`` for a text option), the text wins.
+    typed for it is accepted (``-o test_command=true`` for a text option), the text wins. Every
+    problem says where the value came from; an unknown key gets ``misplaced(key)`` (where it
+    belongs instead) or a did-you-mean and the list of the options.
     """
     merged = {**table, **overrides}
     try:
@@ -208,8 +211,19 @@ def resolve_options(
             except ValidationError:
                 pass
         problems = []
+        known = [info.alias or name for name, info in model.model_fields.items()]
         for error in exc.errors(include_url=False):
+            key = str(error["loc"][0]) if error["loc"] else ""
+            source = "-o" if key in overrides else f"fsm.toml [machine.{machine}]"
             where = format_location(error["loc"]) or "options"
-            message = "unknown option" if error["type"] == "extra_forbidden" else error["msg"]
-            problems.append(f"{where}: {message}")
+            if error["type"] != "extra_forbidden":
+                problems.append(f"{where} ({source}): {error['msg']}")
+                continue
+            hint = misplaced(key) if misplaced is not None else ""
+            listed = ", ".join(known) or "none"
+            problems.append(
+                hint
+                or f"unknown option '{key}' ({source}){did_you_mean(key, known)}; the options "
+                f"of {machine} are: {listed}"
+            )
         raise OptionsError(f"options of machine '{machine}': " + "; ".join(problems)) from exc

@@ -186,6 +186,7 @@ class MachineSpec(_Spec):
     module: Text
     document: Name
     options: Name | None = None
+    inputs: Name | None = None
     state: StateBinding
     initial: Name
     storage: StorageSpec

@@ -13,10 +13,11 @@ from fsm import jsonio
 from fsm.clock import iso_utc
 from fsm.control import ControlPlane
 from fsm.definition import describe_validation
-from fsm.errors import JournalMismatchError
+from fsm.errors import FsmError, JournalMismatchError, OptionsError
 from fsm.instance import Instance, Workspace
 from fsm.machine import FieldCodec, Machine, event_options
 from fsm.store import read_file
+from fsm.terminal import one_line
 from fsm.update import bytes_hash
 
 __all__ = [
@@ -122,7 +123,14 @@ def list_instances(
     """Instances of ``machines`` in ``workspace``, newest first (by document modification)."""
     rows: list[tuple[int, ListedInstance]] = []
     for machine in machines:
-        store = workspace.store_for(machine)
+        try:
+            store = workspace.store_for(machine)
+        except OptionsError as exc:
+            if len(machines) == 1:
+                raise
+            # One machine's bad options must not hide the other machines' instances.
+            rows.append((0, ListedInstance(machine.name, "-", None, None, "", one_line(str(exc)))))
+            continue
         for instance_id in store.list_ids():
             path, journal = store.locations(instance_id)
             if not _belongs_to(machine, journal):
@@ -132,7 +140,7 @@ def list_instances(
                 data = jsonio.loads(raw)
                 if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, FsmError) as exc:
                 if status_filter is not None:
                     continue  # its status is unknown, so it does not match a filter
                 row = ListedInstance(
@@ -141,7 +149,7 @@ def list_instances(
                 rows.append((0, row))
                 continue
             instance_status = _status_of(machine, data)
-            state, invalid = _checked(machine, data)
+            state, invalid, doc = _checked(machine, data)
             # A document that does not validate has no status to trust: it matches no filter.
             if status_filter is not None and (invalid or instance_status != status_filter):
                 continue
@@ -150,20 +158,15 @@ def list_instances(
                 machine.name, instance_id, instance_status, state, updated, invalid
             )
             if invalid is None and state is not None and machine.is_final(state):
-                row = _with_verdict(machine, row, data)
+                row = _with_verdict(machine, row, doc)
             rows.append((stat.st_mtime_ns, row))
     rows.sort(key=lambda item: (item[0], item[1].id), reverse=True)
     return [row for _, row in rows]
 
 
-def _with_verdict(machine: Machine, row: ListedInstance, data: dict[str, Any]) -> ListedInstance:
-    """``row`` with the outcome and reason of an instance that ended (its document is
-    validated only then: the machine's verdict reads the model)."""
+def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInstance:
+    """``row`` with the outcome and reason of an instance that ended."""
     assert row.state is not None
-    try:
-        doc = machine.document_model.model_validate(data)
-    except ValueError as exc:
-        return replace(row, error=f"invalid: {str(exc).splitlines()[0]}")
     verdict = machine.verdict(row.state, doc)
     if verdict is None:
         return row
@@ -220,8 +223,9 @@ def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:
     return None if current is None else str(current)
 
 
-def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The state of ``data``, and ``"invalid: <reason>"`` when it would not load.
+def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None, Any]:
+    """The state of ``data``, ``"invalid: <reason>"`` when it would not load, and the validated
+    document (None when invalid).
 
     The same checks as :meth:`fsm.instance.Instance.load`: the document validates with the
     machine's model (which also knows its statuses), and its state is one of the machine's.
@@ -230,11 +234,11 @@ def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | 
         doc = machine.document_model.model_validate(data)
     except ValidationError as exc:
         as_read = machine.codec.read(data) if isinstance(machine.codec, FieldCodec) else ""
-        return as_read or None, f"invalid: {describe_validation(exc, 1)}"
+        return as_read or None, f"invalid: {describe_validation(exc, 1)}", None
     state = machine.codec.read(doc)
     if state not in machine.states:
-        return None, f"invalid: unknown state '{state}'"
-    return state, None
+        return None, f"invalid: unknown state '{state}'", None
+    return state, None, doc
 
 
 @dataclass

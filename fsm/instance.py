@@ -41,6 +41,7 @@ from fsm.files import recheck_folders
 from fsm.journal import Journal, RotatingLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
+from fsm.settings import check_input_keys
 from fsm.store import FileStore, InstancePaths, validate_id
 from fsm.update import MISSING, apply_update, canonical_hash
 
@@ -97,8 +98,15 @@ class Workspace:
                         f"{self.path / 'fsm.toml'}: [machine.{name}] names no machine{hint}"
                     )
             table = {}
+        from fsm.settings import misplaced_hint
+
         return resolve_options(
-            machine.options_model, machine.name, table, self.option_overrides, self.option_texts
+            machine.options_model,
+            machine.name,
+            table,
+            self.option_overrides,
+            self.option_texts,
+            lambda key: misplaced_hint(machine, key, given_as="option"),
         )
 
     def store_for(self, machine: Machine, options: BaseModel | None = None) -> FileStore:
@@ -306,6 +314,7 @@ class Instance:
         """Create the document from ``inputs`` in the machine's initial state."""
         if self.exists():
             raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
+        check_input_keys(self.machine, inputs)
         hook = self.machine.hooks.get("create")
         started = time.monotonic()
         try:

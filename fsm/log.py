@@ -90,16 +90,35 @@ class LazyLogger:
         return LazyLogger(self._name, **{**self._bound, **values})
 
     def resolve(self) -> Any:
-        """The real structlog bound logger."""
+        """The real structlog bound logger; one that drops every event when nobody configured
+        logging (fsm used as a library prints nothing unless asked: structlog's default would
+        print to stdout)."""
         if self._logger is None:
             structlog = _structlog()
             apply_pending_configuration()
+            if not structlog.is_configured():
+                self._logger = _Silent()
+                return self._logger
             logger = structlog.get_logger(self._name) if self._name else structlog.get_logger()
             self._logger = logger.bind(**self._bound)
         return self._logger
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.resolve(), name)
+
+
+class _Silent:
+    """A logger that drops everything (see :meth:`LazyLogger.resolve`)."""
+
+    def bind(self, **values: Any) -> _Silent:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return _drop
+
+
+def _drop(*args: Any, **kwargs: Any) -> None:
+    """Drop one event."""
 
 
 def get_logger(name: str | None = None, **bound: Any) -> LazyLogger:

@@ -121,6 +121,7 @@ class Machine:
     registry: Registry
     document_model: type[BaseModel]
     options_model: type[BaseModel]
+    inputs_model: type[BaseModel] | None
     codec: Codec
     hooks: dict[str, Callable[..., Any]]
     transitions: list[Transition]
@@ -318,6 +319,9 @@ def resolve(
     options: Any = NoOptions
     if spec.options is not None:
         options = lookup("options model", registry.options_models, spec.options, ["options"])
+    inputs: Any = None
+    if spec.inputs is not None:
+        inputs = lookup("inputs model", registry.inputs_models, spec.inputs, ["inputs"])
     codec: Any = None
     if (spec.state.field is None) == (spec.state.codec is None):
         problem(["state"], "give exactly one of 'field' or 'codec'")
@@ -364,6 +368,7 @@ def resolve(
         registry=registry,
         document_model=document,
         options_model=options,
+        inputs_model=inputs,
         codec=codec,
         hooks=hooks,
         transitions=[t for t in transitions if t is not None],

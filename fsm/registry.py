@@ -103,6 +103,7 @@ class Registry:
     def __init__(self) -> None:
         self.documents: dict[str, type[BaseModel]] = {}
         self.options_models: dict[str, type[BaseModel]] = {}
+        self.inputs_models: dict[str, type[BaseModel]] = {}
         self.guards: dict[str, GuardInfo] = {}
         self.actions: dict[str, Action] = {}
         self.hooks: dict[str, Callable[..., Any]] = {}
@@ -116,6 +117,12 @@ class Registry:
     def options(self, model: _M) -> _M:
         """Register a pydantic model of the machine's options under its class name."""
         self.options_models[model.__name__] = model
+        return model
+
+    def inputs(self, model: _M) -> _M:
+        """Register a pydantic model describing ``fsm new``'s creation inputs (its fields, with
+        their docstrings, are what ``fsm options`` lists and what ``--set`` keys may name)."""
+        self.inputs_models[model.__name__] = model
         return model
 
     @overload
@@ -174,6 +181,7 @@ class Registry:
         return {
             "document": sorted(self.documents),
             "options": sorted(self.options_models),
+            "inputs": sorted(self.inputs_models),
             "guard": sorted(self.guards),
             "action": sorted(self.actions),
             "hook": sorted(self.hooks),

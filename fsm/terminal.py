@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["json_text", "one_line", "printable"]
+__all__ = ["emit_json", "json_text", "one_line", "out", "printable"]
 
 _UNSAFE = "\x00-\x09\x0b-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
 _UNSAFE_KEEPING_NEWLINES = re.compile(f"[{_UNSAFE}]")
@@ -61,3 +61,13 @@ def _escape(match: re.Match[str]) -> str:
         return short
     code = ord(char)
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def out(text: str = "") -> None:
+    """Print a line of a command's result on stdout, control characters escaped."""
+    print(printable(text))
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as indented JSON on stdout."""
+    print(json_text(value, indent=2))

@@ -50,7 +50,11 @@ def test_new_reads_input_file_and_dotted_sets(cli: Cli, tmp_path: Path) -> None:
         pytest.param(["new", C, "--set", "limit"], "expected KEY=VALUE", id="malformed-set"),
         pytest.param(["new", C, "--set", "limit=-1"], "limit", id="invalid-value"),
         pytest.param(["new", C, "--input", "missing.json"], "cannot read", id="missing-input"),
-        pytest.param(["-o", "bogus=1", "new", C], "bogus: unknown option", id="unknown-option"),
+        pytest.param(
+            ["-o", "bogus=1", "new", C],
+            "unknown option 'bogus' (-o); the options of counter are: folder, step_size, delay",
+            id="unknown-option",
+        ),
         pytest.param(
             ["status", C, "nobody"], "no counter instance 'nobody'", id="unknown-instance"
         ),

@@ -187,14 +187,16 @@ def test_resolve_options_reports_every_problem() -> None:
         resolve_options(_Options, "counter", {"colour": "red"}, {"step_size": "many"})
     message = str(caught.value)
     assert message.startswith("options of machine 'counter': ")
-    assert "colour: unknown option" in message
-    assert "step_size: " in message
+    assert "unknown option 'colour' (fsm.toml [machine.counter])" in message
+    assert "step_size (-o): Input should be a valid integer" in message
+    assert message.endswith("the options of counter are: folder, step_size, delay")
 
 
 def test_machine_without_options_accepts_none() -> None:
     """NoOptions refuses every key and accepts an empty table."""
     assert resolve_options(NoOptions, "bare", {}, {}) == NoOptions()
-    with pytest.raises(OptionsError, match="delay: unknown option"):
+    expected = "unknown option 'delay' (-o); the options of bare are: none"
+    with pytest.raises(OptionsError, match=re.escape(expected)):
         resolve_options(NoOptions, "bare", {}, {"delay": 1})
 
 

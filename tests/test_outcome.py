@@ -150,8 +150,12 @@ def test_preflight_is_not_asked_when_the_run_will_do_nothing(
 ) -> None:
     """A paused instance is not driven by run, so a missing program does not refuse it: the
     run reports the pause (exit 5) as before."""
+    from fsm.control import ControlPlane
+
     instance = workspace.instance(judged, "b1")
-    instance.create({"parts": [{"name": "a", "program": "nope"}], "status": "paused"})
+    instance.create({"parts": [{"name": "a", "program": "nope"}]})
+    ControlPlane(instance).apply("start")
+    ControlPlane(instance).apply("pause")
     result = Engine(instance).run()
     assert result.outcome == "paused" and result.exit_code == 5
 

@@ -21,6 +21,28 @@ class Part(BaseModel):
     built: bool | None = None
 
 
+@registry.inputs
+class BuildInputs(BaseModel):
+    """What `fsm new judged` takes."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    parts: list[Part] = Field(default_factory=list)
+    """The parts to build, each with the program that builds it."""
+    judge_raises: bool = False
+    """Make the outcome hook fail (for tests)."""
+
+
+@registry.options
+class BuildOptions(BaseModel):
+    """Options of the judged machine."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    retries: int = 0
+    """How often a part whose program failed is run again before it counts as failed."""
+
+
 @registry.document
 class Build(BaseModel):
     """The build document."""
@@ -44,7 +66,13 @@ def has_part_left(doc: Build, ctx: Context) -> bool:
 def build_part(doc: Build, ctx: Context) -> Update:
     """Run the next part's program; record whether it worked."""
     parts = list(doc.parts)
+    options = ctx.options
+    assert isinstance(options, BuildOptions)
     result = ctx.executor.run([parts[doc.next].program])
+    for _ in range(options.retries):
+        if result.ok:
+            break
+        result = ctx.executor.run([parts[doc.next].program])
     parts[doc.next] = parts[doc.next].model_copy(update={"built": result.ok})
     return {"parts": parts, "next": doc.next + 1}
 
