@@ -55,10 +55,16 @@ def input_settings(machine: Machine) -> list[Setting]:
     return _settings(machine.inputs_model) if machine.inputs_model is not None else []
 
 
-def _settings(model: type[BaseModel]) -> list[Setting]:
+def _settings(model: type[BaseModel], prefix: str = "") -> list[Setting]:
+    """One row per field; the fields of a nested model are rows of their own, as the dotted
+    keys ``--set`` takes (``context.max_rounds``)."""
     rows = []
     for name, info in model.model_fields.items():
-        key = info.alias or name
+        key = prefix + (info.alias or name)
+        nested = info.annotation
+        if isinstance(nested, type) and issubclass(nested, BaseModel):
+            rows.extend(_settings(nested, f"{key}."))
+            continue
         required = info.is_required()
         default = "" if required else _shown_default(info)
         rows.append(Setting(key, _type_name(info.annotation), default, required, _help(info)))
@@ -76,11 +82,9 @@ def _shown_default(info: FieldInfo) -> str:
 
 
 def _help(info: FieldInfo) -> str:
-    """The first sentence of the field's description (its docstring)."""
-    text = " ".join((info.description or "").split())
-    if ". " in text:
-        text = text[: text.index(". ") + 1]
-    return text.replace("``", "")
+    """The first paragraph of the field's description (its docstring), on one line."""
+    paragraph = (info.description or "").strip().split("\n\n")[0]
+    return " ".join(paragraph.split()).replace("``", "")
 
 
 def _type_name(annotation: Any) -> str:
@@ -130,13 +134,31 @@ def check_input_keys(machine: Machine, inputs: Mapping[str, Any]) -> None:
     if machine.inputs_model is None:
         return
     known = [setting.name for setting in input_settings(machine)]
-    for key in inputs:
+    tops = {name.split(".")[0] for name in known}
+    listed = f"the inputs of {machine.name} are: {', '.join(known)} ('fsm options {machine.name}')"
+    for key in _dotted_keys(inputs, tops, known):
         if key in known:
             continue
         hint = misplaced_hint(machine, key, given_as="input")
         if hint:
             raise DocumentInputError(hint)
+        if key in tops:
+            fields = ", ".join(name for name in known if name.startswith(f"{key}."))
+            raise DocumentInputError(f"'{key}' takes fields ({fields}), not a value; {listed}")
+        if key in machine.document_keys:
+            raise DocumentInputError(f"'{key}' cannot be set: the machine sets it; {listed}")
         raise DocumentInputError(
-            f"unknown creation input '{key}' of {machine.name}{did_you_mean(key, known)}; "
-            f"its inputs are: {', '.join(known)} ('fsm options {machine.name}')"
+            f"unknown creation input '{key}' of {machine.name}{did_you_mean(key, known)}; {listed}"
         )
+
+
+def _dotted_keys(inputs: Mapping[str, Any], tops: set[str], known: list[str]) -> list[str]:
+    """The keys of ``inputs`` as ``fsm options`` names them: nested objects of the inputs that
+    are listed field by field are flattened to dotted keys (``context.max_rounds``)."""
+    keys: list[str] = []
+    for key, value in inputs.items():
+        if key in tops and key not in known and isinstance(value, Mapping):
+            keys.extend(f"{key}.{sub}" for sub in _dotted_keys(value, set(value), []))
+        else:
+            keys.append(key)
+    return keys

@@ -144,8 +144,8 @@ def test_an_unknown_input_lists_the_inputs_with_a_did_you_mean(cli: Cli) -> None
     result = cli("new", JUDGED, "--set", "part=[]")
     assert result.code == 2
     assert result.err.strip() == (
-        "fsm: error: unknown creation input 'part' of judged (did you mean 'parts'?); its "
-        "inputs are: parts, judge_raises ('fsm options judged')"
+        "fsm: error: unknown creation input 'part' of judged (did you mean 'parts'?); the "
+        "inputs of judged are: parts, judge_raises ('fsm options judged')"
     )
 
 

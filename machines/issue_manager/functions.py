@@ -35,7 +35,7 @@ from machines.issue_manager.hooks import (
 from machines.issue_manager.ids import unsafe_id_problem
 from machines.issue_manager.issues_file import read_issues, write_statuses
 from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
-from machines.issue_manager.options import IssueManagerOptions
+from machines.issue_manager.options import IssueManagerInputs, IssueManagerOptions
 from machines.issue_manager.planning import plan_issue
 from machines.issue_manager.records import write_plan, write_snapshot
 from machines.issue_manager.report import (
@@ -53,6 +53,7 @@ __all__ = ["registry"]
 registry = Registry()
 registry.document(IssueManagerState)
 registry.options(IssueManagerOptions)
+registry.inputs(IssueManagerInputs)
 
 LISTED_STATUSES = frozenset({"registered", "planned"})
 """Issue-file statuses the list picks up (as ``ccw issue list --status registered,planned``)."""

@@ -26,15 +26,9 @@ __all__ = [
     "summarize",
 ]
 
-MACHINE_OWNED = ("status", "phase", "work_dir", "created_at", "updated_at", "completed_at")
-"""Document fields only the machine sets; ``fsm new --set`` may not give them."""
-
-
 def create_instance(inputs: dict[str, Any], ctx: Context) -> IssueManagerState:
     """The seed's template, with the inputs merged in and the work_dir and times filled."""
-    given = sorted(key for key in MACHINE_OWNED if key in inputs)
-    if given:
-        raise ValueError(f"{', '.join(given)} cannot be set: the machine sets them")
+    # The engine has refused every key the inputs model (IssueManagerInputs) does not name.
     _check_context(inputs.get("context", {}))
     document = _merged(initial_template(), inputs)
     now = ctx.clock.iso()

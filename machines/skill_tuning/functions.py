@@ -21,7 +21,7 @@ from machines.skill_tuning.codec import TuningCodec
 from machines.skill_tuning.diagnosis.rule import Area
 from machines.skill_tuning.initial import initial_document
 from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.options import TuningOptions
+from machines.skill_tuning.options import TuningInputs, TuningOptions
 from machines.skill_tuning.paths import shown
 from machines.skill_tuning.skill import TargetSkillError, resolve_target
 from machines.skill_tuning.verdict import fix_tally, issue_counts, verdict
@@ -31,6 +31,7 @@ __all__ = ["registry"]
 registry = Registry()
 registry.document(TuningState)
 registry.options(TuningOptions)
+registry.inputs(TuningInputs)
 registry.codec("tuning_state", TuningCodec())
 
 
@@ -109,22 +110,12 @@ def _nested(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
-_INPUTS = frozenset(
-    {"target_skill", "user_issue_description", "focus_areas", "max_iterations", "max_errors"}
-)
-_MACHINE_OWNED = frozenset(TuningState.model_fields) - _INPUTS
-"""Fields the run writes (status, counters, diagnosis, fixes, paths): ``fsm new`` may not set
-them, or a new instance would start with, say, ``error_count`` 99 and abort at once."""
-
-
 @registry.hook
 def create(inputs: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     """A new instance for the skill at ``target_skill.path``: the seed's whole template with
     the inputs merged in; its work dir is the instance folder, its backups go to ``backups/``."""
+    # The engine has refused every key the inputs model (TuningInputs) does not name.
     values = _nested(inputs)
-    owned = sorted(_MACHINE_OWNED & set(values))
-    if owned:
-        raise DocumentInputError(f"{', '.join(owned)} cannot be set: the machine sets them")
     target = values.get("target_skill", {})
     path = target.get("path") if isinstance(target, dict) else None
     if path is not None and not isinstance(path, str):

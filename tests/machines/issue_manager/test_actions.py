@@ -48,10 +48,16 @@ def test_create_takes_dotted_inputs(make_ctx: Any) -> None:
 
 
 @pytest.mark.parametrize("key", ["status", "phase", "work_dir", "created_at"])
-def test_create_refuses_machine_owned_inputs(make_ctx: Any, key: str) -> None:
-    """Fields the machine sets cannot be given as inputs."""
-    with pytest.raises(ValueError, match=f"{key} cannot be set"):
-        HOOKS["create_instance"]({key: "x"}, make_ctx())
+def test_create_refuses_machine_owned_inputs(key: str) -> None:
+    """Fields the machine sets cannot be given as inputs: the engine refuses them by the
+    machine's inputs model before its create hook runs."""
+    from fsm.errors import DocumentInputError
+    from fsm.machine import load_machine
+    from fsm.settings import check_input_keys
+    from tests.machines.issue_manager.conftest import MACHINE_YAML
+
+    with pytest.raises(DocumentInputError, match=f"'{key}' cannot be set: the machine sets it"):
+        check_input_keys(load_machine(MACHINE_YAML), {key: "x"})
 
 
 @pytest.mark.parametrize(

@@ -67,11 +67,9 @@ def test_a_new_state_json_has_the_shape_of_the_seed_template(
     make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
 ) -> None:
     """The engine writes every key of the seed's Initial State Template, with its values
-    except those the inputs and the instance's paths set; unknown input keys are kept."""
+    except those the inputs and the instance's paths set."""
     make_skill(samples.clean)
-    instance = tuning.create(
-        Path(".claude/skills/sample-skill"), user_issue_description="slow", ccw_note={"a": 1}
-    )
+    instance = tuning.create(Path(".claude/skills/sample-skill"), user_issue_description="slow")
     written = tuning.document(instance)
     template = json.loads(SEED_INITIAL_STATE)
     work = f".workflow/.scratchpad/{instance.id}"
@@ -81,7 +79,6 @@ def test_a_new_state_json_has_the_shape_of_the_seed_template(
         "user_issue_description": "slow",
         "work_dir": work,
         "backup_dir": f"{work}/backups",
-        "ccw_note": {"a": 1},
     }
     assert written == template | set_by_create
 

@@ -372,7 +372,7 @@ TARGET = ["--set", f"target_skill.path={SKILL}"]
         ),
         pytest.param(
             [*TARGET, "--set", "error_count=99"],
-            "error_count cannot be set: the machine sets them",
+            "'error_count' cannot be set: the machine sets it",
             id="machine-owned",
         ),
         pytest.param(
