@@ -171,6 +171,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="offer a menu of the allowed events when the machine waits for a person",
     )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="show no progress on stderr (only the result line on stdout)",
+    )
 
 
 def _fire_arguments(p: argparse.ArgumentParser) -> None:

@@ -97,27 +97,38 @@ def cmd_control(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Drive an instance."""
+    """Drive an instance, showing each step on stderr (see :mod:`fsm.progress`)."""
     from fsm.engine import Engine
+    from fsm.progress import RunProgress
 
     instance = instance_from(args, values)
     if args.max_steps is not None and args.max_steps < 0:
         raise InputError("--max-steps must be 0 or more")
     engine = Engine(instance, interactive=args.interactive)
     chooser = _menu if args.interactive else None
-    result = engine.run(max_steps=args.max_steps, chooser=chooser)
+    progress = None
+    # JSON logs are for programs: their transition events say what progress lines would.
+    if not args.quiet and values.get("log_format") != "json":
+        live = sys.stderr.isatty() and not args.interactive  # a menu needs the plain lines
+        progress = RunProgress(instance, sys.stderr, live=live)
+    try:
+        result = engine.run(max_steps=args.max_steps, chooser=chooser, on_step=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     steps = len(result.steps)
     line = f"{instance.id}: {result.outcome} in state '{result.state}' after {steps} steps"
-    out(f"{line}: {result.message}" if result.message else line)
+    out(one_line(f"{line}: {result.message}" if result.message else line))
     if result.outcome == "error":
-        print(f"fsm: error: {result.message}", file=sys.stderr)
+        print(f"fsm: error: {one_line(result.message)}", file=sys.stderr)
     return result.exit_code
 
 
 def _menu(state: str, choices: Sequence[Any]) -> str | None:
     print(f"\nstate '{state}': choose an action", file=sys.stderr)
     for number, choice in enumerate(choices, start=1):
-        print(f"  {number}. {choice.event:<14} {choice.description}", file=sys.stderr)
+        shown = one_line(f"  {number}. {choice.event:<14} {choice.description}")
+        print(shown, file=sys.stderr)
     print("  q. quit (leave the instance as it is)", file=sys.stderr)
     while True:
         sys.stderr.write("> ")
@@ -133,7 +144,7 @@ def _menu(state: str, choices: Sequence[Any]) -> str | None:
         for choice in choices:
             if answer == choice.event:
                 return str(choice.event)
-        print(f"  unknown choice '{answer}'", file=sys.stderr)
+        print(one_line(f"  unknown choice '{answer}'"), file=sys.stderr)
 
 
 def _step_exit(instance: Instance, result: Any) -> int:

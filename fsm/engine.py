@@ -200,6 +200,7 @@ class Engine:
         max_steps: int | None = None,
         chooser: Chooser | None = None,
         actor: str = "run",
+        on_step: Callable[[StepResult], None] | None = None,
     ) -> RunResult:
         """Step until a final state, a pause or stop, waiting for input, or ``max_steps``.
 
@@ -207,7 +208,8 @@ class Engine:
         what it needs and lacks, and refuses (MissingRequirementError, nothing changed) rather
         than do part of the work. A run that reaches a final state is ``completed`` only when
         the machine's verdict (:meth:`~fsm.machine.Machine.verdict`) says its goal was reached;
-        the verdict's reason is the result's ``message``.
+        the verdict's reason is the result's ``message``. ``on_step`` is called with each
+        step taken (progress display).
         """
         with self._run_lock():
             loaded = self.instance.load()
@@ -216,7 +218,7 @@ class Engine:
                 self.check_requirements(loaded)
             loaded = self.control.start_if_needed(loaded, actor=actor)
             self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
-            result = self._run_steps(max_steps, chooser, actor)
+            result = self._run_steps(max_steps, chooser, actor, on_step)
         self.instance.log.info(
             RUN_ENDED_EVENTS[result.outcome],
             state=result.state,
@@ -226,7 +228,13 @@ class Engine:
         )
         return result
 
-    def _run_steps(self, max_steps: int | None, chooser: Chooser | None, actor: str) -> RunResult:
+    def _run_steps(
+        self,
+        max_steps: int | None,
+        chooser: Chooser | None,
+        actor: str,
+        on_step: Callable[[StepResult], None] | None,
+    ) -> RunResult:
         steps: list[StepResult] = []
         failures = 0
         while True:
@@ -249,6 +257,8 @@ class Engine:
                     f"no automatic transition is enabled in state '{result.state}'",
                 )
             steps.append(result)
+            if on_step is not None:
+                on_step(result)
             failures = failures + 1 if result.outcome == "failed" else 0
             if failures and "on_error" not in self.machine.hooks:
                 return RunResult("error", result.state, result.status, steps, result.error or "")

@@ -206,6 +206,14 @@ class Instance:
             return committed
         return self.committer.reconcile(self.load_unchecked())
 
+    def peek(self) -> Loaded:
+        """The current version for display (progress lines): like :meth:`load`, but the version
+        this process committed last is kept for the next :meth:`load`."""
+        committed = self._committed
+        if committed is not None and self.store.read_raw_bytes(self.id) == committed.raw:
+            return committed
+        return self.load_unchecked()
+
     def load_unchecked(self) -> Loaded:
         """Read and validate the document as it is on disk (see :meth:`load`)."""
         snapshot = self.store.read(self.id)

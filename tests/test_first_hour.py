@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +184,43 @@ def test_schema_prints_the_document_and_options_schemas(cli: Cli) -> None:
     assert schema["title"] == "LoopState" and "skill_state" in schema["properties"]
     options = cli("schema", "ccw-loop", "--options").json()
     assert "test_command" in options["properties"]
+
+
+def test_run_shows_one_plain_line_per_step_when_not_on_a_terminal(cli: Cli) -> None:
+    """Off a terminal, `fsm run` writes one plain progress line per step on stderr; stdout
+    keeps only the result line."""
+    assert cli("new", C, "--id", "c1", "--set", "limit=2").code == 0
+    result = cli("run", C, "c1")
+    assert result.code == 0
+    assert len(result.out.splitlines()) == 1
+    lines = result.err.splitlines()
+    assert [line.split(" [")[0] for line in lines] == [
+        "step 1: idle -> counting (count)",
+        "step 2: counting -> counting (count)",
+        "step 3: counting -> done (finish)",
+    ]
+    assert lines[0].endswith("progress 1/2")  # the machine's summary of the document
+
+
+def test_run_quiet_shows_no_progress(cli: Cli) -> None:
+    """`fsm run --quiet` writes nothing on stderr for a run that works."""
+    assert cli("new", C, "--id", "c1", "--set", "limit=2").code == 0
+    result = cli("run", C, "c1", "--quiet")
+    assert (result.code, result.err) == (0, "")
+
+
+def test_live_progress_redraws_one_line(make_counter: Callable[..., Any]) -> None:
+    """On a terminal the progress is one line (redrawn by rich after each step) naming the
+    machine, instance, step, state and the machine's summary; it stays when the run ends."""
+    import io
+
+    from fsm.engine import Engine
+    from fsm.progress import RunProgress
+
+    instance = make_counter(limit=2)
+    stream = io.StringIO()
+    progress = RunProgress(instance, stream, live=True)
+    Engine(instance).run(on_step=progress)
+    progress.close()
+    shown = stream.getvalue()
+    assert shown.splitlines()[-1].startswith("counter c1 | step 3 | done (finish) | progress 2/2 |")
