@@ -30,6 +30,7 @@ __all__ = [
     "error_update",
     "loop_mode",
     "max_errors_of",
+    "max_fix_attempts_of",
     "options_of",
     "progress_of",
     "skill_state_of",
@@ -60,6 +61,15 @@ def max_errors_of(doc: LoopState, ctx: Context) -> int:
     if state is not None and state.max_errors is not None:
         return state.max_errors
     return options_of(ctx).max_errors
+
+
+def max_fix_attempts_of(doc: LoopState, ctx: Context) -> int:
+    """Fix attempts per failing test: persisted in ``skill_state.max_fix_attempts``, else the
+    option."""
+    state = doc.skill_state
+    if state is not None and state.max_fix_attempts is not None:
+        return state.max_fix_attempts
+    return options_of(ctx).max_fix_attempts
 
 
 def progress_of(doc: LoopState, ctx: Context) -> ProgressFiles:

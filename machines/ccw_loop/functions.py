@@ -12,7 +12,12 @@ from typing import Any
 from fsm.context import Context
 from fsm.registry import Recovery, Registry, Update
 from machines.ccw_loop import rules
-from machines.ccw_loop.bookkeeping import error_update, loop_mode, max_errors_of
+from machines.ccw_loop.bookkeeping import (
+    error_update,
+    loop_mode,
+    max_errors_of,
+    max_fix_attempts_of,
+)
 from machines.ccw_loop.codec import LoopCodec
 from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
 from machines.ccw_loop.endings import (
@@ -21,12 +26,14 @@ from machines.ccw_loop.endings import (
     end_loop,
     error_limit_reason,
     iteration_limit_reason,
-    task_failure_reason,
 )
 from machines.ccw_loop.inputs import checked_inputs
 from machines.ccw_loop.model import ErrorEntry, LoopState, SkillState
 from machines.ccw_loop.options import LoopOptions
 from machines.ccw_loop.recovery import recover_loop
+from machines.ccw_loop.status import status_lines
+from machines.ccw_loop.tasks import fallback_task_list, waiting_task_ids
+from machines.ccw_loop.verdict import success_reason
 from machines.ccw_loop.verify import debug_failures, validate_tests
 
 __all__ = ["registry"]
@@ -44,10 +51,32 @@ def _state(doc: LoopState) -> SkillState:
 # --- guards ----------------------------------------------------------------------------------
 
 
+def _next(doc: LoopState, ctx: Context) -> rules.Next:
+    """The next work the phase rules choose (tasks added to the task-list file count)."""
+    state = _state(doc)
+    known = [task.id for task in state.develop.tasks]
+    waiting = waiting_task_ids(
+        ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
+    )
+    return rules.next_work(state, waiting=waiting, max_attempts=max_fix_attempts_of(doc, ctx))
+
+
 @registry.guard(budget=True)
 def within_iteration_budget(doc: LoopState, ctx: Context) -> bool:
-    """Fewer develop/debug/validate actions than max_iterations have run."""
-    return rules.iteration_budget_left(doc)
+    """The next work, and the validation that must follow it, fit in max_iterations."""
+    return rules.iteration_budget_left(doc, rules.COST[_next(doc, ctx).work])
+
+
+@registry.guard(budget=True)
+def room_to_change(doc: LoopState, ctx: Context) -> bool:
+    """Two iterations are left: one for a develop or fix, one for the validation after it."""
+    return rules.iteration_budget_left(doc, 2)
+
+
+@registry.guard(budget=True)
+def room_to_run(doc: LoopState, ctx: Context) -> bool:
+    """An iteration is left (fewer actions than max_iterations have run)."""
+    return rules.iteration_budget_left(doc, 1)
 
 
 @registry.guard(budget=True)
@@ -69,33 +98,64 @@ def interactive_mode(doc: LoopState, ctx: Context) -> bool:
 
 
 @registry.guard
-def has_pending_task(doc: LoopState, ctx: Context) -> bool:
-    """Some task waits to be developed."""
-    return rules.has_pending_task(_state(doc))
+def develop_due(doc: LoopState, ctx: Context) -> bool:
+    """A task waits to be developed (in the document or added to the task-list file)."""
+    return _next(doc, ctx).work == "develop"
 
 
 @registry.guard
-def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
-    """Debug confirmed a hypothesis that no fix task has taken up yet."""
-    return rules.unfixed_hypothesis(_state(doc)) is not None
+def fix_due(doc: LoopState, ctx: Context) -> bool:
+    """A failing test is understood (confirmed) and has fix attempts left."""
+    return _next(doc, ctx).work == "fix"
 
 
 @registry.guard
 def validation_due(doc: LoopState, ctx: Context) -> bool:
-    """Nothing is pending and the tests have not run since the last develop or debug."""
-    return rules.validation_due(_state(doc))
-
-
-@registry.guard
-def validation_passed(doc: LoopState, ctx: Context) -> bool:
-    """The last work action was a passing validation and nothing is pending."""
-    return rules.validation_passed(_state(doc))
+    """Nothing is pending and the code changed (or debug rejected the failures) since the tests
+    last ran."""
+    return _next(doc, ctx).work == "validate"
 
 
 @registry.guard
 def debug_due(doc: LoopState, ctx: Context) -> bool:
-    """The last work action was a failed validation."""
-    return rules.debug_due(_state(doc))
+    """The last validation failed and some failing test has no confirmed hypothesis yet."""
+    return _next(doc, ctx).work == "debug"
+
+
+@registry.guard
+def validation_passed(doc: LoopState, ctx: Context) -> bool:
+    """Every task is done and the last work was a passing validation."""
+    return _next(doc, ctx).work == "complete"
+
+
+@registry.guard
+def task_failed(doc: LoopState, ctx: Context) -> bool:
+    """A fail_fast task failed, or nothing is pending and a task of the task list failed."""
+    return _next(doc, ctx).work == "abort"
+
+
+@registry.guard
+def fix_attempts_spent(doc: LoopState, ctx: Context) -> bool:
+    """A failing test still fails after max_fix_attempts fixes."""
+    return _next(doc, ctx).work == "abandon"
+
+
+@registry.guard
+def has_pending_task(doc: LoopState, ctx: Context) -> bool:
+    """Some task waits to be developed (in the document or added to the task-list file)."""
+    state = _state(doc)
+    if rules.has_pending_task(state):
+        return True
+    known = [task.id for task in state.develop.tasks]
+    return bool(
+        waiting_task_ids(ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx))
+    )
+
+
+@registry.guard
+def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
+    """A failing test is understood (confirmed) and has fix attempts left."""
+    return rules.fix_target(_state(doc), max_fix_attempts_of(doc, ctx)) is not None
 
 
 @registry.guard
@@ -117,13 +177,19 @@ registry.action(name="develop")(develop_task)
 registry.action(name="add_fix_task")(add_fix_task)
 registry.action(name="validate")(validate_tests)
 registry.action(name="debug")(debug_failures)
-registry.action(name="complete")(complete_loop)
+
+
+@registry.action
+def complete(doc: LoopState, ctx: Context) -> Update:
+    """Every task is done and validation passed: write the summary, mark COMPLETE."""
+    return complete_loop(doc, ctx, success_reason(_state(doc)))
 
 
 @registry.action
 def fail_on_iterations(doc: LoopState, ctx: Context) -> Update:
-    """End failed: the iteration budget ran out before a passing validation."""
-    return end_loop(doc, ctx, outcome="failed: iteration limit", reason=iteration_limit_reason(doc))
+    """End failed: the iteration budget cannot hold the next work and its validation."""
+    reason = iteration_limit_reason(doc, _next(doc, ctx))
+    return end_loop(doc, ctx, outcome="failed: iteration limit", reason=reason)
 
 
 @registry.action
@@ -135,8 +201,16 @@ def fail_on_errors(doc: LoopState, ctx: Context) -> Update:
 
 @registry.action
 def fail_on_task(doc: LoopState, ctx: Context) -> Update:
-    """End failed: a fail_fast task failed."""
-    return end_loop(doc, ctx, outcome="failed: fail_fast task", reason=task_failure_reason(doc))
+    """End failed: a task failed (fail_fast at once, others once nothing is pending)."""
+    reason = _next(doc, ctx).reason
+    return end_loop(doc, ctx, outcome="failed: task failed", reason=reason or "a task failed")
+
+
+@registry.action
+def give_up_on_test(doc: LoopState, ctx: Context) -> Update:
+    """End failed: a failing test still fails after max_fix_attempts fixes."""
+    reason = _next(doc, ctx).reason or "a failing test still fails after every fix attempt"
+    return end_loop(doc, ctx, outcome="failed: fix attempts spent", reason=reason)
 
 
 @registry.action
@@ -214,33 +288,7 @@ def _error_entry(ctx: Context, error: BaseException) -> tuple[str, str]:
     return failed.upper(), message[:2000]
 
 
-@registry.hook
-def status_lines(doc: LoopState) -> dict[str, str]:
-    """Iteration, phase and per-phase progress for ``fsm status``."""
-    lines = {"iteration": f"{doc.current_iteration}/{doc.max_iterations}"}
-    state = doc.skill_state
-    if state is None:
-        lines["phase"] = "not initialised"
-        return lines
-    develop = state.develop
-    percent = f" ({develop.completed * 100 / develop.total:.0f}%)" if develop.total else ""
-    lines["phase"] = state.current_action or "none"
-    lines["develop"] = f"{develop.completed}/{develop.total} tasks{percent}"
-    if state.debug.confirmed_hypothesis:
-        lines["debug"] = f"root cause {state.debug.confirmed_hypothesis}"
-    elif state.debug.iteration:
-        lines["debug"] = f"round {state.debug.iteration}, no root cause yet"
-    else:
-        lines["debug"] = "not started"
-    if state.validate_.last_run_at is None:
-        lines["validate"] = "not run"
-    elif state.validate_.passed:
-        lines["validate"] = f"PASSED ({state.validate_.pass_rate:.1f}%)"
-    else:
-        lines["validate"] = f"FAILED ({len(state.validate_.failed_tests)} failures)"
-    limit = f" of max {state.max_errors}" if state.max_errors is not None else ""
-    lines["errors"] = f"{len(state.errors)} ({state.consecutive_errors} in a row{limit})"
-    return lines
+registry.hook(name="status_lines")(status_lines)
 
 
 @registry.hook

@@ -66,12 +66,15 @@ def test_files_changed_come_from_git(loop_ws: Any, started: Any) -> None:
     assert done.files_changed == ["calc.py", "pkg/new.py"]
 
 
-def test_files_changed_is_empty_outside_git(loop_ws: Any, started: Any) -> None:
-    """Without a repository no change can be attributed: the list stays empty."""
+def test_files_changed_outside_git_come_from_file_stamps(loop_ws: Any, started: Any) -> None:
+    """Without a repository, files whose size or modification time changed are the changes;
+    the loop's own state folder and test caches are not."""
     loop_ws.write_project(git=False)
-    loop_ws.write_tasks([{**BASH, "command": "echo x >> calc.py"}])
+    loop_ws.write_tasks(
+        [{**BASH, "command": "echo x >> calc.py && mkdir -p __pycache__ && touch __pycache__/c"}]
+    )
     done, _ = _developed(started())
-    assert (done.status, done.files_changed) == ("completed", [])
+    assert (done.status, done.files_changed) == ("completed", ["calc.py"])
 
 
 def test_each_task_appends_one_change_line(loop_ws: Any, started: Any) -> None:

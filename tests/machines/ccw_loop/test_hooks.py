@@ -199,6 +199,6 @@ def test_summary_hook_lines(loop_ws: Any, started: Any) -> None:
     loop.fire("develop")
     lines = functions.status_lines(loop.doc)
     assert lines["iteration"] == "1/10"
-    assert lines["develop"] == "1/1 tasks (100%)"
+    assert lines["develop"] == "1/1 tasks done (100%)"
     assert lines["validate"] == "not run"
     assert lines["errors"] == "0 (0 in a row of max 3)"

@@ -91,8 +91,18 @@ RULES = [
     ("pending-beats-failed-validation", loop(tasks=[task("b")], actions=["VALIDATE"]), "develop"),
     ("all-done-validates", loop(tasks=[task("a", "completed")], actions=["DEVELOP"]), "validate"),
     (
-        "failed-task-still-validates",
+        "failed-task-aborts",
         loop(tasks=[task("a", "failed")], actions=["DEVELOP"]),
+        "abort",
+    ),
+    (
+        "failed-fix-attempt-does-not-abort",
+        loop(
+            tasks=[task("a", "completed"), task("fix-H1", "failed", fixes="H1")],
+            actions=["VALIDATE", "DEBUG", "DEVELOP"],
+            confirmed="H1",
+            hypotheses=[hypothesis("H1")],
+        ),
         "validate",
     ),
     ("no-work-yet-validates", loop(), "validate"),
