@@ -34,6 +34,7 @@ from machines.ccw_loop.bookkeeping import (
     work_done,
 )
 from machines.ccw_loop.changes import changed_files, is_known, take_snapshot
+from machines.ccw_loop.hypotheses import failing_rows, fix_attempts, fix_target
 from machines.ccw_loop.model import (
     DebugState,
     DevelopTask,
@@ -44,7 +45,7 @@ from machines.ccw_loop.model import (
     ValidateState,
 )
 from machines.ccw_loop.redact import agent_run
-from machines.ccw_loop.rules import failing_rows, fix_attempts, fix_target, next_pending_task
+from machines.ccw_loop.rules import next_pending_task
 from machines.ccw_loop.tasks import description_task, fallback_task_list, new_tasks, read_task_list
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]

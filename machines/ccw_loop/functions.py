@@ -11,7 +11,7 @@ from typing import Any
 
 from fsm.context import Context
 from fsm.registry import Recovery, Registry, Update
-from machines.ccw_loop import rules
+from machines.ccw_loop import hypotheses, rules
 from machines.ccw_loop.bookkeeping import (
     error_update,
     loop_mode,
@@ -155,13 +155,13 @@ def has_pending_task(doc: LoopState, ctx: Context) -> bool:
 @registry.guard
 def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
     """A failing test is understood (confirmed) and has fix attempts left."""
-    return rules.fix_target(_state(doc), max_fix_attempts_of(doc, ctx)) is not None
+    return hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx)) is not None
 
 
 @registry.guard
 def has_failing_tests(doc: LoopState, ctx: Context) -> bool:
     """The last validation reported failing tests to investigate."""
-    return rules.has_failing_tests(_state(doc))
+    return hypotheses.has_failing_tests(_state(doc))
 
 
 @registry.guard

@@ -30,6 +30,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from machines.ccw_loop.hypotheses import (
+    fix_attempts,
+    fix_target,
+    spent_test,
+    tests_to_debug,
+)
 from machines.ccw_loop.model import (
     DevelopTask,
     Hypothesis,
@@ -46,11 +52,7 @@ __all__ = [
     "error_budget_left",
     "fail_fast_task",
     "failed_tasks",
-    "fix_attempts",
-    "fix_target",
-    "has_failing_tests",
     "has_pending_task",
-    "hypothesis_for",
     "is_fix",
     "is_initialized",
     "iteration_budget_left",
@@ -59,7 +61,6 @@ __all__ = [
     "next_pending_task",
     "next_work",
     "phase_of_action",
-    "tests_to_debug",
 ]
 
 WORK_PHASES: tuple[Phase, ...] = ("develop", "debug", "validate")
@@ -162,88 +163,6 @@ def fail_fast_task(state: SkillState) -> DevelopTask | None:
     )
 
 
-def failing_rows(state: SkillState) -> list[TestResult]:
-    """The failed test cases of the last validation."""
-    return [row for row in state.validate_.test_results if row.status == "failed"]
-
-
-def has_failing_tests(state: SkillState) -> bool:
-    """The last validation reported failing tests that debug can investigate."""
-    return bool(state.validate_.failed_tests) or bool(failing_rows(state))
-
-
-def hypothesis_for(state: SkillState, row: TestResult) -> Hypothesis | None:
-    """The hypothesis about the failing test ``row`` (one per test, kept across rounds)."""
-    return next(
-        (
-            h
-            for h in state.debug.hypotheses
-            if h.model_extra
-            and h.model_extra.get("test") == row.test_name
-            and h.model_extra.get("suite", row.suite) == row.suite
-        ),
-        None,
-    )
-
-
-def tests_to_debug(state: SkillState) -> list[TestResult]:
-    """Failing tests of the last validation that no confirmed hypothesis explains yet (a test
-    already understood is not debugged again: its next fix attempt is due instead)."""
-    rows = []
-    for row in failing_rows(state):
-        hypothesis = hypothesis_for(state, row)
-        if hypothesis is None or hypothesis.status != "confirmed":
-            rows.append(row)
-    return rows
-
-
-def fix_attempts(state: SkillState, hypothesis_id: str) -> list[DevelopTask]:
-    """The fix tasks made for ``hypothesis_id``, oldest first."""
-    return [t for t in state.develop.tasks if t.extra("fixes") == hypothesis_id]
-
-
-def _legacy_target(state: SkillState) -> Hypothesis | None:
-    """A confirmed hypothesis of a document written without test links (the seeds' skills, older
-    fsm): it is fixed once, as those documents expect."""
-    confirmed = state.debug.confirmed_hypothesis
-    found = next((h for h in state.debug.hypotheses if h.id == confirmed), None)
-    if found is None or (found.model_extra or {}).get("test") is not None:
-        return None
-    return None if fix_attempts(state, found.id) else found
-
-
-def _understood(state: SkillState) -> list[tuple[TestResult, Hypothesis]]:
-    """Failing tests of the last validation with a confirmed hypothesis, in hypothesis order."""
-    pairs = []
-    for row in failing_rows(state):
-        hypothesis = hypothesis_for(state, row)
-        if hypothesis is not None and hypothesis.status == "confirmed":
-            pairs.append((row, hypothesis))
-    order = {h.id: n for n, h in enumerate(state.debug.hypotheses)}
-    return sorted(pairs, key=lambda pair: order[pair[1].id])
-
-
-def fix_target(state: SkillState, max_attempts: int) -> Hypothesis | None:
-    """The hypothesis the next fix is for: the first confirmed one whose test still fails and
-    that has fix attempts left."""
-    for _, hypothesis in _understood(state):
-        if len(fix_attempts(state, hypothesis.id)) < max_attempts:
-            return hypothesis
-    return _legacy_target(state)
-
-
-def _spent(state: SkillState, max_attempts: int) -> tuple[TestResult, Hypothesis] | None:
-    """A failing test whose hypothesis already had ``max_attempts`` fixes."""
-    return next(
-        (
-            pair
-            for pair in _understood(state)
-            if len(fix_attempts(state, pair[1].id)) >= max_attempts
-        ),
-        None,
-    )
-
-
 def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: int) -> Next:
     """The next work of an initialised auto-mode loop. ``waiting`` are ids of tasks in the
     task-list file that the document does not hold yet (added after init)."""
@@ -262,11 +181,10 @@ def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: i
     if last == "validate":
         if state.validate_.passed:
             return Next("complete")
-        spent = _spent(state, max_attempts)
+        spent = spent_test(state, max_attempts)
         if spent is not None:
             return _give_up(state, *spent)
-        understood = {(row.suite, row.test_name) for row, _ in _understood(state)}
-        if any((row.suite, row.test_name) not in understood for row in failing_rows(state)):
+        if tests_to_debug(state):
             return Next("debug")
         target = fix_target(state, max_attempts)
         return Next("fix", hypothesis=target.id) if target else Next("debug")
@@ -276,7 +194,7 @@ def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: i
             return _fix_again(state, str(latest.extra("fixes")), max_attempts)
         return Next("validate")
     if last == "debug":
-        spent = _spent(state, max_attempts)
+        spent = spent_test(state, max_attempts)
         if spent is not None:
             return _give_up(state, *spent)
         target = fix_target(state, max_attempts)

@@ -21,15 +21,15 @@ from machines.ccw_loop.bookkeeping import (
     work_done,
 )
 from machines.ccw_loop.debugging import investigate
-from machines.ccw_loop.model import Hypothesis, LoopState, SkillState
-from machines.ccw_loop.reports import TestCounts
-from machines.ccw_loop.rules import (
+from machines.ccw_loop.hypotheses import (
     fix_target,
     has_failing_tests,
     hypothesis_for,
-    phase_of_action,
     tests_to_debug,
 )
+from machines.ccw_loop.model import Hypothesis, LoopState, SkillState
+from machines.ccw_loop.reports import TestCounts
+from machines.ccw_loop.rules import phase_of_action
 from machines.ccw_loop.testrun import run_tests
 
 __all__ = ["debug_failures", "validate_tests"]
