@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.context import Context
+from fsm.outcome import Verdict
 from fsm.registry import Recovery, Registry, Update
 from machines.ccw_loop import hypotheses, rules
 from machines.ccw_loop.bookkeeping import (
@@ -33,7 +34,7 @@ from machines.ccw_loop.options import LoopOptions
 from machines.ccw_loop.recovery import recover_loop
 from machines.ccw_loop.status import status_lines
 from machines.ccw_loop.tasks import fallback_task_list, waiting_task_ids
-from machines.ccw_loop.verdict import success_reason
+from machines.ccw_loop.verdict import loop_outcome, missing_requirements, success_reason
 from machines.ccw_loop.verify import debug_failures, validate_tests
 
 __all__ = ["registry"]
@@ -289,6 +290,19 @@ def _error_entry(ctx: Context, error: BaseException) -> tuple[str, str]:
 
 
 registry.hook(name="status_lines")(status_lines)
+
+
+@registry.hook
+def judge_outcome(doc: LoopState) -> Verdict:
+    """Success only when every task is done and a validation passed after them."""
+    success, reason = loop_outcome(doc)
+    return Verdict(success, reason)
+
+
+@registry.hook
+def check_requirements(doc: LoopState, ctx: Context) -> list[str]:
+    """The agents and programs the loop will need that cannot be run here, one line each."""
+    return missing_requirements(doc, ctx)
 
 
 @registry.hook

@@ -30,7 +30,7 @@ from machines.ccw_loop.tasks import (
     read_task_list,
 )
 
-__all__ = ["loop_outcome", "missing_requirements", "success_reason", "test_program"]
+__all__ = ["loop_outcome", "missing_requirements", "program_of", "success_reason"]
 
 _SHELL_WORDS = frozenset(
     {
@@ -117,7 +117,7 @@ def _progress(state: SkillState | None) -> str:
     return f"{done} of {len(tasks)} tasks done, validation {verdict}"
 
 
-def test_program(command: str, workspace: Path) -> str | None:
+def program_of(command: str) -> str | None:
     """The program ``test_command`` starts, as bash would find it (None when bash itself decides,
     e.g. ``cd sub && pytest``). Raises ValueError when the command cannot be split into words."""
     words = shlex.split(command)
@@ -125,15 +125,11 @@ def test_program(command: str, workspace: Path) -> str | None:
         words.pop(0)  # NAME=value before the program only sets the environment
     if not words or words[0] in _SHELL_WORDS:
         return None
-    program = os.path.expandvars(os.path.expanduser(words[0]))
-    if "/" in program and not os.path.isabs(program):
-        program = str(workspace / program)  # tests run in the workspace
-    return program
+    # bash expands ~ and $VARS; a relative path is one from the workspace, where tests run
+    return os.path.expandvars(os.path.expanduser(words[0]))
 
 
-def missing_requirements(
-    doc: LoopState, ctx: Context, has_program: Callable[[str], bool]
-) -> list[str]:
+def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
     """One line for each agent or program the loop needs that is not available."""
     opts = options_of(ctx)
     problems: list[str] = []
@@ -157,28 +153,26 @@ def missing_requirements(
         if ctx.executor.has_agent(tool):
             continue
         others = ", ".join(t for t in AGENT_TOOLS if t != opts.fix_tool)
-        choose = (
-            f", or choose another with -o fix_tool=NAME ({others})" if tool == opts.fix_tool else ""
-        )
-        problems.append(
-            f"agent '{tool}' ({'; '.join(users)}) is not available: add [agent.{tool}] "
-            f"command = [...] to fsm.toml, or put {tool} on PATH{choose}"
-        )
-    if bash_tasks and not has_program("bash"):
+        how = f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
+        if tool == opts.fix_tool:
+            how = (
+                f"add [agent.{tool}] command = [...] to fsm.toml, put {tool} on PATH, or "
+                f"choose another agent with -o fix_tool=NAME ({others})"
+            )
+        problems.append(f"agent '{tool}' ({'; '.join(users)}) is not available: {how}")
+    if bash_tasks and not ctx.executor.has_program("bash"):
         problems.append(
             f"program 'bash' (tasks {', '.join(bash_tasks)}, tool bash) is not available: "
             "install bash or put it on PATH"
         )
-    problems += _test_command_problems(opts.test_command, ctx.workspace, has_program)
+    problems += _test_command_problems(opts.test_command, ctx.executor.has_program)
     return problems
 
 
-def _test_command_problems(
-    command: str, workspace: Path, has_program: Callable[[str], bool]
-) -> list[str]:
+def _test_command_problems(command: str, has_program: Callable[[str], bool]) -> list[str]:
     how = "set test_command in [machine.ccw-loop] of fsm.toml or give -o test_command=..."
     try:
-        program = test_program(command, workspace)
+        program = program_of(command)
     except ValueError as exc:
         return [f"test_command {command!r} cannot be split into words ({exc}): {how}"]
     if program is None or has_program(program):

@@ -273,9 +273,10 @@ class LoopWorkspace:
             handle.write(json.dumps(raw, indent=2))
         return path
 
-    def write_config(self, *, codex: AgentCommand | None = None, **options: Any) -> None:
+    def write_config(self, *, codex: AgentCommand | None = IDLE_AGENT, **options: Any) -> None:
         """fsm.toml: ``[machine.ccw-loop]`` options (tests run with ``PYTEST``) and the codex
-        agent, for ``fsm`` run as a separate process."""
+        agent (:data:`IDLE_AGENT` unless given; None for none), for ``fsm`` run as a separate
+        process."""
         table = {"test_command": PYTEST, **options}
         lines = ["[machine.ccw-loop]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
         if codex is not None:

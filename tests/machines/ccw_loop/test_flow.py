@@ -119,9 +119,10 @@ def test_validation_never_passing_ends_failed_at_the_limit(loop_ws: Any, started
 
 
 def test_consecutive_action_failures_end_failed(loop_ws: Any, started: Any) -> None:
-    """A test command that cannot run fails validate and debug in a row until max_errors."""
+    """A test command that writes no report fails validate and debug in a row until
+    max_errors."""
     loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
-    loop = started(test_command="no-such-test-runner {junit}", max_errors=3)
+    loop = started(test_command="false {junit}", max_errors=3)
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("failed", 4)
     assert loop.events() == ["init", "develop", "validate", "debug", "validate", "give_up"]

@@ -182,7 +182,9 @@ def test_init_persists_the_error_limit(loop_ws: Any, started: Any) -> None:
 
 def test_persisted_error_limit_outlives_the_option(loop_ws: Any, started: Any) -> None:
     """A loop keeps the limit it was initialised with when a later run has another option."""
-    loop_ws.write_tasks([{**BASH, "command": "false"}, {**BASH, "task_id": "t2"}])
+    loop_ws.write_tasks(
+        [{**BASH, "command": "false"}, {**BASH, "task_id": "t2", "command": "true"}]
+    )
     started(max_errors=1).fire("init")
     loop = loop_ws.open(max_errors=5)
     result = loop.run()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from fsm.errors import MissingRequirementError
 from machines.ccw_loop import functions
 from machines.ccw_loop.verdict import loop_outcome
 
@@ -209,14 +210,19 @@ def test_tasks_added_after_init_are_developed(loop_ws: Any, started: Any, moment
 def test_unsafe_task_id_fails_the_loop_and_writes_nothing_outside(
     loop_ws: Any, started: Any
 ) -> None:
-    """A task id that would lead out of the workspace is a failed task with a clear reason; the
-    loop ends failed and nothing is written outside the workspace."""
+    """A task id that would lead out of the workspace makes fsm run refuse, naming the line; a
+    loop driven anyway (step by step) has it as a failed task and ends failed; nothing is ever
+    written outside the workspace."""
     loop_ws.write_project()
     outside = loop_ws.root.parent
     before = sorted(p.name for p in outside.iterdir())
     loop_ws.write_tasks([ADD_MUL, {**NOTE, "task_id": "../../../escaped"}])
     loop = started()
-    assert loop.run().outcome == "failed"
+    with pytest.raises(MissingRequirementError, match=r"'\.\./\.\./\.\./escaped' is not safe"):
+        loop.run()
+    assert (loop.doc.status, loop.doc.skill_state) == ("running", None)
+    _drive(loop)
+    assert loop.events() == ["init", "develop", "abort"]
     reason = loop.doc.failure_reason or ""
     assert reason.startswith("Task invalid-task-")
     assert "'../../../escaped' is not safe as a name" in reason
