@@ -64,6 +64,19 @@ def scenarios() -> list[Scenario]:
             {"test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider"},
         ),
         Scenario(
+            "ccw-loop: a fix agent that changes nothing; the loop gives up after 3 failed fixes",
+            "ccw-loop",
+            "ccw-loop-stubborn",
+            {
+                "title": "Median of an even-length list (stubborn agent)",
+                "description": "Cover the median of an even count with a test and make it pass",
+                "max_iterations": 10,
+            },
+            {"test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider"},
+            prepare=_use_stubborn_agent,
+            expect="failed",
+        ),
+        Scenario(
             "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
             "skill-tuning",
             "skill-tuning",
@@ -104,6 +117,15 @@ def scenarios() -> list[Scenario]:
             {"limit": 3, "title": "demo"},
         ),
     ]
+
+
+def _use_stubborn_agent(folder: Path) -> None:
+    """Copy the ccw-loop sample's project beside the stubborn agent's fsm.toml."""
+    project = SAMPLES / "ccw-loop"
+    for name in ("stats.py", "tasks.jsonl", "pytest.ini", "CHANGELOG.md", "stubborn_agent.py"):
+        shutil.copy2(project / name, folder / name)
+    for name in ("tests", "drafts"):
+        shutil.copytree(project / name, folder / name)
 
 
 def drive(scenario: Scenario, out: Path) -> bool:

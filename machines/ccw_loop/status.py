@@ -27,7 +27,8 @@ def status_lines(doc: LoopState) -> dict[str, str]:
     if fixes:
         applied = sum(t.status == "completed" for t in fixes)
         failed = sum(t.status == "failed" for t in fixes)
-        lines["fixes"] = f"{len(fixes)} attempts: {applied} applied, {failed} failed"
+        plural = "s" if len(fixes) != 1 else ""
+        lines["fixes"] = f"{len(fixes)} attempt{plural} ({applied} changed files, {failed} failed)"
     lines["debug"] = _debug(state)
     lines["validate"] = _validate(state)
     limit = f" of max {state.max_errors}" if state.max_errors is not None else ""
