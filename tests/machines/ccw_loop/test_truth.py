@@ -288,3 +288,23 @@ def test_secret_in_agent_command_is_never_recorded(loop_ws: Any, started: Any) -
     ]
     assert leaks == []
     assert loop_ws.scripted_calls() == 1
+
+
+def test_added_task_that_cannot_run_fails_the_loop(loop_ws: Any, started: Any) -> None:
+    """A task appended after init that cannot run (an unknown tool) is loaded as a failed task,
+    costs no iteration, and the loop ends failed naming it instead of completing without it."""
+    loop_ws.write_project()
+    path = loop_ws.write_tasks([ADD_MUL])
+    loop = started()
+    assert [loop.step().event for _ in range(3)] == ["init", "develop", "validate"]
+    with path.open("a") as handle:
+        handle.write(json.dumps({**NOTE, "task_id": "t-cursor", "tool": "cursor"}) + "\n")
+    _drive(loop)
+    assert loop.events() == ["init", "develop", "validate", "develop", "abort"]
+    doc = loop.doc
+    assert doc.current_iteration == 2
+    assert (doc.failure_reason or "").startswith(
+        "Task t-cursor (cannot run: it names unknown tool 'cursor'"
+    )
+    assert doc.skill_state is not None
+    assert "t-cursor cannot run" in doc.skill_state.errors[-1].message
