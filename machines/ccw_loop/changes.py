@@ -2,7 +2,7 @@
 
 A task's ``files_changed`` is the difference between two snapshots taken before and after it ran.
 
-* In a git work tree the snapshot is ``git status``: files that became dirty, dirty files whose
+* In a git work tree (that does not ignore the workspace) the snapshot is ``git status``: files that became dirty, dirty files whose
   content changed again, and dirty files that became clean (reverted). Content is compared by
   hash, so a file that was already modified before the task is reported only if the task
   modified it again; ignored files are not changes.
@@ -63,6 +63,11 @@ def take_snapshot(executor: Executor, workspace: Path, exclude: Path | None = No
     """Record the state of ``workspace`` (``exclude`` is the loop's state folder)."""
     probe = executor.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=workspace, timeout=30)
     if not probe.ok or probe.stdout.strip() != "true":
+        return _file_snapshot(workspace, exclude)
+    ignored = executor.run(["git", "check-ignore", "-q", "."], cwd=workspace, timeout=30)
+    if ignored.ok:
+        # a workspace inside a repository that ignores it (a demo or build output folder): git
+        # sees none of its changes
         return _file_snapshot(workspace, exclude)
     top = executor.run(["git", "rev-parse", "--show-toplevel"], cwd=workspace, timeout=30)
     root = Path(top.stdout.strip()) if top.ok and top.stdout.strip() else workspace

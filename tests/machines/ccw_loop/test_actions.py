@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -73,6 +74,18 @@ def test_files_changed_outside_git_come_from_file_stamps(loop_ws: Any, started: 
     loop_ws.write_tasks(
         [{**BASH, "command": "echo x >> calc.py && mkdir -p __pycache__ && touch __pycache__/c"}]
     )
+    done, _ = _developed(started())
+    assert (done.status, done.files_changed) == ("completed", ["calc.py"])
+
+
+def test_files_changed_in_a_workspace_its_repository_ignores(loop_ws: Any, started: Any) -> None:
+    """A workspace inside a repository that ignores it (the demo's output folder) is read from
+    file stamps: git would report none of its changes."""
+    parent = loop_ws.root.parent
+    subprocess.run(["git", "init", "-q"], cwd=parent, check=True)
+    (parent / ".gitignore").write_text(f"{loop_ws.root.name}/\n")
+    loop_ws.write_project(git=False)
+    loop_ws.write_tasks([{**BASH, "command": "echo x >> calc.py"}])
     done, _ = _developed(started())
     assert (done.status, done.files_changed) == ("completed", ["calc.py"])
 
