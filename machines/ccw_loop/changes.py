@@ -2,10 +2,11 @@
 
 A task's ``files_changed`` is the difference between two snapshots taken before and after it ran.
 
-* In a git work tree (that does not ignore the workspace) the snapshot is ``git status``: files that became dirty, dirty files whose
-  content changed again, and dirty files that became clean (reverted). Content is compared by
-  hash, so a file that was already modified before the task is reported only if the task
-  modified it again; ignored files are not changes.
+* In a git work tree (that does not ignore the workspace) the snapshot is ``git status``:
+  files that became dirty, dirty files whose content changed again, and dirty files that became
+  clean (reverted). Content is compared by hash, so a file that was already modified before the
+  task is reported only if the task modified it again; ignored files are not changes; files of
+  commits the task made count.
 * Outside a repository the snapshot is the size and modification time of every file of the
   workspace, except fsm's own state folders (``.workflow``, the loop's state folder), version
   control folders and caches that running tests rewrite (``__pycache__``, ``.pytest_cache``, ...)
@@ -57,6 +58,8 @@ class Snapshot:
 
     kind: Literal["git", "files", "unknown"]
     files: dict[str, str] = field(default_factory=dict)
+    head: str | None = None
+    """The commit checked out (git only): an agent that commits its change leaves no dirty file."""
 
 
 def take_snapshot(executor: Executor, workspace: Path, exclude: Path | None = None) -> Snapshot:
@@ -82,7 +85,8 @@ def take_snapshot(executor: Executor, workspace: Path, exclude: Path | None = No
         if skip and (path == skip or path.startswith(skip + "/")):
             continue
         dirty[path] = _digest(root / path)
-    return Snapshot("git", dirty)
+    head = executor.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=workspace, timeout=30)
+    return Snapshot("git", dirty, head.stdout.strip() if head.ok else None)
 
 
 def is_known(before: Snapshot, after: Snapshot) -> bool:
@@ -90,13 +94,27 @@ def is_known(before: Snapshot, after: Snapshot) -> bool:
     return before.kind == after.kind != "unknown"
 
 
-def changed_files(before: Snapshot, after: Snapshot) -> list[str]:
+def changed_files(
+    before: Snapshot,
+    after: Snapshot,
+    executor: Executor | None = None,
+    workspace: Path | None = None,
+) -> list[str]:
     """Paths whose state differs between the snapshots (relative to the repository root, or to
-    the workspace outside git); empty when it cannot be known."""
+    the workspace outside git); empty when it cannot be known. With ``executor``, files of
+    commits made in between (an agent that commits its change) count too."""
     if not is_known(before, after):
         return []
     changed = {p for p, stamp in after.files.items() if before.files.get(p) != stamp}
     changed |= set(before.files) - set(after.files)
+    if executor is not None and before.head and after.head and before.head != after.head:
+        diff = executor.run(
+            ["git", "diff", "--name-only", "-z", before.head, after.head],
+            cwd=workspace,
+            timeout=60,
+        )
+        if diff.ok:
+            changed |= {path for path in diff.stdout.split("\0") if path}
     return sorted(changed)
 
 

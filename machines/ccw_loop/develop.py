@@ -167,7 +167,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
     before = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
     output, error, recorded = _run(doc, task, tool, ctx, opts.task_timeout)
     after = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
-    changed = changed_files(before, after)
+    changed = changed_files(before, after, ctx.executor, ctx.workspace)
     if error is None and task.extra("fixes") and is_known(before, after) and not changed:
         error = f"the fix changed no file (agent {tool} exited 0 without an edit)"
     now = ctx.clock.iso()

@@ -78,6 +78,16 @@ def test_files_changed_outside_git_come_from_file_stamps(loop_ws: Any, started: 
     assert (done.status, done.files_changed) == ("completed", ["calc.py"])
 
 
+def test_files_changed_by_a_commit_count(loop_ws: Any, started: Any) -> None:
+    """A task that commits its change leaves no dirty file; the committed files are its
+    changes (a fix agent that commits is not a fix that changed nothing)."""
+    loop_ws.write_project()
+    commit = "git -c user.name=a -c user.email=a@example.com commit -qam fix"
+    loop_ws.write_tasks([{**BASH, "command": f"echo x >> calc.py && {commit}"}])
+    done, _ = _developed(started())
+    assert (done.status, done.files_changed) == ("completed", ["calc.py"])
+
+
 def test_files_changed_in_a_workspace_its_repository_ignores(loop_ws: Any, started: Any) -> None:
     """A workspace inside a repository that ignores it (the demo's output folder) is read from
     file stamps: git would report none of its changes."""
