@@ -74,7 +74,9 @@ def max_fix_attempts_of(doc: LoopState, ctx: Context) -> int:
 
 def progress_of(doc: LoopState, ctx: Context) -> ProgressFiles:
     """The progress folder beside the loop's master file."""
-    return ProgressFiles.of(ctx.instance_dir, doc.loop_id)
+    # the instance id, checked by the engine, names files; the document's loop_id is data another
+    # program may have written ("../x" must not lead out of the state folder)
+    return ProgressFiles.of(ctx.instance_dir, ctx.instance_id)
 
 
 def skill_state_of(doc: LoopState) -> SkillState:

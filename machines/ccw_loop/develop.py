@@ -57,7 +57,9 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
     now = ctx.clock.iso()
     mode = loop_mode(ctx)
     max_errors = max_errors_of(doc, ctx)
-    listed = read_task_list(ctx.instance_dir, doc.loop_id, now, fallback=fallback_task_list(ctx))
+    listed = read_task_list(
+        ctx.instance_dir, ctx.instance_id, now, fallback=fallback_task_list(ctx)
+    )
     tasks = listed.tasks or [description_task(doc.description.strip() or doc.title, now)]
     previous = doc.skill_state
     errors = list(previous.errors) if previous is not None else []

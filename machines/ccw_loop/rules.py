@@ -213,7 +213,9 @@ def _fix_again(state: SkillState, hypothesis_id: str, max_attempts: int) -> Next
     attempts = fix_attempts(state, hypothesis_id)
     hypothesis = next((h for h in state.debug.hypotheses if h.id == hypothesis_id), None)
     if len(attempts) < max_attempts and hypothesis is not None:
-        return Next("fix", hypothesis=hypothesis_id)
+        target = fix_target(state, max_attempts)
+        # no target: the test no longer fails (or the document has no test links): re-validate
+        return Next("fix", hypothesis=target.id) if target else Next("validate")
     test = (hypothesis.model_extra or {}).get("test") if hypothesis else None
     last = attempts[-1].extra("error") if attempts else None
     return Next(

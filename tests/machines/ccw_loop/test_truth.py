@@ -18,6 +18,7 @@ import pytest
 from fsm.errors import MissingRequirementError
 from machines.ccw_loop import functions
 from machines.ccw_loop.verdict import loop_outcome
+from tests.machines.ccw_loop.conftest import LOOP_ID
 
 TEST_ADD = "tests/test_calc.py::test_add"
 ADD_MUL = {
@@ -308,3 +309,20 @@ def test_added_task_that_cannot_run_fails_the_loop(loop_ws: Any, started: Any) -
     )
     assert doc.skill_state is not None
     assert "t-cursor cannot run" in doc.skill_state.errors[-1].message
+
+
+def test_loop_id_in_the_document_never_names_a_file(loop_ws: Any) -> None:
+    """A master file whose loop_id (written by another program) leads out of the state folder
+    still keeps its progress files beside it, named by the file's own (checked) id."""
+    loop_ws.write_project()
+    loop_ws.write_tasks([ADD_MUL])
+    raw = loop_ws.new_loop()
+    raw["loop_id"] = "../../../escaped"
+    (loop_ws.state_dir / f"{LOOP_ID}.json").write_text(json.dumps(raw, indent=2))
+    outside = loop_ws.root.parent
+    before = sorted(p.name for p in outside.iterdir())
+    loop = loop_ws.open()
+    assert loop.run().outcome == "completed"
+    assert loop_ws.progress("summary.md").is_file()
+    assert sorted(p.name for p in outside.iterdir()) == before
+    assert not list(outside.rglob("escaped*"))
