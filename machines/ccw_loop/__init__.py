@@ -27,7 +27,8 @@ seed says otherwise, what the user sees must be true, so these win:
   :func:`fsm.store.validate_id` rejects (``../../x``, ``a/b``, a newline) becomes a failed task
   saying why; an unsafe id is replaced by ``invalid-task-<hash>`` and appears, escaped, only in
   that error, so it never reaches a file name or a progress-file heading. Only lines that are
-  not JSON objects are skipped (and reported), as before.
+  not JSON objects are skipped (and reported), as before. Files are named by the instance id
+  the engine checked, never by the document's ``loop_id`` (data another program may write).
 * **Preflight.** Before ``fsm run`` starts or drives a loop, the ``preflight`` hook lists, one
   line each with how to configure it: the agents of the pending tasks (in the document and
   still in the task-list file), ``fix_tool`` (always: any loop may need a fix; an uninitialised
@@ -44,10 +45,12 @@ seed says otherwise, what the user sees must be true, so these win:
   possible iteration is always validated, and three fix attempts fit in the default 10
   iterations with up to two tasks. The same holds in the menu (develop and fix need two
   iterations left).
-* **A fix that changed no file is a failed fix.** Changes are read from git in a repository,
-  otherwise from the size and modification time of every file of the workspace except fsm's
-  state folders (``.workflow``, the loop's state folder), version-control folders, caches and
-  virtual environments (:mod:`~machines.ccw_loop.changes`). When changes cannot be known (a
+* **A fix that changed no file is a failed fix.** Changes are read from git in a repository
+  (dirty files, and the files of commits the agent made), otherwise, or when the repository
+  ignores the workspace (the demo's output folder), from the size and modification time of
+  every file of the workspace except fsm's state folders (``.workflow``, the loop's state
+  folder), version-control folders, caches and virtual environments
+  (:mod:`~machines.ccw_loop.changes`). When changes cannot be known (a
   workspace of more than 20,000 files outside git) the fix counts as applied and its validation
   judges it. Tasks of the task list are judged by their exit code only: an analysis task or a
   check command may rightly change nothing.
