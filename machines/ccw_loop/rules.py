@@ -57,6 +57,7 @@ __all__ = [
     "is_initialized",
     "iteration_budget_left",
     "iterations_left",
+    "last_developed",
     "last_work",
     "next_pending_task",
     "next_work",
@@ -189,7 +190,7 @@ def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: i
         target = fix_target(state, max_attempts)
         return Next("fix", hypothesis=target.id) if target else Next("debug")
     if last == "develop":
-        latest = _last_developed(state)
+        latest = last_developed(state)
         if latest is not None and latest.status == "failed" and is_fix(latest):
             return _fix_again(state, str(latest.extra("fixes")), max_attempts)
         return Next("validate")
@@ -202,7 +203,7 @@ def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: i
     return Next("validate")
 
 
-def _last_developed(state: SkillState) -> DevelopTask | None:
+def last_developed(state: SkillState) -> DevelopTask | None:
     """The task the last develop action ran (``develop.current_task``)."""
     current = state.develop.current_task
     return next((t for t in state.develop.tasks if t.id == current), None)

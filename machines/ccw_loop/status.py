@@ -9,7 +9,7 @@ from __future__ import annotations
 from machines.ccw_loop.hypotheses import fix_attempts
 from machines.ccw_loop.model import LoopState, SkillState
 from machines.ccw_loop.options import LoopOptions
-from machines.ccw_loop.rules import is_fix, last_work
+from machines.ccw_loop.rules import is_fix, last_developed, last_work
 
 __all__ = ["status_lines"]
 
@@ -76,7 +76,8 @@ def _validate(state: SkillState) -> str:
         text = f"PASSED ({passed} passed)" if rows else f"PASSED ({validate.pass_rate:.1f}%)"
     else:
         text = f"FAILED ({failed} failed)"
-    if last_work(state) == "develop":
+    latest = last_developed(state)
+    if last_work(state) == "develop" and latest is not None and latest.status == "completed":
         text += ", before the latest changes"
     return text
 

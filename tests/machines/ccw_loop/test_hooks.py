@@ -204,3 +204,20 @@ def test_summary_hook_lines(loop_ws: Any, started: Any) -> None:
     assert lines["develop"] == "1/1 tasks done (100%)"
     assert lines["validate"] == "not run"
     assert lines["errors"] == "0 (0 in a row of max 3)"
+
+
+def test_summary_says_when_validation_is_older_than_the_code(loop_ws: Any, started: Any) -> None:
+    """After a passing validation, a task that changed the code makes the validate line say the
+    result predates it."""
+    loop_ws.write_project()
+    path = loop_ws.write_tasks([{**BASH, "command": "true"}])
+    loop = started()
+    for event in ("init", "develop", "validate"):
+        loop.fire(event)
+    assert functions.status_lines(loop.doc)["validate"] == "PASSED (2 passed)"
+    with path.open("a") as handle:
+        handle.write(json.dumps({**BASH, "task_id": "t2", "command": "echo >> calc.py"}) + "\n")
+    loop.step()
+    lines = functions.status_lines(loop.doc)
+    assert lines["validate"] == "PASSED (2 passed), before the latest changes"
+    assert lines["develop"] == "2/2 tasks done (100%)"
