@@ -66,7 +66,7 @@ def scenarios() -> list[Scenario]:
         Scenario(
             "ccw-loop: a fix agent that changes nothing; the loop gives up after 3 failed fixes",
             "ccw-loop",
-            "ccw-loop-stubborn",
+            "ccw-loop",
             {
                 "title": "Median of an even-length list (stubborn agent)",
                 "description": "Cover the median of an even count with a test and make it pass",
@@ -75,6 +75,7 @@ def scenarios() -> list[Scenario]:
             {"test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider"},
             prepare=_use_stubborn_agent,
             expect="failed",
+            folder="ccw-loop-stubborn",
         ),
         Scenario(
             "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
@@ -120,12 +121,9 @@ def scenarios() -> list[Scenario]:
 
 
 def _use_stubborn_agent(folder: Path) -> None:
-    """Copy the ccw-loop sample's project beside the stubborn agent's fsm.toml."""
-    project = SAMPLES / "ccw-loop"
-    for name in ("stats.py", "tasks.jsonl", "pytest.ini", "CHANGELOG.md", "stubborn_agent.py"):
-        shutil.copy2(project / name, folder / name)
-    for name in ("tests", "drafts"):
-        shutil.copytree(project / name, folder / name)
+    """Make the ccw-loop sample's codex the agent that says "fixed" and changes nothing."""
+    config = folder / "fsm.toml"
+    config.write_text(config.read_text().replace("fix_agent.py", "stubborn_agent.py"))
 
 
 def drive(scenario: Scenario, out: Path) -> bool:

@@ -66,20 +66,14 @@ def test_the_demo_sample_is_debugged_fixed_and_completed(tmp_path: Path) -> None
     assert replay(instance).problems == []
 
 
-STUBBORN = DEMO.with_name("ccw-loop-stubborn")
-PROJECT = ("stats.py", "tasks.jsonl", "pytest.ini", "CHANGELOG.md", "stubborn_agent.py")
-
-
 def test_the_stubborn_sample_gives_up_after_three_failed_fixes(tmp_path: Path) -> None:
     """With a fix agent that says "fixed" and changes nothing (the demo's second ccw-loop
     scenario), each fix is a failed fix and the loop ends failed, naming the test it gave up on;
     nothing counts the fixes as done."""
     copy = tmp_path / "stubborn"
-    shutil.copytree(STUBBORN, copy)
-    for name in PROJECT:
-        shutil.copy2(DEMO / name, copy / name)
-    for name in ("tests", "drafts"):
-        shutil.copytree(DEMO / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    config = copy / "fsm.toml"
+    config.write_text(config.read_text().replace("fix_agent.py", "stubborn_agent.py"))
     workspace = Workspace(copy, options=OPTIONS)
     machine = load_machine(MACHINE_YAML)
     instance = workspace.instance(machine, workspace.new_id(machine))
