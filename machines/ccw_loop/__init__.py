@@ -77,12 +77,11 @@ seed says otherwise, what the user sees must be true, so these win:
   never completes while such a task waits. Edits to tasks already loaded are not applied.
 * **``validate.coverage`` is null until a run measured it** (the Claude seed's ``|| null``;
   the Codex seed's initial 0 would claim an unmeasured suite covers nothing).
-* **Secrets in agent commands are never recorded.** The executor's description of a run repeats
-  its argv, so for agent tasks the loop records the tool, a redacted command (program name,
-  option names, the words of the agent CLIs fsm knows, ``{prompt}``; every other argument
-  ``***``) and an outcome line of its own, and scrubs the redacted arguments from the output it
-  keeps (:mod:`~machines.ccw_loop.redact`): nothing of it reaches the document, changes.log,
-  debug.log, the progress files or the instance log.
+* **Secrets in agent commands are never recorded.** The loop records an agent task by its tool,
+  the command as the executor shows it (``fsm.redaction``: program, option names, ``{prompt}``,
+  every other argument ``***``) and an outcome line built from that; the executor also scrubs
+  hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
+  reaches the document, changes.log, debug.log, the progress files or the instance log.
 * **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
   counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0
   changed files, 3 failed)``), and a validation older than the latest change says so.

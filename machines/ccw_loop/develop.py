@@ -6,8 +6,8 @@ argument. Either way the task gets a timeout, and a missing command, a missing a
 exit or a timeout make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
 A fix task whose run changed no file (see :mod:`machines.ccw_loop.changes`) is failed as well:
-it fixed nothing. Agent runs are recorded by tool and redacted command only
-(:mod:`machines.ccw_loop.redact`).
+it fixed nothing. Agent runs are recorded by tool and the command as the executor redacted it
+(:mod:`fsm.redaction`).
 
 Before taking the next task, develop loads the tasks added to the task-list file since init (the
 dashboard's add-task button) at the end of the list. A failed task with ``on_error: pause``
@@ -44,7 +44,6 @@ from machines.ccw_loop.model import (
     SkillState,
     ValidateState,
 )
-from machines.ccw_loop.redact import agent_run
 from machines.ccw_loop.rules import next_pending_task
 from machines.ccw_loop.tasks import description_task, fallback_task_list, new_tasks, read_task_list
 
@@ -240,12 +239,16 @@ def _run(
         result = ctx.executor.shell(command, cwd=ctx.workspace, timeout=timeout)
         output = result.stdout + "\n" + result.stderr
         return output, None if result.ok else result.describe(), {}
+    # the executor redacts agent results (fsm.redaction): the argv shows option names and
+    # {prompt}, never a token configured in fsm.toml, and hidden values are scrubbed from the
+    # output; only that form is recorded
     prompt = task_prompt(doc, task)
     result = ctx.executor.agent(tool, prompt, mode=task.mode, cwd=ctx.workspace, timeout=timeout)
-    run = agent_run(result.argv, prompt, task.mode)
-    output = run.scrub(result.stdout + "\n" + result.stderr)
-    recorded = {"agent_command": run.command} if result.error is None else {}
-    return output, None if result.ok else run.describe(tool, result), recorded
+    output = result.stdout + "\n" + result.stderr
+    if result.error is not None:
+        return output, result.error, {}
+    recorded = {"agent_command": " ".join(result.argv)}
+    return output, None if result.ok else f"agent {tool} {result.describe()}", recorded
 
 
 def task_prompt(doc: LoopState, task: DevelopTask) -> str:

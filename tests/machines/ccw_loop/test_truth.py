@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -280,9 +279,9 @@ def test_secret_in_agent_command_is_never_recorded(loop_ws: Any, started: Any) -
     _drive(loop)
     task = loop.doc.skill_state.develop.tasks[0]
     assert task.status == "failed"
-    assert task.extra("error") == "agent codex exited 1 (auth with *** refused)"
-    program = Path(sys.executable).name
-    assert task.extra("agent_command") == f"{program} *** --token *** --key=*** {{prompt}}"
+    command = f"{sys.executable} *** --token *** --key=*** {{prompt}}"
+    assert task.extra("agent_command") == command
+    assert task.extra("error") == f"agent codex exited 1: {command} (auth with *** refused)"
     leaks = [
         path
         for path in loop_ws.state_dir.rglob("*")
