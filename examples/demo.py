@@ -64,6 +64,20 @@ def scenarios() -> list[Scenario]:
             {"test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider"},
         ),
         Scenario(
+            "ccw-loop: a fix agent that changes nothing; the loop gives up after 3 failed fixes",
+            "ccw-loop",
+            "ccw-loop",
+            {
+                "title": "Median of an even-length list (stubborn agent)",
+                "description": "Cover the median of an even count with a test and make it pass",
+                "max_iterations": 10,
+            },
+            {"test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider"},
+            prepare=_use_stubborn_agent,
+            expect="failed",
+            folder="ccw-loop-stubborn",
+        ),
+        Scenario(
             "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
             "skill-tuning",
             "skill-tuning",
@@ -104,6 +118,12 @@ def scenarios() -> list[Scenario]:
             {"limit": 3, "title": "demo"},
         ),
     ]
+
+
+def _use_stubborn_agent(folder: Path) -> None:
+    """Make the ccw-loop sample's codex the agent that says "fixed" and changes nothing."""
+    config = folder / "fsm.toml"
+    config.write_text(config.read_text().replace("fix_agent.py", "stubborn_agent.py"))
 
 
 def drive(scenario: Scenario, out: Path) -> bool:

@@ -2,4 +2,87 @@
 
 ``machine.yaml`` holds the states and the ordered phase rules; ``functions.py`` names the guards,
 actions and hooks; ``model.py`` is the ``LoopState`` document the CCW dashboard shares.
+
+Decisions (issue 9 and the parts of issue 10 about task lists and secrets). Where the SPEC or a
+seed says otherwise, what the user sees must be true, so these win:
+
+* **Success means the work was done.** A loop ends ``completed`` (exit 0) only when every task
+  of its task list is done and a validation passed after the last change (``failed == 0 and
+  passed > 0``). The ``outcome`` hook (:mod:`~machines.ccw_loop.verdict`) judges the document,
+  so a status of ``completed`` written by someone else (the dashboard's ``PATCH /status``) over
+  a failed task or an unvalidated change is reported as a failure naming what is missing. A
+  success says what was achieved: ``all 2 tasks done, 1 fix attempt; validation passed: 10
+  tests passed``.
+* **A task that could not run is failed, and failed tasks are not retried.** A missing agent or
+  program, a bash task without command, an exit code other than 0 or a timeout fail the task
+  (reason in the task, ``skill_state.errors``, changes.log and develop.md). The other tasks
+  still run (the dashboard's ``on_error: continue``); then, with nothing pending, the loop ends
+  ``failed`` naming each failed task and why (event ``abort``), without a validation, because
+  it cannot complete. ``on_error: fail_fast`` ends it at once. ``on_error: pause`` pauses the
+  loop and puts the task back to pending, so that a person fixes the cause and resumes to
+  retry it (each retry costs an iteration, so ``max_iterations`` still bounds it). Fix attempts
+  are not tasks of the task list: a failed one leads to the next attempt (see below).
+* **Task-list entries that cannot run are failed tasks, not skipped lines.** An entry without
+  description, with an unknown tool, mode or ``on_error``, or with an id that
+  :func:`fsm.store.validate_id` rejects (``../../x``, ``a/b``, a newline) becomes a failed task
+  saying why; an unsafe id is replaced by ``invalid-task-<hash>`` and appears, escaped, only in
+  that error, so it never reaches a file name or a progress-file heading. Only lines that are
+  not JSON objects are skipped (and reported), as before. Files are named by the instance id
+  the engine checked, never by the document's ``loop_id`` (data another program may write).
+* **Preflight.** Before ``fsm run`` starts or drives a loop, the ``preflight`` hook lists, one
+  line each with how to configure it: the agents of the pending tasks (in the document and
+  still in the task-list file), ``fix_tool`` (always: any loop may need a fix; an uninitialised
+  loop without task list needs it for its one task), a bash task without command, bash itself
+  for bash tasks, and the program of ``test_command`` (its first word after ``NAME=value``
+  assignments, ``~`` and ``$VARS`` expanded as bash would; not checked when the command starts
+  with a shell word such as ``cd``). Anything listed makes the run refuse (exit 2) with the
+  loop unchanged. ``fsm step`` and ``fsm fire`` do not check: a missing agent there is a failed
+  task, as above.
+* **The iteration budget reserves what must follow.** A develop or fix starts only when an
+  iteration is left for the validation after it, a debug round only when a fix and its
+  validation fit too (:data:`machines.ccw_loop.rules.COST`); otherwise the loop ends ``failed``
+  at once (``exhaust``) with a reason saying what did not fit. So a fix applied on the last
+  possible iteration is always validated, and three fix attempts fit in the default 10
+  iterations with up to two tasks. The same holds in the menu (develop and fix need two
+  iterations left).
+* **A fix that changed no file is a failed fix.** Changes are read from git in a repository
+  (dirty files, and the files of commits the agent made), otherwise, or when the repository
+  ignores the workspace (the demo's output folder), from the size and modification time of
+  every file of the workspace except fsm's state folders (``.workflow``, the loop's state
+  folder), version-control folders, caches and virtual environments
+  (:mod:`~machines.ccw_loop.changes`). When changes cannot be known (a
+  workspace of more than 20,000 files outside git) the fix counts as applied and its validation
+  judges it. Tasks of the task list are judged by their exit code only: an analysis task or a
+  check command may rightly change nothing.
+* **One hypothesis per failing test, fix attempts counted, a bounded number of them.** Debug
+  ties each hypothesis to its test (``test`` and ``suite`` keys) and reuses its id in later
+  rounds; it investigates only failing tests without a confirmed hypothesis. A test that is
+  understood (confirmed) gets its next fix attempt instead of another debug round: tasks
+  ``fix-H1``, ``fix-H1-2``, ``fix-H1-3`` (key ``attempt``; ``fix_attempts`` on the hypothesis),
+  whose prompts carry the latest failure and what the earlier attempts did. A failed attempt
+  (it did not run, or changed nothing) is followed by the next one at once; an applied one by a
+  validation. After ``max_fix_attempts`` (option, default 3, persisted at init in
+  ``skill_state.max_fix_attempts``) the loop ends ``failed`` (``abandon``): ``Gave up on <test>
+  after 3 fix attempts (H1); it still fails: <error>``. ``confirmed_hypothesis`` names the
+  hypothesis the next (or current) fix is for. The seeds' debug.log instrumentation and
+  ``WAITING_INPUT`` are not reproduced.
+* **Order of the endings.** ``complete``, then ``abort`` (failed task), ``abandon`` (fix
+  attempts spent), ``give_up`` (``max_errors`` failures in a row), ``exhaust`` (iterations):
+  the most specific reason wins when several hold (three failed fix attempts are also three
+  failures in a row).
+* **Tasks added after init are developed.** The loop's task list is both of its files (the
+  documented ``{id}.tasks.jsonl`` first, then the dashboard's ``{id}/tasks.jsonl``), else the
+  ``task_list`` option. Before every decision the rules look for ids the document does not hold
+  yet; develop loads them (at the end of the list) before taking the next task, and a loop
+  never completes while such a task waits. Edits to tasks already loaded are not applied.
+* **``validate.coverage`` is null until a run measured it** (the Claude seed's ``|| null``;
+  the Codex seed's initial 0 would claim an unmeasured suite covers nothing).
+* **Secrets in agent commands are never recorded.** The loop records an agent task by its tool,
+  the command as the executor shows it (``fsm.redaction``: program, option names, ``{prompt}``,
+  every other argument ``***``) and an outcome line built from that; the executor also scrubs
+  hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
+  reaches the document, changes.log, debug.log, the progress files or the instance log.
+* **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
+  counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0
+  changed files, 3 failed)``), and a validation older than the latest change says so.
 """

@@ -30,6 +30,7 @@ __all__ = [
     "error_update",
     "loop_mode",
     "max_errors_of",
+    "max_fix_attempts_of",
     "options_of",
     "progress_of",
     "skill_state_of",
@@ -62,9 +63,20 @@ def max_errors_of(doc: LoopState, ctx: Context) -> int:
     return options_of(ctx).max_errors
 
 
+def max_fix_attempts_of(doc: LoopState, ctx: Context) -> int:
+    """Fix attempts per failing test: persisted in ``skill_state.max_fix_attempts``, else the
+    option."""
+    state = doc.skill_state
+    if state is not None and state.max_fix_attempts is not None:
+        return state.max_fix_attempts
+    return options_of(ctx).max_fix_attempts
+
+
 def progress_of(doc: LoopState, ctx: Context) -> ProgressFiles:
     """The progress folder beside the loop's master file."""
-    return ProgressFiles.of(ctx.instance_dir, doc.loop_id)
+    # the instance id, checked by the engine, names files; the document's loop_id is data another
+    # program may have written ("../x" must not lead out of the state folder)
+    return ProgressFiles.of(ctx.instance_dir, ctx.instance_id)
 
 
 def skill_state_of(doc: LoopState) -> SkillState:

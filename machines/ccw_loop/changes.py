@@ -1,59 +1,143 @@
-"""Which files a task changed, from git.
+"""Which files a task changed: from git in a repository, from file stamps elsewhere.
 
-A task's ``files_changed`` is the difference between two snapshots of ``git status`` taken before
-and after it ran: files that became dirty, dirty files whose content changed again, and dirty files
-that became clean (reverted). Content is compared by hash, so a file that was already modified
-before the task is reported only if the task modified it again. The loop's own files under the
-state folder are never reported. Outside a git repository the list stays empty.
+A task's ``files_changed`` is the difference between two snapshots taken before and after it ran.
+
+* In a git work tree (that does not ignore the workspace) the snapshot is ``git status``:
+  files that became dirty, dirty files whose content changed again, and dirty files that became
+  clean (reverted). Content is compared by hash, so a file that was already modified before the
+  task is reported only if the task modified it again; ignored files are not changes; files of
+  commits the task made count.
+* Outside a repository the snapshot is the size and modification time of every file of the
+  workspace, except fsm's own state folders (``.workflow``, the loop's state folder), version
+  control folders and caches that running tests rewrite (``__pycache__``, ``.pytest_cache``, ...)
+  and virtual environments. A file rewritten with the same content counts as changed there.
+  A workspace of more than :data:`MAX_FILES` files is not walked: its changes are unknown.
+
+The loop's own files under the state folder are never reported. :func:`is_known` tells whether
+the two snapshots can say "nothing changed" (a fix that changed nothing is a failed fix; when it
+cannot be known, the validation after the fix judges it).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from fsm.executor import Executor
 
-__all__ = ["Snapshot", "changed_files", "take_snapshot"]
+__all__ = ["MAX_FILES", "Snapshot", "changed_files", "is_known", "take_snapshot"]
+
+MAX_FILES = 20_000
+_SKIPPED_FOLDERS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".workflow",
+        ".loop",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        "node_modules",
+    }
+)
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The dirty files of a git work tree and a hash of each one's content."""
+    """What the workspace looked like: dirty git files and a hash of each, or every file and its
+    stamp (size, modification time), or nothing known."""
 
-    is_repository: bool
-    dirty: dict[str, str]
+    kind: Literal["git", "files", "unknown"]
+    files: dict[str, str] = field(default_factory=dict)
+    head: str | None = None
+    """The commit checked out (git only): an agent that commits its change leaves no dirty file."""
 
 
 def take_snapshot(executor: Executor, workspace: Path, exclude: Path | None = None) -> Snapshot:
-    """Record the dirty files of ``workspace`` (nothing when it is not a git repository)."""
+    """Record the state of ``workspace`` (``exclude`` is the loop's state folder)."""
     probe = executor.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=workspace, timeout=30)
     if not probe.ok or probe.stdout.strip() != "true":
-        return Snapshot(False, {})
+        return _file_snapshot(workspace, exclude)
+    ignored = executor.run(["git", "check-ignore", "-q", "."], cwd=workspace, timeout=30)
+    if ignored.ok:
+        # a workspace inside a repository that ignores it (a demo or build output folder): git
+        # sees none of its changes
+        return _file_snapshot(workspace, exclude)
     top = executor.run(["git", "rev-parse", "--show-toplevel"], cwd=workspace, timeout=30)
     root = Path(top.stdout.strip()) if top.ok and top.stdout.strip() else workspace
     status = executor.run(
         ["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=workspace, timeout=60
     )
     if not status.ok:
-        return Snapshot(False, {})
+        return Snapshot("unknown")
     skip = _relative(exclude, root) if exclude is not None else None
     dirty: dict[str, str] = {}
     for path in _porcelain_paths(status.stdout):
         if skip and (path == skip or path.startswith(skip + "/")):
             continue
         dirty[path] = _digest(root / path)
-    return Snapshot(True, dirty)
+    head = executor.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=workspace, timeout=30)
+    return Snapshot("git", dirty, head.stdout.strip() if head.ok else None)
 
 
-def changed_files(before: Snapshot, after: Snapshot) -> list[str]:
-    """Paths (relative to the repository root) whose state differs between the snapshots."""
-    if not (before.is_repository and after.is_repository):
+def is_known(before: Snapshot, after: Snapshot) -> bool:
+    """True when the snapshots can tell what changed (both taken the same way)."""
+    return before.kind == after.kind != "unknown"
+
+
+def changed_files(
+    before: Snapshot,
+    after: Snapshot,
+    executor: Executor | None = None,
+    workspace: Path | None = None,
+) -> list[str]:
+    """Paths whose state differs between the snapshots (relative to the repository root, or to
+    the workspace outside git); empty when it cannot be known. With ``executor``, files of
+    commits made in between (an agent that commits its change) count too."""
+    if not is_known(before, after):
         return []
-    changed = {p for p, digest in after.dirty.items() if before.dirty.get(p) != digest}
-    changed |= set(before.dirty) - set(after.dirty)
+    changed = {p for p, stamp in after.files.items() if before.files.get(p) != stamp}
+    changed |= set(before.files) - set(after.files)
+    if executor is not None and before.head and after.head and before.head != after.head:
+        diff = executor.run(
+            ["git", "diff", "--name-only", "-z", before.head, after.head],
+            cwd=workspace,
+            timeout=60,
+        )
+        if diff.ok:
+            changed |= {path for path in diff.stdout.split("\0") if path}
     return sorted(changed)
+
+
+def _file_snapshot(workspace: Path, exclude: Path | None) -> Snapshot:
+    skip = exclude.resolve() if exclude is not None else None
+    stamps: dict[str, str] = {}
+    for folder, folders, names in os.walk(workspace):
+        here = Path(folder)
+        folders[:] = sorted(
+            name
+            for name in folders
+            if name not in _SKIPPED_FOLDERS and (skip is None or (here / name).resolve() != skip)
+        )
+        for name in names:
+            path = here / name
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            stamps[path.relative_to(workspace).as_posix()] = f"{info.st_size}:{info.st_mtime_ns}"
+            if len(stamps) > MAX_FILES:
+                return Snapshot("unknown")
+    return Snapshot("files", stamps)
 
 
 def _porcelain_paths(output: str) -> list[str]:

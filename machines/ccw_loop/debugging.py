@@ -4,8 +4,10 @@ Each failing test becomes a hypothesis ("the failure of T is deterministic, rais
 the error and the location taken from its trace. The evidence is gathered by running that test
 alone: it fails again -> ``confirmed`` (a real bug a fix task can target); it passes ->
 ``rejected`` as flaky; it cannot be run alone (a runner that cannot select one test, a test that
-is not collected, a timeout) -> ``inconclusive``. Hypothesis ids continue across rounds (H1, H2 in
-round one, H3 in round two) so that a fix task can name the hypothesis it consumes.
+is not collected, a timeout) -> ``inconclusive``. A failing test keeps one hypothesis, and its id,
+across rounds (the hypothesis records the test's ``suite`` and ``test`` name): a later round
+judges it again under the same id, new failing tests get the next free ids, so fix tasks and
+their attempts stay attached to one hypothesis.
 """
 
 from __future__ import annotations
@@ -63,15 +65,16 @@ def _location(match: re.Match[str], workspace: Path) -> Location:
 def investigate(
     failing: list[TestResult],
     *,
-    first_number: int,
+    ids: list[str],
     executor: Executor,
     test_command: str,
     workspace: Path,
     timeout: float,
 ) -> list[Hypothesis]:
-    """One hypothesis per failing test, each judged by re-running that test alone."""
+    """One hypothesis per failing test (``ids[n]`` for ``failing[n]``), each judged by
+    re-running that test alone."""
     hypotheses: list[Hypothesis] = []
-    for rank, test in enumerate(failing, start=1):
+    for rank, (test, hypothesis_id) in enumerate(zip(failing, ids, strict=True), start=1):
         error = (test.error_message or "failed without a message").strip().splitlines()[0][:300]
         location = failure_location(test.stack_trace, workspace)
         if location is not None and location.func == "<module>" and "::" in test.test_name:
@@ -81,19 +84,23 @@ def investigate(
             if test.test_name.startswith(location.file + "::"):
                 location = Location(location.file, location.line, func)
         where = str(location) if location else test.test_name
-        hypothesis = Hypothesis(
-            id=f"H{first_number + rank - 1}",
-            description=f"{test.test_name} fails deterministically at {where}: {error}",
-            testable_condition=f"{test.test_name} fails again when run alone",
-            logging_point=where,
-            evidence_criteria=EvidenceCriteria(
-                confirm="the test fails again when run alone",
-                reject="the test passes when run alone (the failure is flaky)",
-            ),
-            likelihood=rank,
-            status="pending",
-            evidence=None,
-            verdict_reason=None,
+        hypothesis = Hypothesis.model_validate(
+            {
+                "id": hypothesis_id,
+                "description": f"{test.test_name} fails deterministically at {where}: {error}",
+                "testable_condition": f"{test.test_name} fails again when run alone",
+                "logging_point": where,
+                "evidence_criteria": EvidenceCriteria(
+                    confirm="the test fails again when run alone",
+                    reject="the test passes when run alone (the failure is flaky)",
+                ),
+                "likelihood": rank,
+                "status": "pending",
+                "evidence": None,
+                "verdict_reason": None,
+                "test": test.test_name,
+                "suite": test.suite,
+            }
         )
         hypotheses.append(
             _judge(

@@ -5,6 +5,14 @@ runs an agent (``tool``, or ``fix_tool`` when the task names none) with its prom
 argument. Either way the task gets a timeout, and a missing command, a missing agent, a non-zero
 exit or a timeout make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
+A fix task whose run changed no file (see :mod:`machines.ccw_loop.changes`) is failed as well:
+it fixed nothing. Agent runs are recorded by tool and the command as the executor redacted it
+(:mod:`fsm.redaction`).
+
+Before taking the next task, develop loads the tasks added to the task-list file since init (the
+dashboard's add-task button) at the end of the list. A failed task with ``on_error: pause``
+pauses the loop and becomes pending again, so that resuming retries it; other failed tasks are
+not retried (see :mod:`machines.ccw_loop.rules`).
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.context import Context
-from fsm.executor import ExecResult
 from fsm.registry import Update
 from machines.ccw_loop.bookkeeping import (
     LoopActionError,
@@ -20,22 +27,25 @@ from machines.ccw_loop.bookkeeping import (
     dump_task,
     loop_mode,
     max_errors_of,
+    max_fix_attempts_of,
     options_of,
     progress_of,
     skill_state_of,
     work_done,
 )
-from machines.ccw_loop.changes import changed_files, take_snapshot
+from machines.ccw_loop.changes import changed_files, is_known, take_snapshot
+from machines.ccw_loop.hypotheses import failing_rows, fix_attempts, fix_target
 from machines.ccw_loop.model import (
     DebugState,
     DevelopTask,
     ErrorEntry,
     Hypothesis,
     LoopState,
+    SkillState,
     ValidateState,
 )
-from machines.ccw_loop.rules import next_pending_task, unfixed_hypothesis
-from machines.ccw_loop.tasks import description_task, fallback_task_list, read_task_list
+from machines.ccw_loop.rules import next_pending_task
+from machines.ccw_loop.tasks import description_task, fallback_task_list, new_tasks, read_task_list
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]
 
@@ -46,7 +56,9 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
     now = ctx.clock.iso()
     mode = loop_mode(ctx)
     max_errors = max_errors_of(doc, ctx)
-    listed = read_task_list(ctx.instance_dir, doc.loop_id, now, fallback=fallback_task_list(ctx))
+    listed = read_task_list(
+        ctx.instance_dir, ctx.instance_id, now, fallback=fallback_task_list(ctx)
+    )
     tasks = listed.tasks or [description_task(doc.description.strip() or doc.title, now)]
     previous = doc.skill_state
     errors = list(previous.errors) if previous is not None else []
@@ -67,6 +79,7 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
         "validate": ValidateState().model_dump(mode="json"),
         "errors": [e.model_dump(mode="json") for e in errors],
         "max_errors": max_errors,
+        "max_fix_attempts": max_fix_attempts_of(doc, ctx),
     }
     if previous is not None:
         skill_state["consecutive_errors"] = 0
@@ -81,87 +94,161 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
 
 
 def add_fix_task(doc: LoopState, ctx: Context) -> Update:
-    """Append a pending fix task for the confirmed hypothesis (which it thereby consumes)."""
+    """Insert a pending fix task for the next fix target (attempt N for its hypothesis)."""
     state = skill_state_of(doc)
-    hypothesis_id = unfixed_hypothesis(state)
-    if hypothesis_id is None:
-        raise LoopActionError("no confirmed hypothesis is waiting for a fix")
-    hypothesis = next((h for h in state.debug.hypotheses if h.id == hypothesis_id), None)
+    hypothesis = fix_target(state, max_fix_attempts_of(doc, ctx))
     if hypothesis is None:
-        raise LoopActionError(f"confirmed hypothesis {hypothesis_id} is not in debug.hypotheses")
+        raise LoopActionError("no confirmed hypothesis of a failing test is waiting for a fix")
+    earlier = fix_attempts(state, hypothesis.id)
+    attempt = len(earlier) + 1
     now = ctx.clock.iso()
     task = DevelopTask.model_validate(
         {
-            "id": f"fix-{hypothesis_id}",
-            "description": f"Fix {hypothesis_id}: {hypothesis.description}"[:500],
+            "id": f"fix-{hypothesis.id}" + (f"-{attempt}" if attempt > 1 else ""),
+            "description": f"Fix {hypothesis.id}: {hypothesis.description}"[:500],
             "tool": options_of(ctx).fix_tool,
             "mode": "write",
             "status": "pending",
             "files_changed": [],
             "created_at": now,
             "completed_at": None,
-            "fixes": hypothesis_id,
-            "prompt_template": fix_prompt(doc, hypothesis),
+            "fixes": hypothesis.id,
+            "attempt": attempt,
+            "prompt_template": fix_prompt(
+                doc, hypothesis, earlier, _latest_error(state, hypothesis)
+            ),
         }
     )
     # before the first pending task, so that the fix is what develop takes up next
     tasks = list(state.develop.tasks)
     first_pending = next((i for i, t in enumerate(tasks) if t.status == "pending"), len(tasks))
     tasks.insert(first_pending, task)
-    ctx.log.info("fix_task_added", task=task.id, hypothesis=hypothesis_id)
-    return {"skill_state.develop": develop_block(state.develop, tasks), "updated_at": now}
+    counted = hypothesis.model_copy(update={"fix_attempts": attempt})
+    hypotheses = [counted if h.id == hypothesis.id else h for h in state.debug.hypotheses]
+    debug = {
+        **state.debug.model_dump(mode="json"),
+        "hypotheses": [h.model_dump(mode="json") for h in hypotheses],
+        "confirmed_hypothesis": hypothesis.id,
+    }
+    progress_of(doc, ctx).write_hypotheses(debug)
+    ctx.log.info("fix_task_added", task=task.id, hypothesis=hypothesis.id, attempt=attempt)
+    return {
+        "skill_state.develop": develop_block(state.develop, tasks),
+        "skill_state.debug": debug,
+        "updated_at": now,
+    }
+
+
+def _latest_error(state: SkillState, hypothesis: Hypothesis) -> str | None:
+    """The failure of the hypothesis's test in the last validation (it may differ from the
+    failure debug saw, after an earlier fix attempt)."""
+    test = (hypothesis.model_extra or {}).get("test")
+    row = next((r for r in failing_rows(state) if r.test_name == test), None)
+    return row.error_message if row is not None else None
 
 
 def develop_task(doc: LoopState, ctx: Context) -> Update:
-    """Run the first pending task and record its outcome, changed files and progress entry."""
+    """Load tasks added to the task list, then run the first pending task and record its outcome,
+    changed files and progress entry."""
     state = skill_state_of(doc)
-    task = next_pending_task(state)
+    now = ctx.clock.iso()
+    synced = _with_new_tasks(state, ctx, now)
+    task = next_pending_task(synced)
     if task is None:
-        raise LoopActionError("no pending task to develop")
+        if synced is state:
+            raise LoopActionError("no pending task to develop")
+        # every task that arrived is one that cannot run: record them; the rules end the loop
+        return {
+            "skill_state.develop": develop_block(synced.develop, synced.develop.tasks),
+            "skill_state.errors": [e.model_dump(mode="json") for e in synced.errors],
+            "updated_at": now,
+        }
     opts = options_of(ctx)
     tool = task.tool or opts.fix_tool
     before = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
-    result, error = _run(doc, task, tool, ctx, opts.task_timeout)
+    output, error, recorded = _run(doc, task, tool, ctx, opts.task_timeout)
     after = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
+    changed = changed_files(before, after, ctx.executor, ctx.workspace)
+    if error is None and task.extra("fixes") and is_known(before, after) and not changed:
+        error = f"the fix changed no file (agent {tool} exited 0 without an edit)"
     now = ctx.clock.iso()
+    retry = error is not None and task.extra("on_error") == "pause"
     changes: dict[str, Any] = {
+        **recorded,
         "tool": tool,
         "status": "failed" if error else "completed",
-        "files_changed": changed_files(before, after),
+        "files_changed": changed,
         "completed_at": now,
     }
     if error:
         changes["error"] = error
     done = task.model_copy(update=changes)
-    tasks = [done if t.id == task.id else t for t in state.develop.tasks]
     iteration = doc.current_iteration + 1
-    output = (result.stdout + "\n" + result.stderr) if result is not None else ""
     progress_of(doc, ctx).record_task(iteration, done, output, now)
+    if retry:
+        # on_error pause: a person fixes the cause and resumes; the task is then retried
+        done = done.model_copy(update={"status": "pending", "completed_at": None})
+    tasks = [done if t.id == task.id else t for t in synced.develop.tasks]
     ctx.log.info("task_developed", task=task.id, tool=tool, ok=error is None, error=error)
+    failure = f"task {task.id} failed: {error}" if error else None
+    bookkeeping = dict(
+        work_done(doc.model_copy(update={"skill_state": synced}), "develop", now, failure)
+    )
+    if synced.errors != state.errors and "skill_state.errors" not in bookkeeping:
+        bookkeeping["skill_state.errors"] = [e.model_dump(mode="json") for e in synced.errors]
     update: dict[str, Any] = {
         "skill_state.develop": develop_block(
-            state.develop, tasks, current_task=task.id, last_progress_at=now
+            synced.develop, tasks, current_task=task.id, last_progress_at=now
         ),
-        **work_done(doc, "develop", now, f"task {task.id} failed: {error}" if error else None),
+        **bookkeeping,
     }
-    if error and task.extra("on_error") == "pause":
+    if retry:
         update["status"] = "paused"  # the dashboard's on_error "pause": wait for a person
     return update
 
 
+def _with_new_tasks(state: SkillState, ctx: Context, now: str) -> SkillState:
+    """``state`` with the tasks added to the task-list file since init appended (the same object
+    when there are none), and their problems as error entries."""
+    known = [t.id for t in state.develop.tasks]
+    listed = new_tasks(
+        ctx.instance_dir, ctx.instance_id, now, known, fallback=fallback_task_list(ctx)
+    )
+    if not listed.tasks:
+        return state
+    reported = {e.message for e in state.errors}
+    errors = list(state.errors) + [
+        ErrorEntry(action="DEVELOP", message=problem, timestamp=now)
+        for problem in listed.problems
+        if problem not in reported
+    ]
+    ctx.log.info("tasks_added", tasks=[t.id for t in listed.tasks])
+    develop = state.develop.model_copy(update={"tasks": [*state.develop.tasks, *listed.tasks]})
+    return state.model_copy(update={"develop": develop, "errors": errors})
+
+
 def _run(
     doc: LoopState, task: DevelopTask, tool: str, ctx: Context, timeout: float
-) -> tuple[ExecResult | None, str | None]:
+) -> tuple[str, str | None, dict[str, Any]]:
+    """Run ``task``: its output, why it failed (None when it did not), and what to record about
+    the command besides the task's own fields."""
     if tool == "bash":
         command = task.extra("command")
         if not isinstance(command, str) or not command.strip():
-            return None, "tool bash needs a command, and the task has none"
+            return "", "tool bash needs a command, and the task has none", {}
         result = ctx.executor.shell(command, cwd=ctx.workspace, timeout=timeout)
-    else:
-        result = ctx.executor.agent(
-            tool, task_prompt(doc, task), mode=task.mode, cwd=ctx.workspace, timeout=timeout
-        )
-    return result, None if result.ok else result.describe()
+        output = result.stdout + "\n" + result.stderr
+        return output, None if result.ok else result.describe(), {}
+    # the executor redacts agent results (fsm.redaction): the argv shows option names and
+    # {prompt}, never a token configured in fsm.toml, and hidden values are scrubbed from the
+    # output; only that form is recorded
+    prompt = task_prompt(doc, task)
+    result = ctx.executor.agent(tool, prompt, mode=task.mode, cwd=ctx.workspace, timeout=timeout)
+    output = result.stdout + "\n" + result.stderr
+    if result.error is not None:
+        return output, result.error, {}
+    recorded = {"agent_command": " ".join(result.argv)}
+    return output, None if result.ok else f"agent {tool} {result.describe()}", recorded
 
 
 def task_prompt(doc: LoopState, task: DevelopTask) -> str:
@@ -175,19 +262,29 @@ def task_prompt(doc: LoopState, task: DevelopTask) -> str:
     )
 
 
-def fix_prompt(doc: LoopState, hypothesis: Hypothesis) -> str:
-    """The fix task's prompt: the confirmed hypothesis and its evidence."""
+def fix_prompt(
+    doc: LoopState,
+    hypothesis: Hypothesis,
+    earlier: list[DevelopTask] | None = None,
+    latest_error: str | None = None,
+) -> str:
+    """The fix task's prompt: the confirmed hypothesis, its evidence, and what earlier attempts
+    at it did."""
     evidence = hypothesis.evidence or {}
     lines = [
         f"Fix a confirmed bug in this repository (loop {doc.loop_id}: {doc.title}).",
         f"Hypothesis {hypothesis.id}: {hypothesis.description}",
         f"Failing test: {evidence.get('test_name', '(unknown)')}",
-        f"Error: {evidence.get('error_message') or '(no message)'}",
+        f"Error: {latest_error or evidence.get('error_message') or '(no message)'}",
         f"Location: {hypothesis.logging_point}",
         f"Evidence: {hypothesis.verdict_reason or 'none'}",
     ]
     trace = evidence.get("stack_trace")
     if isinstance(trace, str) and trace.strip():
         lines += ["Trace (end):", *trace.strip().splitlines()[-20:]]
+    for task in earlier or []:
+        outcome = task.extra("error") or "it ran, but the test still fails"
+        changed = ", ".join(task.files_changed) or "no file"
+        lines.append(f"Earlier attempt {task.id} changed {changed}: {outcome}")
     lines.append("Change the code under test so that the test passes; do not weaken the test.")
     return "\n".join(lines)

@@ -12,9 +12,10 @@ from typing import Any
 from fsm.clock import iso_utc
 from fsm.context import Context
 from fsm.registry import Update
+from machines.ccw_loop import rules
 from machines.ccw_loop.bookkeeping import max_errors_of, progress_of, skill_state_of
 from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.rules import fail_fast_task
+from machines.ccw_loop.rules import Next
 from machines.ccw_loop.summary import build_summary, summary_markdown
 
 __all__ = [
@@ -23,16 +24,18 @@ __all__ = [
     "end_loop",
     "error_limit_reason",
     "iteration_limit_reason",
-    "task_failure_reason",
 ]
 
 STOP_REASON = "Manually stopped by user"
 
 
-def complete_loop(doc: LoopState, ctx: Context) -> Update:
-    """Validation passed: write the summary and mark the COMPLETE action."""
+def complete_loop(doc: LoopState, ctx: Context, reason: str) -> Update:
+    """Every task done and validation passed (``reason`` says so): write the summary and mark
+    the COMPLETE action. A failure_reason left by an earlier attempt no longer holds."""
     state = skill_state_of(doc)
-    update = end_loop(doc, ctx, outcome="completed: validation passed")
+    update = end_loop(doc, ctx, outcome=f"completed: {reason}")
+    if doc.failure_reason is not None:
+        update["failure_reason"] = None
     update["skill_state.last_action"] = "COMPLETE"
     update["skill_state.completed_actions"] = [*state.completed_actions, "COMPLETE"]
     return update
@@ -50,7 +53,7 @@ def end_loop(
     if doc.skill_state is not None:
         summary = build_summary(doc, doc.skill_state, moment)
         update["skill_state.summary"] = summary.model_dump(mode="json")
-        text = summary_markdown(doc, doc.skill_state, summary, outcome)
+        text = summary_markdown(doc, doc.skill_state, summary, outcome, reason)
         try:
             progress_of(doc, ctx).write_summary(text)
         except OSError as exc:
@@ -60,12 +63,30 @@ def end_loop(
     return update
 
 
-def iteration_limit_reason(doc: LoopState) -> str:
-    """``failure_reason`` when the iteration budget ran out."""
-    limit = (
-        int(doc.max_iterations) if float(doc.max_iterations).is_integer() else doc.max_iterations
-    )
-    return f"Reached max_iterations ({limit}) without a passing validation"
+def iteration_limit_reason(doc: LoopState, upcoming: Next | None = None) -> str:
+    """``failure_reason`` when the iteration budget ran out, or cannot hold ``upcoming`` and the
+    validation that must follow it."""
+    reason = f"Reached max_iterations ({_number(doc.max_iterations)}) without a passing validation"
+    state = doc.skill_state
+    if state is not None and not state.validate_.passed and state.validate_.failed_tests:
+        failing = state.validate_.failed_tests
+        more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
+        reason += f" (still failing: {', '.join(failing[:3])}{more})"
+    left = rules.iterations_left(doc)
+    if upcoming is None or left <= 0:
+        return reason[:1000]
+    needs = {
+        "develop": f"task {upcoming.task} and the validation after it",
+        "fix": f"a fix for {upcoming.hypothesis} and its validation",
+        "debug": "a debug round, the fix it leads to and that fix's validation",
+        "validate": "a validation",
+    }.get(upcoming.work, upcoming.work)
+    cost = rules.COST[upcoming.work]
+    return f"{reason}: {needs} need {cost} iterations, {_number(left)} left"[:1000]
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def error_limit_reason(doc: LoopState, ctx: Context) -> str:
@@ -75,10 +96,3 @@ def error_limit_reason(doc: LoopState, ctx: Context) -> str:
     last = state.errors[-1].message if state is not None and state.errors else "unknown"
     limit = max_errors_of(doc, ctx)
     return f"{streak} consecutive action failures (max_errors {limit}); last: {last}"[:1000]
-
-
-def task_failure_reason(doc: LoopState) -> str:
-    """``failure_reason`` when a task marked ``on_error: fail_fast`` failed."""
-    task = fail_fast_task(skill_state_of(doc))
-    detail = f"{task.id}: {task.extra('error') or 'failed'}" if task else "unknown task"
-    return f"Task failed with on_error fail_fast ({detail})"[:1000]

@@ -1,18 +1,24 @@
 """The names ``machine.yaml`` uses: document and options models, guards, actions, hooks, codec.
 
-Guards are thin: each is one of the phase rules of :mod:`machines.ccw_loop.rules`. Actions do the
-real work in :mod:`~machines.ccw_loop.develop`, :mod:`~machines.ccw_loop.verify` and
-:mod:`~machines.ccw_loop.endings`; here they are only given their names.
+Guards are thin: the automatic ones ask :func:`machines.ccw_loop.rules.next_work` which work is
+next, the menu's ask whether one is possible. Actions do the real work in
+:mod:`~machines.ccw_loop.develop`, :mod:`~machines.ccw_loop.verify` and
+:mod:`~machines.ccw_loop.endings`, hooks in :mod:`~machines.ccw_loop.lifecycle`,
+:mod:`~machines.ccw_loop.status`, :mod:`~machines.ccw_loop.verdict` and
+:mod:`~machines.ccw_loop.recovery`; here they are only given their names.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from fsm.context import Context
+from fsm.outcome import Verdict
 from fsm.registry import Recovery, Registry, Update
-from machines.ccw_loop import rules
-from machines.ccw_loop.bookkeeping import error_update, loop_mode, max_errors_of
+from machines.ccw_loop import hypotheses, rules
+from machines.ccw_loop.bookkeeping import (
+    loop_mode,
+    max_errors_of,
+    max_fix_attempts_of,
+)
 from machines.ccw_loop.codec import LoopCodec
 from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
 from machines.ccw_loop.endings import (
@@ -21,12 +27,14 @@ from machines.ccw_loop.endings import (
     end_loop,
     error_limit_reason,
     iteration_limit_reason,
-    task_failure_reason,
 )
-from machines.ccw_loop.inputs import checked_inputs
-from machines.ccw_loop.model import ErrorEntry, LoopState, SkillState
+from machines.ccw_loop.lifecycle import new_loop, record_error
+from machines.ccw_loop.model import LoopState, SkillState
 from machines.ccw_loop.options import LoopOptions
 from machines.ccw_loop.recovery import recover_loop
+from machines.ccw_loop.status import status_lines
+from machines.ccw_loop.tasks import fallback_task_list, waiting_task_ids
+from machines.ccw_loop.verdict import loop_outcome, missing_requirements, success_reason
 from machines.ccw_loop.verify import debug_failures, validate_tests
 
 __all__ = ["registry"]
@@ -44,10 +52,32 @@ def _state(doc: LoopState) -> SkillState:
 # --- guards ----------------------------------------------------------------------------------
 
 
+def _next(doc: LoopState, ctx: Context) -> rules.Next:
+    """The next work the phase rules choose (tasks added to the task-list file count)."""
+    state = _state(doc)
+    known = [task.id for task in state.develop.tasks]
+    waiting = waiting_task_ids(
+        ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
+    )
+    return rules.next_work(state, waiting=waiting, max_attempts=max_fix_attempts_of(doc, ctx))
+
+
 @registry.guard(budget=True)
 def within_iteration_budget(doc: LoopState, ctx: Context) -> bool:
-    """Fewer develop/debug/validate actions than max_iterations have run."""
-    return rules.iteration_budget_left(doc)
+    """The next work, and the validation that must follow it, fit in max_iterations."""
+    return rules.iteration_budget_left(doc, rules.COST[_next(doc, ctx).work])
+
+
+@registry.guard(budget=True)
+def room_to_change(doc: LoopState, ctx: Context) -> bool:
+    """Two iterations are left: one for a develop or fix, one for the validation after it."""
+    return rules.iteration_budget_left(doc, 2)
+
+
+@registry.guard(budget=True)
+def room_to_run(doc: LoopState, ctx: Context) -> bool:
+    """An iteration is left (fewer actions than max_iterations have run)."""
+    return rules.iteration_budget_left(doc, 1)
 
 
 @registry.guard(budget=True)
@@ -69,39 +99,70 @@ def interactive_mode(doc: LoopState, ctx: Context) -> bool:
 
 
 @registry.guard
-def has_pending_task(doc: LoopState, ctx: Context) -> bool:
-    """Some task waits to be developed."""
-    return rules.has_pending_task(_state(doc))
+def develop_due(doc: LoopState, ctx: Context) -> bool:
+    """A task waits to be developed (in the document or added to the task-list file)."""
+    return _next(doc, ctx).work == "develop"
 
 
 @registry.guard
-def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
-    """Debug confirmed a hypothesis that no fix task has taken up yet."""
-    return rules.unfixed_hypothesis(_state(doc)) is not None
+def fix_due(doc: LoopState, ctx: Context) -> bool:
+    """A failing test is understood (confirmed) and has fix attempts left."""
+    return _next(doc, ctx).work == "fix"
 
 
 @registry.guard
 def validation_due(doc: LoopState, ctx: Context) -> bool:
-    """Nothing is pending and the tests have not run since the last develop or debug."""
-    return rules.validation_due(_state(doc))
-
-
-@registry.guard
-def validation_passed(doc: LoopState, ctx: Context) -> bool:
-    """The last work action was a passing validation and nothing is pending."""
-    return rules.validation_passed(_state(doc))
+    """Nothing is pending and the code changed (or debug rejected the failures) since the tests
+    last ran."""
+    return _next(doc, ctx).work == "validate"
 
 
 @registry.guard
 def debug_due(doc: LoopState, ctx: Context) -> bool:
-    """The last work action was a failed validation."""
-    return rules.debug_due(_state(doc))
+    """The last validation failed and some failing test has no confirmed hypothesis yet."""
+    return _next(doc, ctx).work == "debug"
+
+
+@registry.guard
+def validation_passed(doc: LoopState, ctx: Context) -> bool:
+    """Every task is done and the last work was a passing validation."""
+    return _next(doc, ctx).work == "complete"
+
+
+@registry.guard
+def task_failed(doc: LoopState, ctx: Context) -> bool:
+    """A fail_fast task failed, or nothing is pending and a task of the task list failed."""
+    return _next(doc, ctx).work == "abort"
+
+
+@registry.guard
+def fix_attempts_spent(doc: LoopState, ctx: Context) -> bool:
+    """A failing test still fails after max_fix_attempts fixes."""
+    return _next(doc, ctx).work == "abandon"
+
+
+@registry.guard
+def has_pending_task(doc: LoopState, ctx: Context) -> bool:
+    """Some task waits to be developed (in the document or added to the task-list file)."""
+    state = _state(doc)
+    if rules.has_pending_task(state):
+        return True
+    known = [task.id for task in state.develop.tasks]
+    return bool(
+        waiting_task_ids(ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx))
+    )
+
+
+@registry.guard
+def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
+    """A failing test is understood (confirmed) and has fix attempts left."""
+    return hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx)) is not None
 
 
 @registry.guard
 def has_failing_tests(doc: LoopState, ctx: Context) -> bool:
     """The last validation reported failing tests to investigate."""
-    return rules.has_failing_tests(_state(doc))
+    return hypotheses.has_failing_tests(_state(doc))
 
 
 @registry.guard
@@ -117,13 +178,19 @@ registry.action(name="develop")(develop_task)
 registry.action(name="add_fix_task")(add_fix_task)
 registry.action(name="validate")(validate_tests)
 registry.action(name="debug")(debug_failures)
-registry.action(name="complete")(complete_loop)
+
+
+@registry.action
+def complete(doc: LoopState, ctx: Context) -> Update:
+    """Every task is done and validation passed: write the summary, mark COMPLETE."""
+    return complete_loop(doc, ctx, success_reason(_state(doc)))
 
 
 @registry.action
 def fail_on_iterations(doc: LoopState, ctx: Context) -> Update:
-    """End failed: the iteration budget ran out before a passing validation."""
-    return end_loop(doc, ctx, outcome="failed: iteration limit", reason=iteration_limit_reason(doc))
+    """End failed: the iteration budget cannot hold the next work and its validation."""
+    reason = iteration_limit_reason(doc, _next(doc, ctx))
+    return end_loop(doc, ctx, outcome="failed: iteration limit", reason=reason)
 
 
 @registry.action
@@ -135,8 +202,16 @@ def fail_on_errors(doc: LoopState, ctx: Context) -> Update:
 
 @registry.action
 def fail_on_task(doc: LoopState, ctx: Context) -> Update:
-    """End failed: a fail_fast task failed."""
-    return end_loop(doc, ctx, outcome="failed: fail_fast task", reason=task_failure_reason(doc))
+    """End failed: a task failed (fail_fast at once, others once nothing is pending)."""
+    reason = _next(doc, ctx).reason
+    return end_loop(doc, ctx, outcome="failed: task failed", reason=reason or "a task failed")
+
+
+@registry.action
+def give_up_on_test(doc: LoopState, ctx: Context) -> Update:
+    """End failed: a failing test still fails after max_fix_attempts fixes."""
+    reason = _next(doc, ctx).reason or "a failing test still fails after every fix attempt"
+    return end_loop(doc, ctx, outcome="failed: fix attempts spent", reason=reason)
 
 
 @registry.action
@@ -161,86 +236,22 @@ def touch(doc: LoopState, ctx: Context) -> Update:
 # --- hooks -----------------------------------------------------------------------------------
 
 
-@registry.hook
-def new_loop(inputs: dict[str, Any], ctx: Context) -> LoopState:
-    """A loop as the dashboard creates it: status created, no skill_state yet."""
-    fields = checked_inputs(inputs)
-    now = ctx.clock.iso()
-    optional = {k: fields.pop(k) for k in ("tags", "priority", "notes") if k in fields}
-    return LoopState.model_validate(
-        {
-            "loop_id": ctx.instance_id,
-            **fields,
-            "status": "created",
-            "current_iteration": 0,
-            "created_at": now,
-            "updated_at": now,
-            **optional,
-        }
-    )
+registry.hook(name="new_loop")(new_loop)
+registry.hook(name="record_error")(record_error)
+registry.hook(name="status_lines")(status_lines)
 
 
 @registry.hook
-def record_error(doc: LoopState, ctx: Context, error: BaseException) -> Update:
-    """Append {action, message, timestamp} to skill_state.errors (creating it if init failed)."""
-    now = ctx.clock.iso()
-    action, message = _error_entry(ctx, error)
-    if doc.skill_state is not None:
-        return {**error_update(doc.skill_state, action, message, now), "updated_at": now}
-    # init itself failed: keep the error in an uninitialised skill_state (the codec still reads
-    # the loop as created), so the error limit can end a loop whose init keeps failing.
-    entry = ErrorEntry(action=action, message=message, timestamp=now)
-    fresh = SkillState(
-        mode=loop_mode(ctx),
-        errors=[entry],
-        consecutive_errors=1,
-        max_errors=max_errors_of(doc, ctx),
-    )
-    skill_state = fresh.model_dump(mode="json", by_alias=True, exclude={"summary"})
-    return {"skill_state": skill_state, "updated_at": now}
-
-
-def _error_entry(ctx: Context, error: BaseException) -> tuple[str, str]:
-    """The ``action`` and ``message`` of an error entry: the action that failed (``DEVELOP``
-    for the develop of a fix step), or the step's event when a guard or the validation of the
-    result failed, which the message then names."""
-    event = (ctx.transition.event if ctx.transition else "unknown").upper()
-    failed = ctx.failed_action
-    message = f"{type(error).__name__}: {error}"
-    if failed is None:
-        return event, message[:2000]
-    if failed.startswith("guard ") or failed == "validation":
-        return event, f"{failed}: {message}"[:2000]
-    return failed.upper(), message[:2000]
+def judge_outcome(doc: LoopState) -> Verdict:
+    """Success only when every task is done and a validation passed after them."""
+    success, reason = loop_outcome(doc)
+    return Verdict(success, reason)
 
 
 @registry.hook
-def status_lines(doc: LoopState) -> dict[str, str]:
-    """Iteration, phase and per-phase progress for ``fsm status``."""
-    lines = {"iteration": f"{doc.current_iteration}/{doc.max_iterations}"}
-    state = doc.skill_state
-    if state is None:
-        lines["phase"] = "not initialised"
-        return lines
-    develop = state.develop
-    percent = f" ({develop.completed * 100 / develop.total:.0f}%)" if develop.total else ""
-    lines["phase"] = state.current_action or "none"
-    lines["develop"] = f"{develop.completed}/{develop.total} tasks{percent}"
-    if state.debug.confirmed_hypothesis:
-        lines["debug"] = f"root cause {state.debug.confirmed_hypothesis}"
-    elif state.debug.iteration:
-        lines["debug"] = f"round {state.debug.iteration}, no root cause yet"
-    else:
-        lines["debug"] = "not started"
-    if state.validate_.last_run_at is None:
-        lines["validate"] = "not run"
-    elif state.validate_.passed:
-        lines["validate"] = f"PASSED ({state.validate_.pass_rate:.1f}%)"
-    else:
-        lines["validate"] = f"FAILED ({len(state.validate_.failed_tests)} failures)"
-    limit = f" of max {state.max_errors}" if state.max_errors is not None else ""
-    lines["errors"] = f"{len(state.errors)} ({state.consecutive_errors} in a row{limit})"
-    return lines
+def check_requirements(doc: LoopState, ctx: Context) -> list[str]:
+    """The agents and programs the loop will need that cannot be run here, one line each."""
+    return missing_requirements(doc, ctx)
 
 
 @registry.hook

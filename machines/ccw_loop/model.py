@@ -10,11 +10,16 @@ Where the Claude version of the seed differs from the Codex one, the Claude name
 input (``total_count``/``completed_count``, ``current_task_id``, ``current_bug``, the
 ``current_action`` value ``paused``) and mapped to the Codex form, which is what gets written.
 
-Three fields are fsm extensions, not in the seed: ``SkillState.consecutive_errors`` (the streak
-the ``max_errors`` limit counts; the seed has no ``error_count``), ``SkillState.max_errors`` (that
-limit, persisted at init like ``max_iterations`` so that it survives restarts) and the ``fixes``
-key of a fix task (the id of the confirmed hypothesis it implements, so a confirmed hypothesis is
-consumed once).
+Some fields are fsm extensions, not in the seed: ``SkillState.consecutive_errors`` (the streak
+the ``max_errors`` limit counts; the seed has no ``error_count``), ``SkillState.max_errors`` and
+``SkillState.max_fix_attempts`` (limits persisted at init like ``max_iterations``, so that they
+survive restarts), the ``fixes`` and ``attempt`` keys of a fix task (the hypothesis it implements
+and which attempt at it this is), and the ``test``, ``suite`` and ``fix_attempts`` keys of a
+hypothesis (the failing test it explains, which keeps its id across debug rounds, and how many fix
+tasks were made for it).
+
+``validate.coverage`` is null until a run measured it (the Claude seed's ``|| null``): the Codex
+seed's 0 would claim an unmeasured suite covers nothing.
 """
 
 from __future__ import annotations
@@ -174,7 +179,8 @@ class ValidateState(_Open):
     """The latest validation run."""
 
     pass_rate: Percent = 0
-    coverage: Percent | None = 0
+    coverage: Percent | None = None
+    """None when nothing measured it (a measured 0 is a real 0)."""
     test_results: list[TestResult] = Field(default_factory=list)
     passed: bool = False
     failed_tests: list[str] = Field(default_factory=list)
@@ -207,6 +213,8 @@ class SkillState(_Open):
     consecutive_errors: int = 0
     max_errors: int | None = Field(default=None, ge=1)
     """None in documents written before fsm (or by the seeds' skills): the option applies."""
+    max_fix_attempts: int | None = Field(default=None, ge=1)
+    """Fix tasks made for one failing test before the loop gives up on it (None: the option)."""
 
     @model_validator(mode="before")
     @classmethod

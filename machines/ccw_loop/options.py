@@ -45,3 +45,6 @@ class LoopOptions(BaseModel):
     """Seconds one test run may take (the seed's five minutes)."""
     max_hypotheses: int = Field(default=5, ge=1)
     """Failing tests turned into hypotheses (and re-run alone) per debug round."""
+    max_fix_attempts: int = Field(default=3, ge=1)
+    """Fix tasks made for one failing test before the loop gives up on it and ends failed.
+    Written into ``skill_state.max_fix_attempts`` at init, like ``max_errors``."""

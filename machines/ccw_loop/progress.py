@@ -74,8 +74,14 @@ class ProgressFiles:
             f"- Tool: {task.tool or 'agent'}, Mode: {task.mode}",
             f"- Files changed: {files}",
             f"- Status: {task.status.upper()}",
-            "",
         ]
+        command = task.extra("agent_command") or task.extra("command")
+        if command:
+            shown = str(command).replace("`", "'")
+            entry.append(f"- Command: `{shown}`")
+        if task.extra("error"):
+            entry.append(f"- Error: {task.extra('error')}")
+        entry.append("")
         if output.strip():
             entry += ["```", _tail(output, 40), "```", ""]
         self._append("develop.md", "\n".join(entry) + "\n")
@@ -89,7 +95,15 @@ class ProgressFiles:
             "files_changed": task.files_changed,
             "result": "success" if task.status == "completed" else "failed",
         }
-        for key in ("error", "fixes", "command", "prompt_template", "on_error"):
+        for key in (
+            "error",
+            "fixes",
+            "attempt",
+            "agent_command",
+            "command",
+            "prompt_template",
+            "on_error",
+        ):
             if task.extra(key) is not None:
                 record[key] = task.extra(key)
         self._append("changes.log", json.dumps(record, ensure_ascii=False) + "\n")
@@ -132,6 +146,10 @@ class ProgressFiles:
                 "verdict_reason": h.verdict_reason,
             }
             self._append("debug.log", json.dumps(record, ensure_ascii=False) + "\n")
+        self.write_hypotheses(debug_block)
+
+    def write_hypotheses(self, debug_block: dict[str, Any]) -> None:
+        """Rewrite hypotheses.json: the whole debug block (recovery reads it back)."""
         self._write("hypotheses.json", json.dumps(debug_block, indent=2, ensure_ascii=False))
 
     def record_validation(

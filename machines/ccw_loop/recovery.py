@@ -151,7 +151,7 @@ def _skill_state(
     results = _read_json(files.path("test-results.json"))
     validate: dict[str, Any] = {
         "pass_rate": 0,
-        "coverage": 0,
+        "coverage": None,
         "test_results": [],
         "passed": False,
         "failed_tests": [],
@@ -160,7 +160,7 @@ def _skill_state(
     if isinstance(results, dict):
         validate.update(
             pass_rate=results.get("summary", {}).get("pass_rate", 0),
-            coverage=results.get("coverage") or 0,
+            coverage=results.get("coverage"),
             test_results=results.get("tests", []),
             passed=bool(results.get("passed")),
             failed_tests=results.get("failures", []),
@@ -240,6 +240,8 @@ def _tasks(ctx: Context, files: ProgressFiles, now: str) -> tuple[list[DevelopTa
                     "tool",
                     "mode",
                     "fixes",
+                    "attempt",
+                    "agent_command",
                     "command",
                     "prompt_template",
                     "on_error",

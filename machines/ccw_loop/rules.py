@@ -1,42 +1,84 @@
-"""The phase rules of the loop as pure predicates on the document.
+"""The phase rules of the loop as pure functions of the document: what the next work is.
 
 These are the seeds' documented intent, not their literal selectors (which never reach validate
 after the last task, re-validate forever once a hypothesis is confirmed, and count iterations
-twice). Whether tests are due is read from the order of ``completed_actions``, the append-only log
-of work actions, not from timestamps (two actions may share a timestamp):
+twice). :func:`next_work` decides, in this order:
 
-* pending tasks -> develop, one task per step;
-* no pending task and no validation since the last develop or debug -> validate;
-* the last validation passed (and nothing is pending) -> complete;
-* the last validation failed -> debug;
-* a confirmed hypothesis that no task fixes yet -> develop a fix task; the fix task consumes it.
+1. a task marked ``on_error: fail_fast`` failed -> abort;
+2. a task is pending (in the document, or new in the task-list file) -> develop it;
+3. a task of the task list failed (failed tasks are not retried) -> abort, naming it;
+4. the last work was a validation: passed -> complete; failed -> give up on a failing test whose
+   hypothesis already had ``max_fix_attempts`` fixes, else debug the failing tests nobody
+   understands yet, else fix the first understood (confirmed) failing test;
+5. the last work was a develop: a fix that failed (did not run, or changed no file) -> the next
+   fix attempt (or give up); anything else -> validate;
+6. the last work was a debug round: fix a confirmed failing test, else validate again.
 
-Action names of both seed versions are understood: ``DEVELOP`` (Codex), ``action-develop-with-file``
-(Claude) and ``develop`` (the executor role).
+Whether tests are due is read from the order of ``completed_actions``, the append-only log of
+work actions, not from timestamps (two actions may share a timestamp). Action names of both seed
+versions are understood: ``DEVELOP`` (Codex), ``action-develop-with-file`` (Claude) and
+``develop`` (the executor role).
+
+The iteration budget reserves what must follow: a develop or a fix runs only when an iteration is
+left for the validation after it, a debug round only when a fix and its validation fit as well
+(:data:`COST`). So a fix is always validated before ``max_iterations`` ends the loop.
 """
 
 from __future__ import annotations
 
-from machines.ccw_loop.model import DevelopTask, LoopState, Phase, SkillState
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from machines.ccw_loop.hypotheses import (
+    fix_attempts,
+    fix_target,
+    spent_test,
+    tests_to_debug,
+)
+from machines.ccw_loop.model import (
+    DevelopTask,
+    Hypothesis,
+    LoopState,
+    Phase,
+    SkillState,
+    TestResult,
+)
 
 __all__ = [
+    "COST",
     "WORK_PHASES",
-    "debug_due",
+    "Next",
     "error_budget_left",
     "fail_fast_task",
-    "has_failing_tests",
+    "failed_tasks",
     "has_pending_task",
+    "is_fix",
     "is_initialized",
     "iteration_budget_left",
+    "iterations_left",
+    "last_developed",
     "last_work",
     "next_pending_task",
+    "next_work",
     "phase_of_action",
-    "unfixed_hypothesis",
-    "validation_due",
-    "validation_passed",
 ]
 
 WORK_PHASES: tuple[Phase, ...] = ("develop", "debug", "validate")
+
+Work = Literal["develop", "fix", "validate", "debug", "complete", "abort", "abandon"]
+
+COST: dict[Work, int] = {
+    "develop": 2,
+    "fix": 2,
+    "validate": 1,
+    "debug": 3,
+    "complete": 0,
+    "abort": 0,
+    "abandon": 0,
+}
+"""Iterations a work needs, counting what must follow it: a develop or fix and its validation; a
+debug round, the fix it leads to and that fix's validation."""
 
 _PHASES: dict[str, Phase] = {
     "init": "init",
@@ -52,6 +94,19 @@ _CLAUDE_IDS: dict[str, Phase] = {
     "action-validate-with-file": "validate",
     "action-complete": "complete",
 }
+
+
+@dataclass(frozen=True)
+class Next:
+    """The next work of an auto-mode loop, and what it concerns."""
+
+    work: Work
+    reason: str = ""
+    """For ``abort`` and ``abandon``: the loop's ``failure_reason``."""
+    hypothesis: str | None = None
+    """For ``fix`` (and ``abandon``): the hypothesis concerned."""
+    task: str | None = None
+    """For ``develop``: the task that is next (None when it is still in the task-list file)."""
 
 
 def phase_of_action(name: str | None) -> Phase | None:
@@ -81,67 +136,123 @@ def last_work(state: SkillState) -> Phase | None:
     return None
 
 
+def is_fix(task: DevelopTask) -> bool:
+    """True for a fix task the loop made for a hypothesis (not a task of the task list)."""
+    return task.extra("fixes") is not None
+
+
 def next_pending_task(state: SkillState) -> DevelopTask | None:
     """The first pending task in list order."""
     return next((t for t in state.develop.tasks if t.status == "pending"), None)
 
 
 def has_pending_task(state: SkillState) -> bool:
-    """True when some task waits to be developed."""
+    """True when some task of the document waits to be developed."""
     return next_pending_task(state) is not None
 
 
-def unfixed_hypothesis(state: SkillState) -> str | None:
-    """The confirmed hypothesis no fix task has been made for yet, if any."""
-    confirmed = state.debug.confirmed_hypothesis
-    if confirmed is None:
-        return None
-    if any(task.extra("fixes") == confirmed for task in state.develop.tasks):
-        return None
-    return confirmed
-
-
-def validation_due(state: SkillState) -> bool:
-    """Nothing pending and the tests have not run since the last develop or debug action."""
-    return not has_pending_task(state) and last_work(state) != "validate"
-
-
-def validation_passed(state: SkillState) -> bool:
-    """The last work action was a passing validation and nothing is pending."""
-    return not has_pending_task(state) and last_work(state) == "validate" and state.validate_.passed
-
-
-def debug_due(state: SkillState) -> bool:
-    """Nothing pending and the last work action was a failed validation."""
-    return (
-        not has_pending_task(state)
-        and last_work(state) == "validate"
-        and not state.validate_.passed
-    )
-
-
-def has_failing_tests(state: SkillState) -> bool:
-    """The last validation reported failing tests that debug can investigate."""
-    return bool(state.validate_.failed_tests) or any(
-        row.status == "failed" for row in state.validate_.test_results
-    )
+def failed_tasks(state: SkillState) -> list[DevelopTask]:
+    """Tasks of the task list (not fix attempts) that failed."""
+    return [t for t in state.develop.tasks if t.status == "failed" and not is_fix(t)]
 
 
 def fail_fast_task(state: SkillState) -> DevelopTask | None:
     """A failed task whose task-list entry says ``on_error: fail_fast``."""
     return next(
-        (
-            t
-            for t in state.develop.tasks
-            if t.status == "failed" and t.extra("on_error") == "fail_fast"
-        ),
+        (t for t in failed_tasks(state) if t.extra("on_error") == "fail_fast"),
         None,
     )
 
 
-def iteration_budget_left(doc: LoopState) -> bool:
-    """Fewer develop/debug/validate actions than ``max_iterations`` have run."""
-    return doc.current_iteration < doc.max_iterations
+def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: int) -> Next:
+    """The next work of an initialised auto-mode loop. ``waiting`` are ids of tasks in the
+    task-list file that the document does not hold yet (added after init)."""
+    fail_fast = fail_fast_task(state)
+    if fail_fast is not None:
+        detail = fail_fast.extra("error") or "failed"
+        return Next("abort", f"Task failed with on_error fail_fast ({fail_fast.id}: {detail})")
+    pending = next_pending_task(state)
+    waiting_ids = list(waiting)
+    if pending is not None or waiting_ids:
+        return Next("develop", task=pending.id if pending else waiting_ids[0])
+    failed = failed_tasks(state)
+    if failed:
+        return Next("abort", _failed_tasks_reason(failed))
+    last = last_work(state)
+    if last == "validate":
+        if state.validate_.passed:
+            return Next("complete")
+        spent = spent_test(state, max_attempts)
+        if spent is not None:
+            return _give_up(state, *spent)
+        if tests_to_debug(state):
+            return Next("debug")
+        target = fix_target(state, max_attempts)
+        return Next("fix", hypothesis=target.id) if target else Next("debug")
+    if last == "develop":
+        latest = last_developed(state)
+        if latest is not None and latest.status == "failed" and is_fix(latest):
+            return _fix_again(state, str(latest.extra("fixes")), max_attempts)
+        return Next("validate")
+    if last == "debug":
+        spent = spent_test(state, max_attempts)
+        if spent is not None:
+            return _give_up(state, *spent)
+        target = fix_target(state, max_attempts)
+        return Next("fix", hypothesis=target.id) if target else Next("validate")
+    return Next("validate")
+
+
+def last_developed(state: SkillState) -> DevelopTask | None:
+    """The task the last develop action ran (``develop.current_task``)."""
+    current = state.develop.current_task
+    return next((t for t in state.develop.tasks if t.id == current), None)
+
+
+def _fix_again(state: SkillState, hypothesis_id: str, max_attempts: int) -> Next:
+    """After a fix attempt that failed: the next attempt, or give up when none is left."""
+    attempts = fix_attempts(state, hypothesis_id)
+    hypothesis = next((h for h in state.debug.hypotheses if h.id == hypothesis_id), None)
+    if len(attempts) < max_attempts and hypothesis is not None:
+        target = fix_target(state, max_attempts)
+        # no target: the test no longer fails (or the document has no test links): re-validate
+        return Next("fix", hypothesis=target.id) if target else Next("validate")
+    test = (hypothesis.model_extra or {}).get("test") if hypothesis else None
+    last = attempts[-1].extra("error") if attempts else None
+    return Next(
+        "abandon",
+        f"Gave up on {test or hypothesis_id} after {len(attempts)} fix attempts "
+        f"({hypothesis_id}); last attempt: {last or 'failed'}"[:1000],
+        hypothesis=hypothesis_id,
+    )
+
+
+def _give_up(state: SkillState, row: TestResult, hypothesis: Hypothesis) -> Next:
+    attempts = len(fix_attempts(state, hypothesis.id))
+    error = (row.error_message or "failed").strip().splitlines()
+    return Next(
+        "abandon",
+        f"Gave up on {row.test_name} after {attempts} fix attempts ({hypothesis.id}); "
+        f"it still fails: {error[0] if error else 'failed'}"[:1000],
+        hypothesis=hypothesis.id,
+    )
+
+
+def _failed_tasks_reason(failed: list[DevelopTask]) -> str:
+    parts = [f"{t.id} ({t.extra('error') or 'failed'})" for t in failed]
+    if len(parts) == 1:
+        return f"Task {parts[0]} failed; a failed task is not retried"[:1000]
+    return f"{len(parts)} tasks failed: {'; '.join(parts)}; failed tasks are not retried"[:1000]
+
+
+def iterations_left(doc: LoopState) -> float:
+    """Iterations ``max_iterations`` still allows."""
+    return doc.max_iterations - doc.current_iteration
+
+
+def iteration_budget_left(doc: LoopState, needed: int = 1) -> bool:
+    """``needed`` more iterations fit in ``max_iterations``."""
+    return iterations_left(doc) >= needed
 
 
 def error_budget_left(doc: LoopState, max_errors: int) -> bool:

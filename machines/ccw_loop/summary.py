@@ -32,7 +32,9 @@ def build_summary(doc: LoopState, state: SkillState, now: datetime) -> Summary:
         debug={
             "iterations": state.debug.iteration,
             "hypotheses_tested": state.debug.hypotheses_count,
-            "root_cause_found": state.debug.confirmed_hypothesis is not None,
+            "root_cause_found": state.debug.confirmed_hypothesis is not None
+            or any(h.status == "confirmed" for h in state.debug.hypotheses),
+            "fix_attempts": sum(t.extra("fixes") is not None for t in tasks),
         },
         validate={
             "runs": runs,
@@ -43,14 +45,17 @@ def build_summary(doc: LoopState, state: SkillState, now: datetime) -> Summary:
     )
 
 
-def summary_markdown(doc: LoopState, state: SkillState, summary: Summary, outcome: str) -> str:
-    """summary.md: outcome, statistics, failed tests, recommendations."""
+def summary_markdown(
+    doc: LoopState, state: SkillState, summary: Summary, outcome: str, reason: str | None = None
+) -> str:
+    """summary.md: outcome (and the failure reason), statistics, failed tests, recommendations."""
     develop, debug, validate = summary.develop, summary.debug, summary.validate_
     lines = [
         f"# Loop summary: {doc.title}",
         "",
         f"- Loop ID: {doc.loop_id}",
         f"- Outcome: {outcome}",
+        *([f"- Reason: {reason}"] if reason else []),
         f"- Duration: {format_duration(summary.duration)}",
         f"- Iterations: {summary.iterations} of {doc.max_iterations}",
         "",
@@ -63,6 +68,7 @@ def summary_markdown(doc: LoopState, state: SkillState, summary: Summary, outcom
         "",
         f"- Rounds: {debug['iterations']}, hypotheses tested: {debug['hypotheses_tested']}",
         f"- Root cause found: {'yes' if debug['root_cause_found'] else 'no'}",
+        f"- Fix attempts: {debug['fix_attempts']}",
         "",
         "## Validation",
         "",

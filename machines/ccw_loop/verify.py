@@ -8,13 +8,26 @@ run whose tests fail is a successful action with a failed validation.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import options_of, progress_of, skill_state_of, work_done
+from machines.ccw_loop.bookkeeping import (
+    max_fix_attempts_of,
+    options_of,
+    progress_of,
+    skill_state_of,
+    work_done,
+)
 from machines.ccw_loop.debugging import investigate
-from machines.ccw_loop.model import LoopState
+from machines.ccw_loop.hypotheses import (
+    fix_target,
+    has_failing_tests,
+    hypothesis_for,
+    tests_to_debug,
+)
+from machines.ccw_loop.model import Hypothesis, LoopState, SkillState
 from machines.ccw_loop.reports import TestCounts
 from machines.ccw_loop.rules import phase_of_action
 from machines.ccw_loop.testrun import run_tests
@@ -40,7 +53,7 @@ def validate_tests(doc: LoopState, ctx: Context) -> Update:
     block: dict[str, Any] = {
         **(state.validate_.model_extra or {}),
         "pass_rate": counts.pass_rate,
-        "coverage": run.coverage if run.coverage is not None else 0,
+        "coverage": run.coverage,
         "test_results": [row.model_dump(mode="json") for row in run.rows],
         "passed": run.is_pass,
         "failed_tests": failed_tests,
@@ -79,47 +92,74 @@ def validate_tests(doc: LoopState, ctx: Context) -> Update:
 
 
 def debug_failures(doc: LoopState, ctx: Context) -> Update:
-    """Make a hypothesis per failing test and confirm or reject each by re-running it alone."""
+    """Judge the failing tests nobody understands yet, each by re-running it alone; a test keeps
+    one hypothesis (and its id) across rounds."""
     state = skill_state_of(doc)
     opts = options_of(ctx)
     now = ctx.clock.iso()
-    failing = [row for row in state.validate_.test_results if row.status == "failed"]
+    failing = tests_to_debug(state)
     if not failing:
         message = "nothing to debug: the last validation recorded no failing test"
-        if state.validate_.failed_tests:
-            message += " with a trace (" + ", ".join(state.validate_.failed_tests[:5]) + ")"
+        if has_failing_tests(state):
+            message = "nothing to debug: every failing test already has a confirmed hypothesis"
+            if not state.validate_.test_results:
+                shown = ", ".join(state.validate_.failed_tests[:5])
+                message = f"nothing to debug: no failing test has a trace ({shown})"
         ctx.log.warning("debug_skipped", reason=message)
         return work_done(doc, "debug", now, message)
-    new = investigate(
-        failing[: opts.max_hypotheses],
-        first_number=len(state.debug.hypotheses) + 1,
+    failing = failing[: opts.max_hypotheses]
+    known = [hypothesis_for(state, row) for row in failing]
+    ids = _hypothesis_ids(state, known)
+    judged = investigate(
+        failing,
+        ids=ids,
         executor=ctx.executor,
         test_command=opts.test_command,
         workspace=ctx.workspace,
         timeout=opts.test_timeout,
     )
-    hypotheses = [*state.debug.hypotheses, *new]
-    confirmed = next((h.id for h in new if h.status == "confirmed"), None)
+    for index, old in enumerate(known):
+        attempts = (old.model_extra or {}).get("fix_attempts") if old is not None else None
+        if attempts is not None:
+            judged[index] = judged[index].model_copy(update={"fix_attempts": attempts})
+    by_id = {h.id: h for h in judged}
+    hypotheses = [by_id.pop(h.id, h) for h in state.debug.hypotheses] + list(by_id.values())
+    debug = state.debug.model_copy(update={"hypotheses": hypotheses})
+    target = fix_target(state.model_copy(update={"debug": debug}), max_fix_attempts_of(doc, ctx))
     first = failing[0]
     block: dict[str, Any] = {
         **(state.debug.model_extra or {}),
         "active_bug": f"{first.test_name}: {_first_line(first.error_message)}"[:500],
         "hypotheses_count": len(hypotheses),
         "hypotheses": [h.model_dump(mode="json") for h in hypotheses],
-        "confirmed_hypothesis": confirmed,
+        "confirmed_hypothesis": target.id if target is not None else None,
         "iteration": state.debug.iteration + 1,
         "last_analysis_at": now,
     }
     progress_of(doc, ctx).record_debug(
-        doc.current_iteration + 1, state.debug.iteration + 1, block, new, now
+        doc.current_iteration + 1, state.debug.iteration + 1, block, judged, now
     )
     ctx.log.info(
         "failures_debugged",
-        hypotheses=len(new),
-        confirmed=confirmed,
-        rejected=sum(h.status == "rejected" for h in new),
+        hypotheses=len(judged),
+        confirmed=sum(h.status == "confirmed" for h in judged),
+        rejected=sum(h.status == "rejected" for h in judged),
     )
     return {"skill_state.debug": block, **work_done(doc, "debug", now)}
+
+
+def _hypothesis_ids(state: SkillState, known: list[Hypothesis | None]) -> list[str]:
+    """The id each failing test's hypothesis has: its existing one, else the next free ``Hn``."""
+    numbers = [int(h.id[1:]) for h in state.debug.hypotheses if re.fullmatch(r"H\d+", h.id)]
+    free = max([len(state.debug.hypotheses), *numbers], default=0) + 1
+    ids: list[str] = []
+    for hypothesis in known:
+        if hypothesis is not None:
+            ids.append(hypothesis.id)
+        else:
+            ids.append(f"H{free}")
+            free += 1
+    return ids
 
 
 def _first_line(message: str | None) -> str:

@@ -48,6 +48,8 @@ CALC_TESTS = (
 )
 FIX_ADD = {"when": "test_add", "file": "calc.py", "replace": "a - b", "with": "a + b"}
 """Stand-in agent rule: a prompt about test_add repairs the subtraction bug."""
+IDLE_AGENT = AgentCommand((sys.executable, "-c", "print('looked, changed nothing')", "{prompt}"))
+"""The codex of loops that configure no agent: it runs, and edits nothing."""
 
 AGENT_SCRIPT = """\
 import json, sys
@@ -74,6 +76,28 @@ for rule in json.loads((here / "agent-rules.json").read_text()):
 print("edited: " + (", ".join(edited) or "nothing"))
 sys.exit(int(any(rule.get("fail") and rule["when"] in prompt for rule in
                  json.loads((here / "agent-rules.json").read_text()))))
+"""
+
+SCRIPTED_AGENT = """\
+import json, sys
+from pathlib import Path
+
+here = Path(__file__).parent
+calls = here / "scripted-calls.jsonl"
+number = len(calls.read_text().splitlines()) if calls.exists() else 0
+with calls.open("a") as log:
+    log.write(json.dumps({"argv": sys.argv[1:]}) + "\\n")
+plan = json.loads((here / "scripted-plan.json").read_text())
+step = plan[min(number, len(plan) - 1)]
+if "append" in step:
+    with open(step["file"], "a") as handle:
+        handle.write(step["append"])
+if "replace" in step:
+    target = Path(step["file"])
+    target.write_text(target.read_text().replace(step["replace"], step["with"]))
+print(step.get("say", "done"))
+print(step.get("stderr", ""), file=sys.stderr)
+sys.exit(step.get("exit", 0))
 """
 
 
@@ -188,6 +212,23 @@ class LoopWorkspace:
         (self.bin_dir / "agent-rules.json").write_text(json.dumps(list(rules)))
         return AgentCommand((sys.executable, str(script), "{mode}", "{prompt}"))
 
+    def write_scripted_agent(
+        self, *plan: dict[str, Any], argv: tuple[str, ...] = ()
+    ) -> AgentCommand:
+        """A stand-in agent that does ``plan[n]`` on its n-th call (the last step from then on):
+        ``append`` text to ``file``, ``replace`` text in it, print ``say`` and ``stderr``, exit
+        ``exit``. ``argv`` are extra arguments before the prompt (as an fsm.toml command has)."""
+        self.bin_dir.mkdir(parents=True, exist_ok=True)
+        script = self.bin_dir / "scripted_agent.py"
+        script.write_text(SCRIPTED_AGENT)
+        (self.bin_dir / "scripted-plan.json").write_text(json.dumps(list(plan)))
+        return AgentCommand((sys.executable, str(script), *argv, "{prompt}"))
+
+    def scripted_calls(self) -> int:
+        """How often the scripted agent ran."""
+        calls = self.bin_dir / "scripted-calls.jsonl"
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
     def agent_calls(self) -> list[dict[str, str]]:
         """Every call the stand-in agent received: its mode and prompt."""
         log = self.bin_dir / "agent-calls.jsonl"
@@ -232,9 +273,10 @@ class LoopWorkspace:
             handle.write(json.dumps(raw, indent=2))
         return path
 
-    def write_config(self, *, codex: AgentCommand | None = None, **options: Any) -> None:
+    def write_config(self, *, codex: AgentCommand | None = IDLE_AGENT, **options: Any) -> None:
         """fsm.toml: ``[machine.ccw-loop]`` options (tests run with ``PYTEST``) and the codex
-        agent, for ``fsm`` run as a separate process."""
+        agent (:data:`IDLE_AGENT` unless given; None for none), for ``fsm`` run as a separate
+        process."""
         table = {"test_command": PYTEST, **options}
         lines = ["[machine.ccw-loop]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
         if codex is not None:
@@ -244,12 +286,17 @@ class LoopWorkspace:
     def workspace(
         self, *, agents: dict[str, AgentCommand] | None = None, **options: Any
     ) -> Workspace:
-        """The fsm workspace on ``root`` (simulated clock; tests run with ``PYTEST``)."""
+        """The fsm workspace on ``root`` (simulated clock; tests run with ``PYTEST``; the fix tool
+        codex is :data:`IDLE_AGENT` unless ``agents`` are given)."""
         return Workspace(
             self.root,
             options={"test_command": PYTEST, **options},
             clock=self.clock,
-            executor=SubprocessExecutor(self.root, agents=agents or {}, default_timeout=60),
+            executor=SubprocessExecutor(
+                self.root,
+                agents={"codex": IDLE_AGENT} if agents is None else agents,
+                default_timeout=60,
+            ),
         )
 
     def open(

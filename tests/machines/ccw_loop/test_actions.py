@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -66,12 +67,37 @@ def test_files_changed_come_from_git(loop_ws: Any, started: Any) -> None:
     assert done.files_changed == ["calc.py", "pkg/new.py"]
 
 
-def test_files_changed_is_empty_outside_git(loop_ws: Any, started: Any) -> None:
-    """Without a repository no change can be attributed: the list stays empty."""
+def test_files_changed_outside_git_come_from_file_stamps(loop_ws: Any, started: Any) -> None:
+    """Without a repository, files whose size or modification time changed are the changes;
+    the loop's own state folder and test caches are not."""
+    loop_ws.write_project(git=False)
+    loop_ws.write_tasks(
+        [{**BASH, "command": "echo x >> calc.py && mkdir -p __pycache__ && touch __pycache__/c"}]
+    )
+    done, _ = _developed(started())
+    assert (done.status, done.files_changed) == ("completed", ["calc.py"])
+
+
+def test_files_changed_by_a_commit_count(loop_ws: Any, started: Any) -> None:
+    """A task that commits its change leaves no dirty file; the committed files are its
+    changes (a fix agent that commits is not a fix that changed nothing)."""
+    loop_ws.write_project()
+    commit = "git -c user.name=a -c user.email=a@example.com commit -qam fix"
+    loop_ws.write_tasks([{**BASH, "command": f"echo x >> calc.py && {commit}"}])
+    done, _ = _developed(started())
+    assert (done.status, done.files_changed) == ("completed", ["calc.py"])
+
+
+def test_files_changed_in_a_workspace_its_repository_ignores(loop_ws: Any, started: Any) -> None:
+    """A workspace inside a repository that ignores it (the demo's output folder) is read from
+    file stamps: git would report none of its changes."""
+    parent = loop_ws.root.parent
+    subprocess.run(["git", "init", "-q"], cwd=parent, check=True)
+    (parent / ".gitignore").write_text(f"{loop_ws.root.name}/\n")
     loop_ws.write_project(git=False)
     loop_ws.write_tasks([{**BASH, "command": "echo x >> calc.py"}])
     done, _ = _developed(started())
-    assert (done.status, done.files_changed) == ("completed", [])
+    assert (done.status, done.files_changed) == ("completed", ["calc.py"])
 
 
 def test_each_task_appends_one_change_line(loop_ws: Any, started: Any) -> None:

@@ -44,18 +44,26 @@ def test_every_name_resolves() -> None:
     assert hooks <= set(registry.hooks)
 
 
+ITERATION_GUARDS = {"within_iteration_budget", "room_to_change", "room_to_run"}
+
+
 def test_limit_guards_are_budget_guards() -> None:
     """The iteration and error limits are registered as budget guards."""
     guards = functions.registry.guards
-    assert guards["within_iteration_budget"].budget
-    assert guards["within_error_budget"].budget
+    assert all(guards[name].budget for name in (*ITERATION_GUARDS, "within_error_budget"))
 
 
 def test_every_work_transition_is_bounded() -> None:
-    """Every develop/fix/validate/debug transition carries both budget guards."""
+    """Every develop/fix/validate/debug transition carries an iteration and the error budget;
+    from the menu, develop and fix need room for the validation after them."""
     for transition in _spec().transitions:
-        if transition.event in WORK_EVENTS:
-            assert {"within_iteration_budget", "within_error_budget"} <= set(transition.guards)
+        if transition.event not in WORK_EVENTS:
+            continue
+        guards = set(transition.guards)
+        assert "within_error_budget" in guards
+        assert guards & ITERATION_GUARDS
+        if "menu" in transition.sources and transition.event in ("develop", "fix"):
+            assert "room_to_change" in guards
 
 
 def test_menu_choices_are_manual() -> None:

@@ -64,3 +64,33 @@ def test_the_demo_sample_is_debugged_fixed_and_completed(tmp_path: Path) -> None
     assert [name for name in FILE_SYNC if not (progress / name).is_file()] == []
     assert "Outcome: completed" in (progress / "summary.md").read_text()
     assert replay(instance).problems == []
+
+
+def test_the_stubborn_sample_gives_up_after_three_failed_fixes(tmp_path: Path) -> None:
+    """With a fix agent that says "fixed" and changes nothing (the demo's second ccw-loop
+    scenario), each fix is a failed fix and the loop ends failed, naming the test it gave up on;
+    nothing counts the fixes as done."""
+    copy = tmp_path / "stubborn"
+    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    config = copy / "fsm.toml"
+    config.write_text(config.read_text().replace("fix_agent.py", "stubborn_agent.py"))
+    workspace = Workspace(copy, options=OPTIONS)
+    machine = load_machine(MACHINE_YAML)
+    instance = workspace.instance(machine, workspace.new_id(machine))
+    instance.create(INPUTS)
+    result = Engine(instance).run(max_steps=200)
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    assert [s.event for s in result.steps] == [
+        *["init", "develop", "develop", "validate", "debug"],
+        *["fix", "fix", "fix", "abandon"],
+    ]
+    test = "tests/test_median_even.py::test_median_of_even_count[two]"
+    assert result.message == (
+        f"Gave up on {test} after 3 fix attempts (H1); last attempt: the fix changed no file "
+        "(agent codex exited 0 without an edit)"
+    )
+    doc = LoopState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    assert (doc.status, doc.failure_reason) == ("failed", result.message)
+    assert doc.skill_state is not None
+    assert [t.status for t in doc.skill_state.develop.tasks[2:]] == ["failed"] * 3
+    assert replay(instance).problems == []

@@ -105,10 +105,12 @@ def test_validation_never_passing_ends_failed_at_the_limit(loop_ws: Any, started
     loop = started(agents={"codex": agent}, fields={"max_iterations": 5})
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("failed", 4)
-    assert loop.events() == ["init", "develop", "validate", "debug", "fix", "validate", "exhaust"]
+    assert loop.events() == ["init", "develop", "validate", "debug", "fix", "exhaust"]
     doc = loop.doc
-    assert (doc.status, doc.current_iteration) == ("failed", 5)
-    assert doc.failure_reason == "Reached max_iterations (5) without a passing validation"
+    assert (doc.status, doc.current_iteration) == ("failed", 4)
+    assert (doc.failure_reason or "").startswith(
+        "Reached max_iterations (5) without a passing validation"
+    )
     assert doc.completed_at is not None
     assert doc.skill_state is not None and doc.skill_state.summary is not None
     assert "Outcome: failed" in loop_ws.progress("summary.md").read_text()
@@ -117,9 +119,10 @@ def test_validation_never_passing_ends_failed_at_the_limit(loop_ws: Any, started
 
 
 def test_consecutive_action_failures_end_failed(loop_ws: Any, started: Any) -> None:
-    """A test command that cannot run fails validate and debug in a row until max_errors."""
+    """A test command that writes no report fails validate and debug in a row until
+    max_errors."""
     loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
-    loop = started(test_command="no-such-test-runner {junit}", max_errors=3)
+    loop = started(test_command="false {junit}", max_errors=3)
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("failed", 4)
     assert loop.events() == ["init", "develop", "validate", "debug", "validate", "give_up"]

@@ -182,7 +182,9 @@ def test_init_persists_the_error_limit(loop_ws: Any, started: Any) -> None:
 
 def test_persisted_error_limit_outlives_the_option(loop_ws: Any, started: Any) -> None:
     """A loop keeps the limit it was initialised with when a later run has another option."""
-    loop_ws.write_tasks([{**BASH, "command": "false"}, {**BASH, "task_id": "t2"}])
+    loop_ws.write_tasks(
+        [{**BASH, "command": "false"}, {**BASH, "task_id": "t2", "command": "true"}]
+    )
     started(max_errors=1).fire("init")
     loop = loop_ws.open(max_errors=5)
     result = loop.run()
@@ -199,6 +201,23 @@ def test_summary_hook_lines(loop_ws: Any, started: Any) -> None:
     loop.fire("develop")
     lines = functions.status_lines(loop.doc)
     assert lines["iteration"] == "1/10"
-    assert lines["develop"] == "1/1 tasks (100%)"
+    assert lines["develop"] == "1/1 tasks done (100%)"
     assert lines["validate"] == "not run"
     assert lines["errors"] == "0 (0 in a row of max 3)"
+
+
+def test_summary_says_when_validation_is_older_than_the_code(loop_ws: Any, started: Any) -> None:
+    """After a passing validation, a task that changed the code makes the validate line say the
+    result predates it."""
+    loop_ws.write_project()
+    path = loop_ws.write_tasks([{**BASH, "command": "true"}])
+    loop = started()
+    for event in ("init", "develop", "validate"):
+        loop.fire(event)
+    assert functions.status_lines(loop.doc)["validate"] == "PASSED (2 passed)"
+    with path.open("a") as handle:
+        handle.write(json.dumps({**BASH, "task_id": "t2", "command": "echo >> calc.py"}) + "\n")
+    loop.step()
+    lines = functions.status_lines(loop.doc)
+    assert lines["validate"] == "PASSED (2 passed), before the latest changes"
+    assert lines["develop"] == "2/2 tasks done (100%)"

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
+from fsm.inspect import status
 from machines.ccw_loop.codec import LoopCodec
 from machines.ccw_loop.model import LoopState
+from tests.machines.ccw_loop.conftest import ccw_loop
 
 NOW = "2026-01-01T00:00:00.000Z"
 
@@ -91,8 +93,18 @@ RULES = [
     ("pending-beats-failed-validation", loop(tasks=[task("b")], actions=["VALIDATE"]), "develop"),
     ("all-done-validates", loop(tasks=[task("a", "completed")], actions=["DEVELOP"]), "validate"),
     (
-        "failed-task-still-validates",
+        "failed-task-aborts",
         loop(tasks=[task("a", "failed")], actions=["DEVELOP"]),
+        "abort",
+    ),
+    (
+        "failed-fix-attempt-does-not-abort",
+        loop(
+            tasks=[task("a", "completed"), task("fix-H1", "failed", fixes="H1")],
+            actions=["VALIDATE", "DEBUG", "DEVELOP"],
+            confirmed="H1",
+            hypotheses=[hypothesis("H1")],
+        ),
         "validate",
     ),
     ("no-work-yet-validates", loop(), "validate"),
@@ -245,3 +257,173 @@ def test_codec_reads_claude_null_action_from_last_action(last_action: str, state
 def test_codec_writes_states(state: str, update: dict[str, Any]) -> None:
     """Writing a state sets the phase, or the final status."""
     assert LoopCodec().write(LoopState.model_validate(loop()), state) == update
+
+
+TEST_ADD = "tests/test_calc.py::test_add"
+
+
+def failing_in(raw: dict[str, Any], *failing: str) -> dict[str, Any]:
+    """``raw`` whose last validation failed with the tests ``failing``."""
+    raw["skill_state"]["validate"].update(
+        test_results=[
+            {
+                "test_name": name,
+                "suite": "tests.test_calc",
+                "status": "failed",
+                "duration_ms": 1.0,
+                "error_message": "assert -1 == 5",
+            }
+            for name in failing
+        ],
+        failed_tests=list(failing),
+    )
+    return raw
+
+
+def about(hid: str, test: str, status: str = "confirmed") -> dict[str, Any]:
+    """A hypothesis about the failing ``test``."""
+    return {**hypothesis(hid, status), "test": test, "suite": "tests.test_calc"}
+
+
+def fix(hid: str, attempt: int, status: str = "completed") -> dict[str, Any]:
+    """Fix attempt ``attempt`` for hypothesis ``hid``."""
+    suffix = f"-{attempt}" if attempt > 1 else ""
+    return task(f"fix-{hid}{suffix}", status, fixes=hid, attempt=attempt)
+
+
+DONE = task("a", "completed")
+UNDERSTOOD_RULES = [
+    (
+        "understood-test-is-fixed-not-debugged",
+        failing_in(
+            loop(
+                tasks=[DONE, fix("H1", 1)],
+                actions=["VALIDATE", "DEBUG", "DEVELOP", "VALIDATE"],
+                hypotheses=[about("H1", TEST_ADD)],
+            ),
+            TEST_ADD,
+        ),
+        "fix",
+    ),
+    (
+        "new-failure-is-debugged-first",
+        failing_in(
+            loop(
+                tasks=[DONE, fix("H1", 1)],
+                actions=["VALIDATE", "DEBUG", "DEVELOP", "VALIDATE"],
+                hypotheses=[about("H1", TEST_ADD)],
+            ),
+            TEST_ADD,
+            "tests/test_calc.py::test_add_zero",
+        ),
+        "debug",
+    ),
+    (
+        "rejected-test-failing-again-is-debugged-again",
+        failing_in(
+            loop(
+                tasks=[DONE],
+                actions=["VALIDATE", "DEBUG", "VALIDATE"],
+                hypotheses=[about("H1", TEST_ADD, "rejected")],
+            ),
+            TEST_ADD,
+        ),
+        "debug",
+    ),
+    (
+        "spent-attempts-abandon",
+        failing_in(
+            loop(
+                tasks=[DONE, fix("H1", 1), fix("H1", 2), fix("H1", 3)],
+                actions=["DEBUG", "DEVELOP", "VALIDATE"],
+                hypotheses=[about("H1", TEST_ADD)],
+            ),
+            TEST_ADD,
+        ),
+        "abandon",
+    ),
+    (
+        "failed-fix-is-retried-at-once",
+        failing_in(
+            loop(
+                tasks=[DONE, fix("H1", 1, "failed")],
+                actions=["VALIDATE", "DEBUG", "DEVELOP"],
+                hypotheses=[about("H1", TEST_ADD)],
+            ),
+            TEST_ADD,
+        ),
+        "fix",
+    ),
+    (
+        "last-failed-fix-abandons",
+        failing_in(
+            loop(
+                tasks=[
+                    DONE,
+                    fix("H1", 1, "failed"),
+                    fix("H1", 2, "failed"),
+                    fix("H1", 3, "failed"),
+                ],
+                actions=["VALIDATE", "DEBUG", "DEVELOP", "DEVELOP", "DEVELOP"],
+                hypotheses=[about("H1", TEST_ADD)],
+            ),
+            TEST_ADD,
+        ),
+        "abandon",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "event"), [r[1:] for r in UNDERSTOOD_RULES], ids=[r[0] for r in UNDERSTOOD_RULES]
+)
+def test_understood_tests_rule(loop_ws: Any, raw: dict[str, Any], event: str) -> None:
+    """A failing test with a confirmed hypothesis gets its next fix attempt instead of another
+    debug round, until max_fix_attempts; failing tests nobody understands are debugged."""
+    if raw["skill_state"]["develop"]["tasks"][-1]["status"] == "failed":
+        raw["skill_state"]["develop"]["current_task"] = raw["skill_state"]["develop"]["tasks"][-1][
+            "id"
+        ]
+    assert loop_ws.automatic_event(raw) == event
+
+
+BUDGET_RULES = [
+    ("develop-needs-two", loop(tasks=[task("b")], iteration=9), "exhaust"),
+    ("develop-fits", loop(tasks=[task("b")], iteration=8), "develop"),
+    ("validate-needs-one", loop(tasks=[DONE], actions=["DEVELOP"], iteration=9), "validate"),
+    (
+        "fix-needs-two",
+        failing_in(
+            loop(
+                tasks=[DONE],
+                actions=["VALIDATE", "DEBUG"],
+                hypotheses=[about("H1", TEST_ADD)],
+                iteration=9,
+            ),
+            TEST_ADD,
+        ),
+        "exhaust",
+    ),
+    ("debug-needs-three", failing_in(loop(actions=["VALIDATE"], iteration=8), TEST_ADD), "exhaust"),
+    ("debug-fits", failing_in(loop(actions=["VALIDATE"], iteration=7), TEST_ADD), "debug"),
+    ("complete-needs-none", loop(actions=["VALIDATE"], passed=True, iteration=10), "complete"),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "event"), [r[1:] for r in BUDGET_RULES], ids=[r[0] for r in BUDGET_RULES]
+)
+def test_budget_reserves_the_validation(loop_ws: Any, raw: dict[str, Any], event: str) -> None:
+    """A develop or fix starts only with an iteration left for its validation, a debug round
+    only with room for a fix and its validation; otherwise the loop ends at the limit."""
+    assert loop_ws.automatic_event(raw) == event
+
+
+def test_menu_offers_no_change_that_cannot_be_validated(loop_ws: Any) -> None:
+    """In the menu with one iteration left, develop is not offered; validate still is."""
+    raw = loop(tasks=[task("b")], iteration=9)
+    raw["skill_state"]["mode"] = "interactive"
+    loop_ws.write_document(raw)
+    instance = loop_ws.workspace(mode="interactive").instance(ccw_loop(), raw["loop_id"])
+    offered = [e.event for e in status(instance).events if e.enabled and not e.auto]
+    assert "develop" not in offered and "validate" in offered

@@ -38,11 +38,13 @@ def test_both_layouts_are_read(loop_ws: Any, layout: str) -> None:
     assert listed.problems == []
 
 
-def test_seed_name_wins_when_both_exist(loop_ws: Any) -> None:
-    """The documented {id}.tasks.jsonl is read first."""
-    loop_ws.write_tasks([line("flat", 0)], layout="flat")
-    loop_ws.write_tasks([line("dash", 0)], layout="dashboard")
-    assert [t.id for t in read_task_list(loop_ws.state_dir, LOOP, NOW).tasks] == ["flat"]
+def test_both_layouts_make_one_list(loop_ws: Any) -> None:
+    """The documented {id}.tasks.jsonl comes first, then the tasks of the dashboard's file (where
+    its add-task button appends) that the first does not hold."""
+    loop_ws.write_tasks([line("flat", 0), line("both", 1)], layout="flat")
+    loop_ws.write_tasks([line("both", 0), line("dash", 1)], layout="dashboard")
+    listed = read_task_list(loop_ws.state_dir, LOOP, NOW)
+    assert [t.id for t in listed.tasks] == ["flat", "both", "dash"]
 
 
 def test_tasks_are_sorted_by_order_and_keep_their_fields(loop_ws: Any) -> None:
@@ -68,27 +70,61 @@ def test_glued_records_are_split(loop_ws: Any) -> None:
     assert [t.id for t in read_task_list(loop_ws.state_dir, LOOP, NOW).tasks] == ["a", "b"]
 
 
-BAD_LINES = [
+NOT_TASKS = [
     ("not-json", "{oops", "not valid JSON"),
     ("not-object", "[1, 2]", "not a JSON object"),
-    ("no-description", json.dumps({"task_id": "x", "tool": "bash"}), "has no description"),
-    ("unknown-tool", json.dumps(line("x", 0, tool="ccw")), "unknown tool"),
-    ("unknown-mode", json.dumps(line("x", 0, mode="dream")), "unknown mode"),
-    ("unknown-on-error", json.dumps(line("x", 0, on_error="explode")), "unknown on_error"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("bad", "problem"), [b[1:] for b in BAD_LINES], ids=[b[0] for b in BAD_LINES]
+    ("bad", "problem"), [b[1:] for b in NOT_TASKS], ids=[b[0] for b in NOT_TASKS]
 )
-def test_bad_lines_are_skipped_and_reported(loop_ws: Any, bad: str, problem: str) -> None:
-    """A line that is not a usable task is skipped with a reason; the other tasks stay."""
+def test_lines_that_are_no_task_are_skipped_and_reported(
+    loop_ws: Any, bad: str, problem: str
+) -> None:
+    """A line that is not a JSON object is skipped with a reason; the other tasks stay."""
     path = loop_ws.write_tasks([line("good", 0)])
     path.write_text(path.read_text() + bad + "\n")
     listed = read_task_list(loop_ws.state_dir, LOOP, NOW)
     assert [t.id for t in listed.tasks] == ["good"]
     assert len(listed.problems) == 1
     assert problem in listed.problems[0]
+
+
+BROKEN_TASKS = [
+    ("no-description", {"task_id": "x", "tool": "bash"}, "x", "has no description"),
+    ("unknown-tool", line("x", 0, tool="ccw"), "x", "unknown tool 'ccw'"),
+    ("unknown-mode", line("x", 0, mode="dream"), "x", "unknown mode"),
+    ("unknown-on-error", line("x", 0, on_error="explode"), "x", "unknown on_error"),
+    ("path-id", line("../../../tmp/x", 0), "invalid-task-", "'../../../tmp/x' is not safe"),
+    ("slash-id", line("a/b", 0), "invalid-task-", "'a/b' is not safe"),
+    ("dot-id", line(".hidden", 0), "invalid-task-", "'.hidden' is not safe"),
+    ("dash-id", line("-rf", 0), "invalid-task-", "'-rf' is not safe"),
+    ("newline-id", line("a\n### Iteration 9", 0), "invalid-task-", "'a\\n### Iteration 9'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("record", "task_id", "problem"),
+    [b[1:] for b in BROKEN_TASKS],
+    ids=[b[0] for b in BROKEN_TASKS],
+)
+def test_tasks_that_cannot_run_are_failed_tasks(
+    loop_ws: Any, record: dict[str, Any], task_id: str, problem: str
+) -> None:
+    """A task entry that cannot run (no description, unknown tool, mode or on_error, an id
+    unsafe as a name) stays in the list as a failed task saying why, so the loop cannot complete
+    without it; an unsafe id never becomes the task's id."""
+    path = loop_ws.write_tasks([line("good", 0)])
+    path.write_text(path.read_text() + json.dumps(record) + "\n")
+    listed = read_task_list(loop_ws.state_dir, LOOP, NOW)
+    good, broken = listed.tasks
+    assert (good.id, good.status) == ("good", "pending")
+    assert broken.id.startswith(task_id) and broken.status == "failed"
+    assert problem in broken.extra("error")
+    assert broken.extra("error").startswith("cannot run: ")
+    assert [p for p in listed.problems if problem in p]
+    assert read_task_list(loop_ws.state_dir, LOOP, NOW).tasks[1].id == broken.id
 
 
 def test_no_task_list_gives_description_task(loop_ws: Any, started: Any) -> None:

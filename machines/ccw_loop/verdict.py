@@ -1,0 +1,210 @@
+"""What a loop achieved (the ``outcome`` hook) and what it needs before it runs (``preflight``).
+
+A loop succeeded only when its document says so truthfully: status ``completed``, every task of
+its task list done, and a validation passed after the last change. A document whose status says
+``completed`` without that (the dashboard's ``PATCH /status`` can write any status) is reported
+as a failure naming what is missing. The reason of a success is as specific as that of a failure:
+``all 2 tasks done, 1 fix attempt; validation passed: 10 tests passed``.
+
+The preflight lists every program and agent the loop will need that this workspace cannot run,
+one line each, saying how to configure it: the agents of the pending tasks (those of the document
+and those still in the task-list file), ``fix_tool`` (every loop may need a fix), bash for bash
+tasks, and the program of ``test_command``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from fsm.context import Context
+from machines.ccw_loop.bookkeeping import options_of
+from machines.ccw_loop.model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
+from machines.ccw_loop.rules import is_fix, is_initialized, last_work, next_work
+from machines.ccw_loop.tasks import (
+    description_task,
+    fallback_task_list,
+    new_tasks,
+    read_task_list,
+)
+
+__all__ = ["loop_outcome", "missing_requirements", "program_of", "success_reason"]
+
+_SHELL_WORDS = frozenset(
+    {
+        "!",
+        "(",
+        ".",
+        ":",
+        "[",
+        "[[",
+        "{",
+        "cd",
+        "command",
+        "eval",
+        "exec",
+        "export",
+        "for",
+        "if",
+        "set",
+        "source",
+        "test",
+        "time",
+        "until",
+        "while",
+    }
+)
+"""First words that bash runs itself: the program they start cannot be told in advance."""
+
+
+def loop_outcome(doc: LoopState) -> tuple[bool, str]:
+    """Whether the ended loop ``doc`` reached its goal, and the one-line reason."""
+    state = doc.skill_state
+    if doc.status == "completed":
+        problem = _completion_problem(state)
+        if problem is None and state is not None:
+            return True, success_reason(state)
+        return False, f"status says completed, but {problem}"
+    if doc.status == "user_exit":
+        return False, f"exited from the menu: {_progress(state)}"
+    if doc.status == "failed":
+        return False, doc.failure_reason or f"failed without a failure_reason: {_progress(state)}"
+    return False, f"the loop has not ended (status {doc.status})"
+
+
+def success_reason(state: SkillState) -> str:
+    """``all 3 tasks done, 1 fix attempt; validation passed: 12 tests passed``."""
+    tasks = [t for t in state.develop.tasks if not is_fix(t)]
+    fixes = [t for t in state.develop.tasks if is_fix(t)]
+    done = f"all {len(tasks)} tasks done" if len(tasks) != 1 else "the task done"
+    if fixes:
+        done += f", {len(fixes)} fix attempt{'s' if len(fixes) != 1 else ''}"
+    rows = state.validate_.test_results
+    passed = sum(r.status == "passed" for r in rows)
+    skipped = sum(r.status == "skipped" for r in rows)
+    if not rows:
+        return f"{done}; validation passed"
+    tests = f"{passed} test{'s' if passed != 1 else ''} passed"
+    return f"{done}; validation passed: {tests}" + (f", {skipped} skipped" if skipped else "")
+
+
+def _completion_problem(state: SkillState | None) -> str | None:
+    """Why a ``completed`` document is not a success (None when it is one)."""
+    if state is None or not is_initialized(state):
+        return "the loop never ran"
+    upcoming = next_work(state, max_attempts=1_000_000)
+    if upcoming.work == "complete":
+        return None
+    if upcoming.work in ("abort", "abandon"):
+        return upcoming.reason[0].lower() + upcoming.reason[1:]
+    if upcoming.work == "develop":
+        return f"task {upcoming.task} was never developed"
+    if last_work(state) == "validate":
+        return "the last validation did not pass"
+    return "the last changes were never validated"
+
+
+def _progress(state: SkillState | None) -> str:
+    if state is None:
+        return "nothing was done"
+    tasks = [t for t in state.develop.tasks if not is_fix(t)]
+    done = sum(t.status == "completed" for t in tasks)
+    verdict = (
+        "passed" if state.validate_.passed and last_work(state) == "validate" else "not passed"
+    )
+    return f"{done} of {len(tasks)} tasks done, validation {verdict}"
+
+
+def program_of(command: str) -> str | None:
+    """The program ``test_command`` starts, as bash would find it (None when bash itself decides,
+    e.g. ``cd sub && pytest``). Raises ValueError when the command cannot be split into words."""
+    words = shlex.split(command)
+    while words and "=" in words[0] and not words[0].startswith("="):
+        words.pop(0)  # NAME=value before the program only sets the environment
+    if not words or words[0] in _SHELL_WORDS:
+        return None
+    # bash expands ~ and $VARS; a relative path is one from the workspace, where tests run
+    return os.path.expandvars(os.path.expanduser(words[0]))
+
+
+def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
+    """One line for each agent or program the loop needs that is not available."""
+    opts = options_of(ctx)
+    problems: list[str] = []
+    uses: dict[str, list[str]] = {opts.fix_tool: ["option fix_tool, which implements fix tasks"]}
+    bash_tasks: list[str] = []
+    for task, source in _tasks_to_run(doc, ctx):
+        if task.status == "failed":
+            problems.append(f"task {task.id} in {source} {task.extra('error')}: correct its line")
+            continue
+        tool: str = task.tool or opts.fix_tool
+        if tool != "bash":
+            uses.setdefault(tool, []).append(f"task {task.id}")
+            continue
+        command = task.extra("command")
+        if not isinstance(command, str) or not command.strip():
+            problems.append(
+                f'task {task.id} (tool bash) has no command: add "command" to its line in {source}'
+            )
+        bash_tasks.append(task.id)
+    for tool, users in uses.items():
+        if ctx.executor.has_agent(tool):
+            continue
+        others = ", ".join(t for t in AGENT_TOOLS if t != opts.fix_tool)
+        how = f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
+        if tool == opts.fix_tool:
+            how = (
+                f"add [agent.{tool}] command = [...] to fsm.toml, put {tool} on PATH, or "
+                f"choose another agent with -o fix_tool=NAME ({others})"
+            )
+        problems.append(f"agent '{tool}' ({'; '.join(users)}) is not available: {how}")
+    if bash_tasks and not ctx.executor.has_program("bash"):
+        problems.append(
+            f"program 'bash' (tasks {', '.join(bash_tasks)}, tool bash) is not available: "
+            "install bash or put it on PATH"
+        )
+    problems += _test_command_problems(opts.test_command, ctx.executor.has_program)
+    return problems
+
+
+def _test_command_problems(command: str, has_program: Callable[[str], bool]) -> list[str]:
+    how = "set test_command in [machine.ccw-loop] of fsm.toml or give -o test_command=..."
+    try:
+        program = program_of(command)
+    except ValueError as exc:
+        return [f"test_command {command!r} cannot be split into words ({exc}): {how}"]
+    if program is None or has_program(program):
+        return []
+    return [
+        f"program '{program}' of test_command {command!r} is not available: install it, "
+        f"put it on PATH, or {how}"
+    ]
+
+
+def _tasks_to_run(doc: LoopState, ctx: Context) -> list[tuple[DevelopTask, str]]:
+    """Pending tasks of the document and tasks still in the task-list file, with where each
+    comes from (tasks of an uninitialised loop are those init would load)."""
+    now = ctx.clock.iso()
+    fallback = fallback_task_list(ctx)
+    state = doc.skill_state
+    if state is None or not is_initialized(state):
+        listed = read_task_list(ctx.instance_dir, ctx.instance_id, now, fallback=fallback)
+        if not listed.tasks:
+            description = doc.description.strip() or doc.title
+            return [(description_task(description, now), "the loop's description")]
+        return [(t, _name(listed.source, ctx)) for t in listed.tasks]
+    found = [(t, "the document") for t in state.develop.tasks if t.status == "pending"]
+    known = [t.id for t in state.develop.tasks]
+    listed = new_tasks(ctx.instance_dir, ctx.instance_id, now, known, fallback=fallback)
+    return found + [(t, _name(listed.source, ctx)) for t in listed.tasks]
+
+
+def _name(path: Path | None, ctx: Context) -> str:
+    if path is None:
+        return "the task list"
+    try:
+        return path.relative_to(ctx.workspace).as_posix()
+    except ValueError:
+        return str(path)
