@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,11 @@ def _table(settings: list[Any], empty: str) -> None:
     for setting in settings:
         default = "required" if setting.required else f"default {setting.default}"
         out(f"  {setting.name:<{width}}{setting.type:<{kinds}}{default}")
-        if setting.help:
-            out(f"  {'':<{width}}{setting.help}")
+        indent = " " * (width + 2)
+        for line in textwrap.wrap(
+            setting.help, 100, initial_indent=indent, subsequent_indent=indent
+        ):
+            out(line)
 
 
 def cmd_schema(args: argparse.Namespace, values: dict[str, Any]) -> int:

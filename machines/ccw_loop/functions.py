@@ -28,6 +28,7 @@ from machines.ccw_loop.endings import (
     error_limit_reason,
     iteration_limit_reason,
 )
+from machines.ccw_loop.inputs import LoopInputs
 from machines.ccw_loop.lifecycle import new_loop, record_error
 from machines.ccw_loop.model import LoopState, SkillState
 from machines.ccw_loop.options import LoopOptions
@@ -42,6 +43,7 @@ __all__ = ["registry"]
 registry = Registry()
 registry.document(LoopState)
 registry.options(LoopOptions)
+registry.inputs(LoopInputs)
 registry.codec("loop_phase", LoopCodec())
 
 

@@ -19,7 +19,7 @@ Seconds = Annotated[float, Field(gt=0)]
 class LoopOptions(BaseModel):
     """Options of the ccw-loop machine; unknown keys are errors, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     test_command: str = Field(default="python -m pytest", min_length=1)
     """Run in the workspace by validate. pytest gets ``--junitxml`` added automatically; for other
