@@ -51,7 +51,10 @@ def _saved(**changes: Any) -> dict[str, Any]:
 def test_embedded_examples_match_the_seed_file() -> None:
     """The copies in this test are the seed's JSON blocks, whitespace aside."""
     if not SEED.exists():
-        pytest.skip("seed folder not available")
+        pytest.skip(
+            f"compares with the seed document {SEED.name}, which is not at {SEED.parent}: "
+            "put the project's shared/ folder beside this checkout to run it"
+        )
     blocks = [json.loads(b) for b in _seed_blocks()]
     assert blocks == [json.loads(t) for t in (TEMPLATE_TEXT, ISSUE_EXAMPLE, QUEUE_EXAMPLE)]
 
