@@ -32,7 +32,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,8 @@ from fsm.files import (
     open_nofollow,
     read_fd,
     replace,
-    write_temporary,
+    same_file,
+    write_temporary_open,
 )
 from fsm.merge import merge_concurrent
 from fsm.update import bytes_hash
@@ -90,6 +91,38 @@ class Committer:
         self.instance = instance
         self.recent: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
         self._replaced: _Replaced | None = None
+        self._folder_fd: int | None = None
+        self._written: int | None = None
+        """The file this committer wrote last, kept open during a session (it is the document
+        until someone replaces it): loads and the next commit read it without an open."""
+        self._keeping = False
+
+    @contextlib.contextmanager
+    def files_kept_open(self) -> Iterator[None]:
+        """Keep the document's folder (to ``fsync`` it after each replace) and the document
+        written last open meanwhile."""
+        folder = self.instance.paths.document.parent
+        try:
+            self._folder_fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._folder_fd = None  # nothing written yet: each replace opens it itself
+        self._keeping = True
+        try:
+            yield
+        finally:
+            self._keeping = False
+            for fd in (self._folder_fd, self._written):
+                if fd is not None:
+                    os.close(fd)
+            self._folder_fd = self._written = None
+
+    def current_bytes(self) -> bytes | None:
+        """The document's bytes now (None when there is none), read through the file kept
+        open when it still is the document."""
+        fd = self._written
+        if fd is not None and same_file(fd, self.instance.paths.document):
+            return read_fd(fd)
+        return self.instance.store.read_raw_bytes(self.instance.id)
 
     # --- committing ------------------------------------------------------------------------
 
@@ -135,6 +168,7 @@ class Committer:
             mark = journal.size()
             fd, current = self._open_current(path)
             tmp: Path | None = None
+            tmp_fd: int | None = None
             appended = False
             try:
                 if base is None and current is not None:
@@ -150,7 +184,7 @@ class Committer:
                 final = instance.touched(merged)
                 doc = self._validated(final)
                 raw = self._render(final)
-                tmp = write_temporary(path, raw, root=instance.workspace.path)
+                tmp, tmp_fd = write_temporary_open(path, raw, root=instance.workspace.path)
                 state = instance.machine.codec.read(doc)
                 status = instance.status_of(final)
                 core = instance.core_hash(final)
@@ -168,18 +202,20 @@ class Committer:
                 if not self._unchanged(fd, path, current):
                     journal.truncate(mark)  # another writer was quicker: merge again
                     appended = False
+                    self._discard(tmp, tmp_fd, fd)
                     continue
-                replace(tmp, path)
+                replace(tmp, path, folder_fd=self._folder_fd)
                 tmp = None
             except BaseException:
                 if appended:
                     journal.truncate(mark)
-                if tmp is not None:
-                    with contextlib.suppress(OSError):
-                        tmp.unlink()
-                if fd is not None:
-                    os.close(fd)
+                self._discard(tmp, tmp_fd, fd)
                 raise
+            assert tmp_fd is not None  # the file just written
+            if self._keeping:
+                self._written = tmp_fd
+            else:
+                os.close(tmp_fd)
             from fsm.instance import Loaded
 
             loaded = Loaded(final, raw, doc, state, status)
@@ -193,8 +229,23 @@ class Committer:
         )
 
     @staticmethod
-    def _open_current(path: Path) -> tuple[int | None, bytes | None]:
-        """The document's file, opened, and its bytes (None, None when there is none yet)."""
+    def _discard(tmp: Path | None, tmp_fd: int | None, fd: int | None) -> None:
+        """Remove a temporary file that will not be used, and close what a round opened."""
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for opened in (tmp_fd, fd):
+            if opened is not None:
+                os.close(opened)
+
+    def _open_current(self, path: Path) -> tuple[int | None, bytes | None]:
+        """The document's file, opened, and its bytes (None, None when there is none yet):
+        the file kept open from the last commit when it still is the document."""
+        written, self._written = self._written, None
+        if written is not None:
+            if same_file(written, path):
+                return written, read_fd(written)
+            os.close(written)
         try:
             fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -296,7 +347,12 @@ class Committer:
 
     def settle(self) -> None:
         """End of an operation: re-apply a change written into the replaced file, close it."""
-        if self._replaced is None:
+        replaced = self._replaced
+        if replaced is None:
+            return
+        if read_fd(replaced.fd) == replaced.raw:  # the usual case, no lock needed to see it
+            self._replaced = None
+            os.close(replaced.fd)
             return
         with self.instance.store.document_lock(self.instance.id):
             self._settle_replaced()
@@ -390,8 +446,10 @@ class Committer:
 
     def repair(self) -> list[str]:
         """Make journal and document agree after a crash; return what was repaired (each
-        repair is also journaled). Takes the document lock."""
+        repair is also journaled). Takes the document lock when something looks amiss."""
         instance = self.instance
+        if not self._may_need_repair():
+            return []
         with instance.store.document_lock(instance.id):
             notes: list[str] = []
             if instance.journal.drop_torn_tail():
@@ -408,6 +466,22 @@ class Committer:
         for note in notes:
             instance.log.warning("instance_repaired", note=note)
         return notes
+
+    def _may_need_repair(self) -> bool:
+        """A look without the lock: a torn journal tail, a temporary file, or a last record
+        whose document is not on disk. False means nothing to repair (the common case); True
+        is checked again under the lock (a commit of another process may be midway)."""
+        instance = self.instance
+        if instance.journal.has_torn_tail() or leftover_temporaries(instance.paths.document):
+            return True
+        last = instance.journal.last()
+        if last is None or "doc_hash" not in last:
+            return False
+        try:
+            raw = instance.store.read_raw_bytes(instance.id)
+        except OSError:
+            return False
+        return raw is not None and bytes_hash(raw) != last["doc_hash"]
 
     def _settle_unwritten(self, temporaries: list[Path]) -> list[str]:
         """Settle a last journal record whose document is not the one on disk."""

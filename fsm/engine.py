@@ -146,7 +146,10 @@ class Engine:
         instance = self.instance
         lock = instance.store.run_lock(instance.id)
         self._lock_held = True
+        session = contextlib.ExitStack()
         try:
+            if instance.exists():
+                session.enter_context(instance.session())
             for command in orphans.reap(instance.paths.meta / "running"):
                 instance.log.warning(
                     "orphaned_command_killed",
@@ -163,6 +166,7 @@ class Engine:
             except FsmError as exc:
                 instance.log.error("settle_failed", error=str(exc))
             finally:
+                session.close()
                 lock.release()
 
     def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:
