@@ -176,7 +176,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
     retry = error is not None and task.extra("on_error") == "pause"
     changes: dict[str, Any] = {
         **recorded,
-        "tool": tool,
+        "tool": tool if tool != "none" else None,  # the dashboard knows no tool "none"
         "status": "failed" if error else "completed",
         "files_changed": changed,
         "completed_at": now,

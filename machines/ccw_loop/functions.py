@@ -19,6 +19,7 @@ from machines.ccw_loop.bookkeeping import (
     max_errors_of,
     max_fix_attempts_of,
     options_of,
+    progress_of,
 )
 from machines.ccw_loop.codec import LoopCodec
 from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
@@ -239,7 +240,13 @@ def give_up_on_test(doc: LoopState, ctx: Context) -> Update:
 @registry.action
 def hand_over(doc: LoopState, ctx: Context) -> Update:
     """End failed: tests fail and fix_tool is none, so no agent can fix them; name them."""
-    reason = _next(doc, ctx).reason or "validation failed and no fix agent is configured"
+    debug_file = progress_of(doc, ctx).path("debug.md")
+    shown = (
+        debug_file.relative_to(ctx.workspace)
+        if debug_file.is_relative_to(ctx.workspace)
+        else debug_file
+    )
+    reason = hypotheses.hand_over_reason(_state(doc), shown.as_posix())
     return end_loop(doc, ctx, outcome="failed: tests fail, no fix agent", reason=reason)
 
 

@@ -124,8 +124,9 @@ def unexplained_tests(state: SkillState) -> list[TestResult]:
     return unexplained
 
 
-def hand_over_reason(state: SkillState) -> str:
-    """``failure_reason`` of a loop without a fix agent whose validation failed."""
+def hand_over_reason(state: SkillState, debug_file: str = "debug.md") -> str:
+    """``failure_reason`` of a loop without a fix agent whose validation failed (``debug_file``:
+    where debug wrote its evidence, as the user should find it)."""
     rows = failing_rows(state)
     names = [row.test_name for row in rows] or list(state.validate_.failed_tests)
     count = len(names)
@@ -138,7 +139,7 @@ def hand_over_reason(state: SkillState) -> str:
     evidence = ""
     if confirmed:
         evidence = f"; debug confirmed {confirmed} by running {'it' if confirmed == 1 else 'them'}"
-        evidence += " alone (see debug.md)"
+        evidence += f" alone (see {debug_file})"
     them = "it" if count == 1 else "them"
     return (
         f"validation failed: {count} test{'s' if count != 1 else ''} "

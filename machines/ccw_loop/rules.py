@@ -38,7 +38,6 @@ from typing import Literal
 from machines.ccw_loop.hypotheses import (
     fix_attempts,
     fix_target,
-    hand_over_reason,
     spent_test,
     tests_to_debug,
     unexplained_tests,
@@ -112,7 +111,8 @@ class Next:
 
     work: Work
     reason: str = ""
-    """For ``abort``, ``abandon`` and ``hand_over``: the loop's ``failure_reason``."""
+    """For ``abort`` and ``abandon``: the loop's ``failure_reason`` (``hand_over`` names the
+    progress files in its own, so its action writes it)."""
     hypothesis: str | None = None
     """For ``fix`` (and ``abandon``): the hypothesis concerned."""
     task: str | None = None
@@ -194,7 +194,7 @@ def next_work(
     if upcoming.work == "fix" or (
         upcoming.work == "validate" and last_work(state) == "debug" and unexplained_tests(state)
     ):
-        return Next("hand_over", hand_over_reason(state))
+        return Next("hand_over")
     return upcoming
 
 
