@@ -2,8 +2,9 @@
 
 A bash task runs its ``command`` through the executor's shell in the workspace; any other task
 runs an agent (``tool``, or ``fix_tool`` when the task names none) with its prompt as one
-argument. Either way the task gets a timeout, and a missing command, a missing agent, a non-zero
-exit or a timeout make a *failed task* with the reason recorded in the task and in
+argument; a task that names no tool while ``fix_tool`` is none cannot run. Either way the task
+gets a timeout, and a missing command, a missing agent, a non-zero exit or a timeout (or no tool
+at all) make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
 A fix task whose run changed no file (see :mod:`machines.ccw_loop.changes`) is failed as well:
 it fixed nothing. Agent runs are recorded by tool and the command as the executor redacted it
@@ -175,7 +176,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
     retry = error is not None and task.extra("on_error") == "pause"
     changes: dict[str, Any] = {
         **recorded,
-        "tool": tool,
+        "tool": tool if tool != "none" else None,  # the dashboard knows no tool "none"
         "status": "failed" if error else "completed",
         "files_changed": changed,
         "completed_at": now,
@@ -232,6 +233,9 @@ def _run(
 ) -> tuple[str, str | None, dict[str, Any]]:
     """Run ``task``: its output, why it failed (None when it did not), and what to record about
     the command besides the task's own fields."""
+    if tool == "none":
+        # fsm step and fsm fire do not run the preflight, which reports this before a run
+        return "", "the task names no tool and fix_tool is none: give it a tool or set fix_tool", {}
     if tool == "bash":
         command = task.extra("command")
         if not isinstance(command, str) or not command.strip():

@@ -63,9 +63,11 @@ def end_loop(
     return update
 
 
-def iteration_limit_reason(doc: LoopState, upcoming: Next | None = None) -> str:
+def iteration_limit_reason(
+    doc: LoopState, upcoming: Next | None = None, *, can_fix: bool = True
+) -> str:
     """``failure_reason`` when the iteration budget ran out, or cannot hold ``upcoming`` and the
-    validation that must follow it."""
+    validation that must follow it (``can_fix`` False: the loop has no fix agent)."""
     reason = f"Reached max_iterations ({_number(doc.max_iterations)}) without a passing validation"
     state = doc.skill_state
     if state is not None and not state.validate_.passed and state.validate_.failed_tests:
@@ -78,10 +80,12 @@ def iteration_limit_reason(doc: LoopState, upcoming: Next | None = None) -> str:
     needs = {
         "develop": f"task {upcoming.task} and the validation after it",
         "fix": f"a fix for {upcoming.hypothesis} and its validation",
-        "debug": "a debug round, the fix it leads to and that fix's validation",
+        "debug": "a debug round, the fix it leads to and that fix's validation"
+        if can_fix
+        else "a debug round and the validation after it",
         "validate": "a validation",
     }.get(upcoming.work, upcoming.work)
-    cost = rules.COST[upcoming.work]
+    cost = rules.cost(upcoming.work, can_fix=can_fix)
     return f"{reason}: {needs} need {cost} iterations, {_number(left)} left"[:1000]
 
 

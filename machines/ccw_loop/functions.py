@@ -18,6 +18,8 @@ from machines.ccw_loop.bookkeeping import (
     loop_mode,
     max_errors_of,
     max_fix_attempts_of,
+    options_of,
+    progress_of,
 )
 from machines.ccw_loop.codec import LoopCodec
 from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
@@ -54,6 +56,11 @@ def _state(doc: LoopState) -> SkillState:
 # --- guards ----------------------------------------------------------------------------------
 
 
+def _can_fix(ctx: Context) -> bool:
+    """The loop has a fix agent (fix_tool is not none)."""
+    return options_of(ctx).fix_tool != "none"
+
+
 def _next(doc: LoopState, ctx: Context) -> rules.Next:
     """The next work the phase rules choose (tasks added to the task-list file count)."""
     state = _state(doc)
@@ -61,13 +68,19 @@ def _next(doc: LoopState, ctx: Context) -> rules.Next:
     waiting = waiting_task_ids(
         ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
     )
-    return rules.next_work(state, waiting=waiting, max_attempts=max_fix_attempts_of(doc, ctx))
+    return rules.next_work(
+        state,
+        waiting=waiting,
+        max_attempts=max_fix_attempts_of(doc, ctx),
+        can_fix=_can_fix(ctx),
+    )
 
 
 @registry.guard(budget=True)
 def within_iteration_budget(doc: LoopState, ctx: Context) -> bool:
     """The next work, and the validation that must follow it, fit in max_iterations."""
-    return rules.iteration_budget_left(doc, rules.COST[_next(doc, ctx).work])
+    cost = rules.cost(_next(doc, ctx).work, can_fix=_can_fix(ctx))
+    return rules.iteration_budget_left(doc, cost)
 
 
 @registry.guard(budget=True)
@@ -144,6 +157,12 @@ def fix_attempts_spent(doc: LoopState, ctx: Context) -> bool:
 
 
 @registry.guard
+def fix_agent_missing(doc: LoopState, ctx: Context) -> bool:
+    """fix_tool is none and the last validation failed on tests debug did not find flaky."""
+    return _next(doc, ctx).work == "hand_over"
+
+
+@registry.guard
 def has_pending_task(doc: LoopState, ctx: Context) -> bool:
     """Some task waits to be developed (in the document or added to the task-list file)."""
     state = _state(doc)
@@ -157,8 +176,10 @@ def has_pending_task(doc: LoopState, ctx: Context) -> bool:
 
 @registry.guard
 def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
-    """A failing test is understood (confirmed) and has fix attempts left."""
-    return hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx)) is not None
+    """A failing test is understood (confirmed) and has fix attempts left, and fix_tool is an
+    agent."""
+    target = hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx))
+    return target is not None and _can_fix(ctx)
 
 
 @registry.guard
@@ -191,7 +212,7 @@ def complete(doc: LoopState, ctx: Context) -> Update:
 @registry.action
 def fail_on_iterations(doc: LoopState, ctx: Context) -> Update:
     """End failed: the iteration budget cannot hold the next work and its validation."""
-    reason = iteration_limit_reason(doc, _next(doc, ctx))
+    reason = iteration_limit_reason(doc, _next(doc, ctx), can_fix=_can_fix(ctx))
     return end_loop(doc, ctx, outcome="failed: iteration limit", reason=reason)
 
 
@@ -214,6 +235,19 @@ def give_up_on_test(doc: LoopState, ctx: Context) -> Update:
     """End failed: a failing test still fails after max_fix_attempts fixes."""
     reason = _next(doc, ctx).reason or "a failing test still fails after every fix attempt"
     return end_loop(doc, ctx, outcome="failed: fix attempts spent", reason=reason)
+
+
+@registry.action
+def hand_over(doc: LoopState, ctx: Context) -> Update:
+    """End failed: tests fail and fix_tool is none, so no agent can fix them; name them."""
+    debug_file = progress_of(doc, ctx).path("debug.md")
+    shown = (
+        debug_file.relative_to(ctx.workspace)
+        if debug_file.is_relative_to(ctx.workspace)
+        else debug_file
+    )
+    reason = hypotheses.hand_over_reason(_state(doc), shown.as_posix())
+    return end_loop(doc, ctx, outcome="failed: tests fail, no fix agent", reason=reason)
 
 
 @registry.action

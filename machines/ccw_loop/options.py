@@ -32,8 +32,12 @@ class LoopOptions(BaseModel):
     """Consecutive failed actions after which the loop ends ``failed``. Written into the loop's
     ``skill_state.max_errors`` when it is initialised; from then on the document's value counts,
     so the limit survives restarts and later changes of the option."""
-    fix_tool: Literal["codex", "claude", "gemini", "qwen"] = "codex"
-    """The agent that implements fix tasks and tasks that name no tool."""
+    fix_tool: Literal["codex", "claude", "gemini", "qwen", "none"] = "codex"
+    """The agent that implements fix tasks and tasks that name no tool. ``none``: no fix agent, so
+    a loop whose tasks are all bash commands needs no agent CLI; a failing test (unless debug finds
+    it flaky) then ends the loop failed for you to fix, and a task that names no tool cannot run.
+    The default stays codex (the SPEC's): a loop is there to get failing tests fixed, and a
+    missing codex is refused before the run starts, naming this option and ``none``."""
     state_dir: str = Field(default=".workflow/.loop", min_length=1)
     """Where master files, task lists and progress folders live (``.loop`` is the Claude layout)."""
     task_list: str | None = Field(default=None, min_length=1)
