@@ -129,10 +129,11 @@ def _table(settings: list[Any], empty: str) -> None:
         out(empty)
         return
     width = max(len(s.name) for s in settings) + 2
-    kinds = min(max(len(s.type) for s in settings) + 2, 28)
+    kinds = min(max(len(s.type) for s in settings), 32) + 2
     for setting in settings:
         default = "required" if setting.required else f"default {setting.default}"
-        out(f"  {setting.name:<{width}}{setting.type:<{kinds}}{default}")
+        kind = f"{setting.type} ".ljust(kinds)  # a space even after the longest type
+        out(f"  {setting.name:<{width}}{kind}{default}")
         indent = " " * (width + 2)
         for line in textwrap.wrap(
             setting.help, 100, initial_indent=indent, subsequent_indent=indent
