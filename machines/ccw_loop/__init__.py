@@ -8,7 +8,7 @@ seed says otherwise, what the user sees must be true, so these win:
 
 * **Success means the work was done.** A loop ends ``completed`` (exit 0) only when every task
   of its task list is done and a validation passed after the last change (``failed == 0 and
-  passed > 0``). The ``outcome`` hook (:mod:`~machines.ccw_loop.verdict`) judges the document,
+  passed > 0``). The ``outcome`` hook (:mod:`~fsm_machines.ccw_loop.verdict`) judges the document,
   so a status of ``completed`` written by someone else (the dashboard's ``PATCH /status``) over
   a failed task or an unvalidated change is reported as a failure naming what is missing. A
   success says what was achieved: ``all 2 tasks done, 1 fix attempt; validation passed: 10
@@ -59,7 +59,7 @@ seed says otherwise, what the user sees must be true, so these win:
   turn every failing test into a failed loop without saying an agent could have fixed it.
 * **The iteration budget reserves what must follow.** A develop or fix starts only when an
   iteration is left for the validation after it, a debug round only when a fix and its
-  validation fit too (:data:`machines.ccw_loop.rules.COST`); otherwise the loop ends ``failed``
+  validation fit too (:data:`fsm_machines.ccw_loop.rules.COST`); otherwise the loop ends ``failed``
   at once (``exhaust``) with a reason saying what did not fit. So a fix applied on the last
   possible iteration is always validated, and three fix attempts fit in the default 10
   iterations with up to two tasks. The same holds in the menu (develop and fix need two
@@ -69,7 +69,7 @@ seed says otherwise, what the user sees must be true, so these win:
   ignores the workspace (the demo's output folder), from the size and modification time of
   every file of the workspace except fsm's state folders (``.workflow``, the loop's state
   folder), version-control folders, caches and virtual environments
-  (:mod:`~machines.ccw_loop.changes`). When changes cannot be known (a
+  (:mod:`~fsm_machines.ccw_loop.changes`). When changes cannot be known (a
   workspace of more than 20,000 files outside git) the fix counts as applied and its validation
   judges it. Tasks of the task list are judged by their exit code only: an analysis task or a
   check command may rightly change nothing.

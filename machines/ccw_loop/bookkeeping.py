@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.model import (
+
+from .model import (
     DevelopState,
     DevelopTask,
     ErrorEntry,
@@ -20,8 +21,8 @@ from machines.ccw_loop.model import (
     Phase,
     SkillState,
 )
-from machines.ccw_loop.options import LoopOptions
-from machines.ccw_loop.progress import ProgressFiles
+from .options import LoopOptions
+from .progress import ProgressFiles
 
 __all__ = [
     "LoopActionError",

@@ -6,14 +6,14 @@ argument; a task that names no tool while ``fix_tool`` is none cannot run. Eithe
 gets a timeout, and a missing command, a missing agent, a non-zero exit or a timeout (or no tool
 at all) make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
-A fix task whose run changed no file (see :mod:`machines.ccw_loop.changes`) is failed as well:
+A fix task whose run changed no file (see :mod:`fsm_machines.ccw_loop.changes`) is failed as well:
 it fixed nothing. Agent runs are recorded by tool and the command as the executor redacted it
 (:mod:`fsm.redaction`).
 
 Before taking the next task, develop loads the tasks added to the task-list file since init (the
 dashboard's add-task button) at the end of the list. A failed task with ``on_error: pause``
 pauses the loop and becomes pending again, so that resuming retries it; other failed tasks are
-not retried (see :mod:`machines.ccw_loop.rules`).
+not retried (see :mod:`fsm_machines.ccw_loop.rules`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import (
+
+from .bookkeeping import (
     LoopActionError,
     develop_block,
     dump_task,
@@ -34,9 +35,9 @@ from machines.ccw_loop.bookkeeping import (
     skill_state_of,
     work_done,
 )
-from machines.ccw_loop.changes import changed_files, is_known, take_snapshot
-from machines.ccw_loop.hypotheses import failing_rows, fix_attempts, fix_target
-from machines.ccw_loop.model import (
+from .changes import changed_files, is_known, take_snapshot
+from .hypotheses import failing_rows, fix_attempts, fix_target
+from .model import (
     DebugState,
     DevelopTask,
     ErrorEntry,
@@ -45,8 +46,8 @@ from machines.ccw_loop.model import (
     SkillState,
     ValidateState,
 )
-from machines.ccw_loop.rules import next_pending_task
-from machines.ccw_loop.tasks import description_task, fallback_task_list, new_tasks, read_task_list
+from .rules import next_pending_task
+from .tasks import description_task, fallback_task_list, new_tasks, read_task_list
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]
 

@@ -12,11 +12,12 @@ from typing import Any
 from fsm.clock import iso_utc
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop import rules
-from machines.ccw_loop.bookkeeping import max_errors_of, progress_of, skill_state_of
-from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.rules import Next
-from machines.ccw_loop.summary import build_summary, summary_markdown
+
+from . import rules
+from .bookkeeping import max_errors_of, progress_of, skill_state_of
+from .model import LoopState
+from .rules import Next
+from .summary import build_summary, summary_markdown
 
 __all__ = [
     "STOP_REASON",

@@ -1,11 +1,11 @@
 """The names ``machine.yaml`` uses: document and options models, guards, actions, hooks, codec.
 
-Guards are thin: the automatic ones ask :func:`machines.ccw_loop.rules.next_work` which work is
+Guards are thin: the automatic ones ask :func:`fsm_machines.ccw_loop.rules.next_work` which work is
 next, the menu's ask whether one is possible. Actions do the real work in
-:mod:`~machines.ccw_loop.develop`, :mod:`~machines.ccw_loop.verify` and
-:mod:`~machines.ccw_loop.endings`, hooks in :mod:`~machines.ccw_loop.lifecycle`,
-:mod:`~machines.ccw_loop.status`, :mod:`~machines.ccw_loop.verdict` and
-:mod:`~machines.ccw_loop.recovery`; here they are only given their names.
+:mod:`~fsm_machines.ccw_loop.develop`, :mod:`~fsm_machines.ccw_loop.verify` and
+:mod:`~fsm_machines.ccw_loop.endings`, hooks in :mod:`~fsm_machines.ccw_loop.lifecycle`,
+:mod:`~fsm_machines.ccw_loop.status`, :mod:`~fsm_machines.ccw_loop.verdict` and
+:mod:`~fsm_machines.ccw_loop.recovery`; here they are only given their names.
 """
 
 from __future__ import annotations
@@ -13,32 +13,33 @@ from __future__ import annotations
 from fsm.context import Context
 from fsm.outcome import Verdict
 from fsm.registry import Recovery, Registry, Update
-from machines.ccw_loop import hypotheses, rules
-from machines.ccw_loop.bookkeeping import (
+
+from . import hypotheses, rules
+from .bookkeeping import (
     loop_mode,
     max_errors_of,
     max_fix_attempts_of,
     options_of,
     progress_of,
 )
-from machines.ccw_loop.codec import LoopCodec
-from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
-from machines.ccw_loop.endings import (
+from .codec import LoopCodec
+from .develop import add_fix_task, develop_task, init_loop
+from .endings import (
     STOP_REASON,
     complete_loop,
     end_loop,
     error_limit_reason,
     iteration_limit_reason,
 )
-from machines.ccw_loop.inputs import LoopInputs
-from machines.ccw_loop.lifecycle import new_loop, record_error
-from machines.ccw_loop.model import LoopState, SkillState
-from machines.ccw_loop.options import LoopOptions
-from machines.ccw_loop.recovery import recover_loop
-from machines.ccw_loop.status import status_lines
-from machines.ccw_loop.tasks import fallback_task_list, waiting_task_ids
-from machines.ccw_loop.verdict import loop_outcome, missing_requirements, success_reason
-from machines.ccw_loop.verify import debug_failures, validate_tests
+from .inputs import LoopInputs
+from .lifecycle import new_loop, record_error
+from .model import LoopState, SkillState
+from .options import LoopOptions
+from .recovery import recover_loop
+from .status import status_lines
+from .tasks import fallback_task_list, waiting_task_ids
+from .verdict import loop_outcome, missing_requirements, success_reason
+from .verify import debug_failures, validate_tests
 
 __all__ = ["registry"]
 

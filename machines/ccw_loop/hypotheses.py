@@ -15,7 +15,7 @@ work: their ``confirmed_hypothesis`` is fixed once, as they expect.
 
 from __future__ import annotations
 
-from machines.ccw_loop.model import DevelopTask, Hypothesis, SkillState, TestResult
+from .model import DevelopTask, Hypothesis, SkillState, TestResult
 
 __all__ = [
     "failing_rows",

@@ -7,9 +7,10 @@ from typing import Any
 
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import error_update, loop_mode, max_errors_of
-from machines.ccw_loop.inputs import checked_inputs
-from machines.ccw_loop.model import ErrorEntry, LoopState, SkillState
+
+from .bookkeeping import error_update, loop_mode, max_errors_of
+from .inputs import checked_inputs
+from .model import ErrorEntry, LoopState, SkillState
 
 __all__ = ["new_loop", "record_error"]
 

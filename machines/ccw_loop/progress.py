@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from machines.ccw_loop.model import DevelopTask, Hypothesis, LoopState, TestResult
+from .model import DevelopTask, Hypothesis, LoopState, TestResult
 
 __all__ = ["ProgressFiles", "task_line"]
 

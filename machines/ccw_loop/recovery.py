@@ -18,10 +18,11 @@ from typing import Any, get_args
 
 from fsm.context import Context
 from fsm.registry import Recovery
-from machines.ccw_loop.bookkeeping import dump_task, options_of
-from machines.ccw_loop.model import DebugState, DevelopTask, LoopState, LoopStatus
-from machines.ccw_loop.progress import ProgressFiles
-from machines.ccw_loop.tasks import fallback_task_list, read_task_list
+
+from .bookkeeping import dump_task, options_of
+from .model import DebugState, DevelopTask, LoopState, LoopStatus
+from .progress import ProgressFiles
+from .tasks import fallback_task_list, read_task_list
 
 __all__ = ["recover_loop", "salvage_api_fields"]
 

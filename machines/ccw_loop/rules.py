@@ -35,14 +35,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from machines.ccw_loop.hypotheses import (
+from .hypotheses import (
     fix_attempts,
     fix_target,
     spent_test,
     tests_to_debug,
     unexplained_tests,
 )
-from machines.ccw_loop.model import (
+from .model import (
     DevelopTask,
     Hypothesis,
     LoopState,

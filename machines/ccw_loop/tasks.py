@@ -32,7 +32,8 @@ from typing import Any
 from fsm.context import Context
 from fsm.errors import InvalidIdError
 from fsm.store import validate_id
-from machines.ccw_loop.model import DevelopTask
+
+from .model import DevelopTask
 
 __all__ = [
     "TaskList",

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fsm.executor import ExecResult, Executor
-from machines.ccw_loop.model import TestResult
-from machines.ccw_loop.reports import (
+
+from .model import TestResult
+from .reports import (
     ReportError,
     TestCounts,
     counts_from_output,

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fsm.context import Context
-from machines.ccw_loop.bookkeeping import options_of
-from machines.ccw_loop.model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
-from machines.ccw_loop.rules import is_fix, is_initialized, last_work, next_work
-from machines.ccw_loop.tasks import (
+
+from .bookkeeping import options_of
+from .model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
+from .rules import is_fix, is_initialized, last_work, next_work
+from .tasks import (
     description_task,
     fallback_task_list,
     new_tasks,

@@ -13,24 +13,25 @@ from typing import Any
 
 from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import (
+
+from .bookkeeping import (
     max_fix_attempts_of,
     options_of,
     progress_of,
     skill_state_of,
     work_done,
 )
-from machines.ccw_loop.debugging import investigate
-from machines.ccw_loop.hypotheses import (
+from .debugging import investigate
+from .hypotheses import (
     fix_target,
     has_failing_tests,
     hypothesis_for,
     tests_to_debug,
 )
-from machines.ccw_loop.model import Hypothesis, LoopState, SkillState
-from machines.ccw_loop.reports import TestCounts
-from machines.ccw_loop.rules import phase_of_action
-from machines.ccw_loop.testrun import run_tests
+from .model import Hypothesis, LoopState, SkillState
+from .reports import TestCounts
+from .rules import phase_of_action
+from .testrun import run_tests
 
 __all__ = ["debug_failures", "validate_tests"]
 

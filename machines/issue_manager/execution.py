@@ -17,13 +17,14 @@ from typing import Any
 
 from fsm.context import Context
 from fsm.executor import ExecResult
-from machines.issue_manager.files import read_json, write_json_atomic
-from machines.issue_manager.ids import UnsafeIdError
-from machines.issue_manager.model import IssueState
-from machines.issue_manager.options import IssueManagerOptions
-from machines.issue_manager.records import execution_record_path, read_plan
-from machines.issue_manager.redaction import describe_agent_run
-from machines.issue_manager.solution import Solution, SolutionTask
+
+from .files import read_json, write_json_atomic
+from .ids import UnsafeIdError
+from .model import IssueState
+from .options import IssueManagerOptions
+from .records import execution_record_path, read_plan
+from .redaction import describe_agent_run
+from .solution import Solution, SolutionTask
 
 __all__ = ["ExecutionOutcome", "execute_issue", "task_prompt"]
 

@@ -22,9 +22,10 @@ from typing import Any, cast
 
 from fsm.context import Context
 from fsm.registry import Registry, Update
-from machines.issue_manager.execution import execute_issue
-from machines.issue_manager.files import write_json_atomic, write_text_atomic
-from machines.issue_manager.hooks import (
+
+from .execution import execute_issue
+from .files import write_json_atomic, write_text_atomic
+from .hooks import (
     create_instance,
     judge_outcome,
     record_error,
@@ -32,13 +33,13 @@ from machines.issue_manager.hooks import (
     requirements,
     summarize,
 )
-from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.issues_file import read_issues, write_statuses
-from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
-from machines.issue_manager.options import IssueManagerInputs, IssueManagerOptions
-from machines.issue_manager.planning import plan_issue
-from machines.issue_manager.records import write_plan, write_snapshot
-from machines.issue_manager.report import (
+from .ids import unsafe_id_problem
+from .issues_file import read_issues, write_statuses
+from .model import IssueManagerState, IssueState, QueueItem
+from .options import IssueManagerInputs, IssueManagerOptions
+from .planning import plan_issue
+from .records import write_plan, write_snapshot
+from .report import (
     all_issues_done,
     execution_results,
     final_report,
@@ -46,7 +47,7 @@ from machines.issue_manager.report import (
     run_verdict,
     summary_file,
 )
-from machines.issue_manager.updates import done_update, failure_entries, issues_update
+from .updates import done_update, failure_entries, issues_update
 
 __all__ = ["registry"]
 

@@ -12,10 +12,11 @@ from typing import Any, cast
 from fsm.context import Context
 from fsm.outcome import Verdict
 from fsm.registry import Update
-from machines.issue_manager.model import IssueManagerState, ManagerContext, initial_template
-from machines.issue_manager.preflight import missing_requirements
-from machines.issue_manager.records import append_history
-from machines.issue_manager.report import run_stats, run_verdict
+
+from .model import IssueManagerState, ManagerContext, initial_template
+from .preflight import missing_requirements
+from .records import append_history
+from .report import run_stats, run_verdict
 
 __all__ = [
     "create_instance",

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsm.context import Context
-from machines.issue_manager.files import write_text_atomic
-from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.model import IssueState
-from machines.issue_manager.options import IssueManagerOptions
-from machines.issue_manager.redaction import describe_agent_run
-from machines.issue_manager.solution import (
+
+from .files import write_text_atomic
+from .ids import unsafe_id_problem
+from .model import IssueState
+from .options import IssueManagerOptions
+from .redaction import describe_agent_run
+from .solution import (
     Solution,
     SolutionError,
     load_solution,

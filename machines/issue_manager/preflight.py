@@ -23,17 +23,18 @@ from pathlib import Path
 from typing import cast
 
 from fsm.context import Context
-from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.issues_file import (
+
+from .ids import unsafe_id_problem
+from .issues_file import (
     IssueRecord,
     IssuesFileError,
     missing_file_message,
     read_issues,
 )
-from machines.issue_manager.model import IssueManagerState
-from machines.issue_manager.options import IssueManagerOptions
-from machines.issue_manager.records import read_plan
-from machines.issue_manager.solution import Solution, SolutionError, load_solution
+from .model import IssueManagerState
+from .options import IssueManagerOptions
+from .records import read_plan
+from .solution import Solution, SolutionError, load_solution
 
 __all__ = ["missing_requirements"]
 

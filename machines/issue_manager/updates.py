@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.context import Context
-from machines.issue_manager.model import IssueManagerState, IssueState
-from machines.issue_manager.report import issue_counts, issue_problem
+
+from .model import IssueManagerState, IssueState
+from .report import issue_counts, issue_problem
 
 __all__ = ["done_update", "failure_entries", "issues_update"]
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.context import Context
-from machines.skill_tuning.backup import ensure_inside, snapshot_tree
-from machines.skill_tuning.bookkeeping import finished
-from machines.skill_tuning.diagnosis.rule import AREAS, ISSUE_TYPES, Area
-from machines.skill_tuning.diagnosis.run import diagnose, number_issues, skipped_result
-from machines.skill_tuning.fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
-from machines.skill_tuning.fixes.proposal import propose
-from machines.skill_tuning.fixes.verify import verification_problems
-from machines.skill_tuning.model import (
+
+from .backup import ensure_inside, snapshot_tree
+from .bookkeeping import finished
+from .diagnosis.rule import AREAS, ISSUE_TYPES, Area
+from .diagnosis.run import diagnose, number_issues, skipped_result
+from .fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
+from .fixes.proposal import propose
+from .fixes.verify import verification_problems
+from .model import (
     AppliedFix,
     DiagnosisResult,
     Fix,
@@ -26,10 +27,10 @@ from machines.skill_tuning.model import (
     TuningState,
     count_by_severity,
 )
-from machines.skill_tuning.paths import backup_root, shown, skill_root, work_root
-from machines.skill_tuning.quality import issue_update, quality_gate, quality_score
-from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill, readable
-from machines.skill_tuning.workfiles import options_of, to_json, write_side_file
+from .paths import backup_root, shown, skill_root, work_root
+from .quality import issue_update, quality_gate, quality_score
+from .skill import Skill, TargetSkillError, read_skill, readable
+from .workfiles import options_of, to_json, write_side_file
 
 __all__ = [
     "active_areas",

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from fsm.context import Context
-from machines.skill_tuning.backup import UnsafePathError
-from machines.skill_tuning.model import ActionHistoryEntry, ErrorEntry, TuningState
-from machines.skill_tuning.skill import TargetSkillError
+
+from .backup import UnsafePathError
+from .model import ActionHistoryEntry, ErrorEntry, TuningState
+from .skill import TargetSkillError
 
 __all__ = ["ACTION_IDS", "KEPT_ERRORS", "action_id", "failed", "finished"]
 

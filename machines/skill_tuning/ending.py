@@ -13,16 +13,17 @@ import shlex
 from typing import Any
 
 from fsm.context import Context
-from machines.skill_tuning.bookkeeping import KEPT_ERRORS, finished
-from machines.skill_tuning.model import ErrorEntry, TuningState
-from machines.skill_tuning.report import REPORT_NAME, render_report
-from machines.skill_tuning.verdict import (
+
+from .bookkeeping import KEPT_ERRORS, finished
+from .model import ErrorEntry, TuningState
+from .report import REPORT_NAME, render_report
+from .verdict import (
     abort_reason,
     gate_failure_reason,
     gate_line,
     success_reason,
 )
-from machines.skill_tuning.workfiles import options_of, to_json, write_side_file
+from .workfiles import options_of, to_json, write_side_file
 
 __all__ = ["abort", "complete", "give_up", "restore_hint", "stop"]
 

@@ -15,16 +15,17 @@ from fsm.context import Context
 from fsm.errors import DocumentInputError
 from fsm.outcome import Verdict
 from fsm.registry import Registry, Update
-from machines.skill_tuning import actions, ending
-from machines.skill_tuning.bookkeeping import failed
-from machines.skill_tuning.codec import TuningCodec
-from machines.skill_tuning.diagnosis.rule import Area
-from machines.skill_tuning.initial import initial_document
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.options import TuningInputs, TuningOptions
-from machines.skill_tuning.paths import shown
-from machines.skill_tuning.skill import TargetSkillError, resolve_target
-from machines.skill_tuning.verdict import fix_tally, issue_counts, verdict
+
+from . import actions, ending
+from .bookkeeping import failed
+from .codec import TuningCodec
+from .diagnosis.rule import Area
+from .initial import initial_document
+from .model import TuningState
+from .options import TuningInputs, TuningOptions
+from .paths import shown
+from .skill import TargetSkillError, resolve_target
+from .verdict import fix_tally, issue_counts, verdict
 
 __all__ = ["registry"]
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fsm.context import Context
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.skill import resolve_target
+
+from .model import TuningState
+from .skill import resolve_target
 
 __all__ = ["backup_root", "shown", "skill_root", "work_root"]
 

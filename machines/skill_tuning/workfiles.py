@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 from fsm.context import Context
-from machines.skill_tuning.backup import ensure_inside
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.options import TuningOptions
-from machines.skill_tuning.paths import shown, work_root
+
+from .backup import ensure_inside
+from .model import TuningState
+from .options import TuningOptions
+from .paths import shown, work_root
 
 __all__ = ["options_of", "to_json", "write_side_file"]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.errors import DocumentInputError
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import LoopState
 from tests.machines.ccw_loop.conftest import LOOP_ID, MACHINE_YAML, ccw_loop
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}

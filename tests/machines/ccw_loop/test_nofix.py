@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.model import AGENT_TOOLS
 
 from fsm.errors import MissingRequirementError
 from fsm.inspect import status
 from fsm.outcome import Choice, Verdict
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import AGENT_TOOLS
 from tests.machines.ccw_loop.conftest import IDLE_AGENT, LOOP_ID
 
 ADD_MUL = {

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from machines.ccw_loop.model import AGENT_TOOLS
+from fsm_machines.ccw_loop.model import AGENT_TOOLS
 
 CALC = "def add(a, b):\n    return a + b\n"
 TESTS = (

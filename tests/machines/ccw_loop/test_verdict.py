@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.model import LoopState
+from fsm_machines.ccw_loop.verdict import program_of
 
 from fsm.errors import MissingRequirementError
 from fsm.inspect import status
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.verdict import program_of
 from tests.machines.ccw_loop.conftest import LOOP_ID
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}

@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
-from machines.issue_manager.model import (
+from fsm_machines.issue_manager.model import (
     ISSUE_STATUSES,
     IssueManagerDraft,
     IssueManagerState,
@@ -18,6 +16,7 @@ from machines.issue_manager.model import (
     QueueItem,
     initial_template,
 )
+from pydantic import ValidationError
 
 SEED = Path(__file__).resolve().parents[3].parent / "shared" / "seeds" / "003_584647730d4fe622.txt"
 
