@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.context import Context
 from fsm.registry import Update
 
 from .bookkeeping import (
@@ -30,7 +29,6 @@ from .bookkeeping import (
     loop_mode,
     max_errors_of,
     max_fix_attempts_of,
-    options_of,
     progress_of,
     skill_state_of,
     work_done,
@@ -46,13 +44,14 @@ from .model import (
     SkillState,
     ValidateState,
 )
+from .options import LoopContext
 from .rules import next_pending_task
 from .tasks import description_task, fallback_task_list, new_tasks, read_task_list
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]
 
 
-def init_loop(doc: LoopState, ctx: Context) -> Update:
+def init_loop(doc: LoopState, ctx: LoopContext) -> Update:
     """Create ``skill_state``: the tasks (task list, else the description), empty phases, and
     the loop's error limit (persisted, so that it survives restarts)."""
     now = ctx.clock.iso()
@@ -95,7 +94,7 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
     return {"skill_state": skill_state, "updated_at": now}
 
 
-def add_fix_task(doc: LoopState, ctx: Context) -> Update:
+def add_fix_task(doc: LoopState, ctx: LoopContext) -> Update:
     """Insert a pending fix task for the next fix target (attempt N for its hypothesis)."""
     state = skill_state_of(doc)
     hypothesis = fix_target(state, max_fix_attempts_of(doc, ctx))
@@ -108,7 +107,7 @@ def add_fix_task(doc: LoopState, ctx: Context) -> Update:
         {
             "id": f"fix-{hypothesis.id}" + (f"-{attempt}" if attempt > 1 else ""),
             "description": f"Fix {hypothesis.id}: {hypothesis.description}"[:500],
-            "tool": options_of(ctx).fix_tool,
+            "tool": ctx.options.fix_tool,
             "mode": "write",
             "status": "pending",
             "files_changed": [],
@@ -149,7 +148,7 @@ def _latest_error(state: SkillState, hypothesis: Hypothesis) -> str | None:
     return row.error_message if row is not None else None
 
 
-def develop_task(doc: LoopState, ctx: Context) -> Update:
+def develop_task(doc: LoopState, ctx: LoopContext) -> Update:
     """Load tasks added to the task list, then run the first pending task and record its outcome,
     changed files and progress entry."""
     state = skill_state_of(doc)
@@ -165,7 +164,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
             "skill_state.errors": [e.model_dump(mode="json") for e in synced.errors],
             "updated_at": now,
         }
-    opts = options_of(ctx)
+    opts = ctx.options
     tool = task.tool or opts.fix_tool
     before = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
     output, error, recorded = _run(doc, task, tool, ctx, opts.task_timeout)
@@ -209,7 +208,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
     return update
 
 
-def _with_new_tasks(state: SkillState, ctx: Context, now: str) -> SkillState:
+def _with_new_tasks(state: SkillState, ctx: LoopContext, now: str) -> SkillState:
     """``state`` with the tasks added to the task-list file since init appended (the same object
     when there are none), and their problems as error entries."""
     known = [t.id for t in state.develop.tasks]
@@ -230,7 +229,7 @@ def _with_new_tasks(state: SkillState, ctx: Context, now: str) -> SkillState:
 
 
 def _run(
-    doc: LoopState, task: DevelopTask, tool: str, ctx: Context, timeout: float
+    doc: LoopState, task: DevelopTask, tool: str, ctx: LoopContext, timeout: float
 ) -> tuple[str, str | None, dict[str, Any]]:
     """Run ``task``: its output, why it failed (None when it did not), and what to record about
     the command besides the task's own fields."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.clock import iso_utc
-from fsm.context import Context
 from fsm.registry import Update
 
 from . import rules
 from .bookkeeping import max_errors_of, progress_of, skill_state_of
 from .model import LoopState
+from .options import LoopContext
 from .rules import Next
 from .summary import build_summary, summary_markdown
 
@@ -30,7 +30,7 @@ __all__ = [
 STOP_REASON = "Manually stopped by user"
 
 
-def complete_loop(doc: LoopState, ctx: Context, reason: str) -> Update:
+def complete_loop(doc: LoopState, ctx: LoopContext, reason: str) -> Update:
     """Every task done and validation passed (``reason`` says so): write the summary and mark
     the COMPLETE action. A failure_reason left by an earlier attempt no longer holds."""
     state = skill_state_of(doc)
@@ -43,7 +43,7 @@ def complete_loop(doc: LoopState, ctx: Context, reason: str) -> Update:
 
 
 def end_loop(
-    doc: LoopState, ctx: Context, *, outcome: str, reason: str | None = None
+    doc: LoopState, ctx: LoopContext, *, outcome: str, reason: str | None = None
 ) -> dict[str, Any]:
     """``completed_at``, ``failure_reason`` (when given), the summary and summary.md."""
     moment = ctx.clock.now()
@@ -94,7 +94,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def error_limit_reason(doc: LoopState, ctx: Context) -> str:
+def error_limit_reason(doc: LoopState, ctx: LoopContext) -> str:
     """``failure_reason`` when ``max_errors`` actions in a row failed."""
     state = doc.skill_state
     streak = state.consecutive_errors if state is not None else 0

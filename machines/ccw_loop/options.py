@@ -11,7 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LoopOptions"]
+from fsm.context import Context
+
+__all__ = ["LoopContext", "LoopOptions"]
 
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -52,3 +54,7 @@ class LoopOptions(BaseModel):
     max_fix_attempts: int = Field(default=3, ge=1)
     """Fix tasks made for one failing test before the loop gives up on it and ends failed.
     Written into ``skill_state.max_fix_attempts`` at init, like ``max_errors``."""
+
+
+LoopContext = Context[LoopOptions]
+"""The context the machine's guards, actions and hooks get: ``ctx.options`` is a LoopOptions."""

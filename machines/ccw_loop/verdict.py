@@ -20,10 +20,8 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from fsm.context import Context
-
-from .bookkeeping import options_of
 from .model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
+from .options import LoopContext
 from .rules import is_fix, is_initialized, last_work, next_work
 from .tasks import (
     description_task,
@@ -133,9 +131,9 @@ def program_of(command: str) -> str | None:
     return os.path.expandvars(os.path.expanduser(words[0]))
 
 
-def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
+def missing_requirements(doc: LoopState, ctx: LoopContext) -> list[str]:
     """One line for each agent or program the loop needs that is not available."""
-    opts = options_of(ctx)
+    opts = ctx.options
     problems: list[str] = []
     uses: dict[str, list[str]] = {}
     if opts.fix_tool != "none":
@@ -180,7 +178,7 @@ def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
     return problems
 
 
-def _no_tool_problem(task: DevelopTask, source: str, ctx: Context) -> str:
+def _no_tool_problem(task: DevelopTask, source: str, ctx: LoopContext) -> str:
     """The line for a task that would run on ``fix_tool`` while fix_tool is none."""
     if source == _DESCRIPTION:
         own = _name(ctx.instance_dir / f"{ctx.instance_id}.tasks.jsonl", ctx)
@@ -209,7 +207,7 @@ def _test_command_problems(command: str, has_program: Callable[[str], bool]) -> 
     ]
 
 
-def _tasks_to_run(doc: LoopState, ctx: Context) -> list[tuple[DevelopTask, str]]:
+def _tasks_to_run(doc: LoopState, ctx: LoopContext) -> list[tuple[DevelopTask, str]]:
     """Pending tasks of the document and tasks still in the task-list file, with where each
     comes from (tasks of an uninitialised loop are those init would load)."""
     now = ctx.clock.iso()
@@ -227,7 +225,7 @@ def _tasks_to_run(doc: LoopState, ctx: Context) -> list[tuple[DevelopTask, str]]
     return found + [(t, _name(listed.source, ctx)) for t in listed.tasks]
 
 
-def _name(path: Path | None, ctx: Context) -> str:
+def _name(path: Path | None, ctx: LoopContext) -> str:
     if path is None:
         return "the task list"
     try:

@@ -20,9 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import cast
-
-from fsm.context import Context
 
 from .ids import unsafe_id_problem
 from .issues_file import (
@@ -32,7 +29,7 @@ from .issues_file import (
     read_issues,
 )
 from .model import IssueManagerState
-from .options import IssueManagerOptions
+from .options import IssueManagerContext
 from .records import read_plan
 from .solution import Solution, SolutionError, load_solution
 
@@ -43,9 +40,9 @@ _NAMED = 5
 """How many issues a line names before it says "and N more"."""
 
 
-def missing_requirements(doc: IssueManagerState, ctx: Context) -> list[str]:
+def missing_requirements(doc: IssueManagerState, ctx: IssueManagerContext) -> list[str]:
     """One line per requirement of the run that is missing, saying how to provide it."""
-    options = cast(IssueManagerOptions, ctx.options)
+    options = ctx.options
     problems: list[str] = []
     path = ctx.workspace / options.issues_file
     records: list[IssueRecord] = []
