@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fsm.definition import CONTROL_COMMANDS
 from fsm.diagram_render import dot_text, mermaid_text
-from fsm.errors import FsmError, InputError
+from fsm.errors import DiagramRenderError, InputError
 
 if TYPE_CHECKING:
     from fsm.machine import Machine
@@ -59,10 +59,6 @@ __all__ = [
 FORMATS = ("dot", "svg", "png", "mmd")
 IMAGE_FORMATS = ("svg", "png")
 EdgeKind = Literal["work", "control"]
-
-
-class DiagramRenderError(FsmError):
-    """An image could not be rendered (pygraphviz missing, or Graphviz refused the DOT)."""
 
 
 @dataclass(frozen=True)

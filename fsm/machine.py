@@ -372,6 +372,11 @@ def resolve(
     for group_index, group in enumerate(spec.exclusive):
         for position, name in enumerate(group):
             lookup("guard", registry.guards, name, ["exclusive", group_index, position])
+    if document is not None and spec.control is not None:
+        for loc, value in _status_values(spec):
+            refused = _refused_status(document, spec.control.field, value)
+            if refused:
+                problem(loc, refused)
     if problems or document is None or options is None or codec is None:
         return None, problems
     machine = Machine(
@@ -387,6 +392,47 @@ def resolve(
         lines=lines,
     )
     return machine, problems
+
+
+def _status_values(spec: MachineSpec) -> list[tuple[list[str | int], str]]:
+    """Every control status the definition names: commands' sources and destinations, and the
+    statuses final states set."""
+    assert spec.control is not None
+    found: list[tuple[list[str | int], str]] = []
+    for command, command_spec in spec.control.commands.items():
+        found.append((["control", "commands", command, "dest"], command_spec.dest))
+        for position, source in enumerate(command_spec.sources):
+            found.append((["control", "commands", command, "source", position], source))
+    found.append((["control", "active"], spec.control.active))
+    for state_name, state in spec.states.items():
+        if state.status is not None:
+            found.append((["states", state_name, "status"], state.status))
+    return found
+
+
+def _refused_status(document: type[BaseModel], field: str, value: str) -> str:
+    """Why the document model refuses ``value`` in its control field (``""`` when it accepts
+    it, or when the field cannot be found: a model that types it loosely accepts anything)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    model: Any = document
+    annotation: Any = None
+    for part in field.split("."):
+        fields = getattr(model, "model_fields", None)
+        info = fields.get(part) if fields else None
+        if info is None:
+            return ""
+        annotation = model = info.annotation
+    try:
+        TypeAdapter(annotation).validate_python(value)
+    except ValidationError:
+        return (
+            f"status '{value}' is not a value of the document's {field} field "
+            f"({document.__name__}.{field})"
+        )
+    except Exception:  # an annotation TypeAdapter cannot build: nothing to check against
+        return ""
+    return ""
 
 
 def _resolve_transition(
