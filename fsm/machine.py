@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
@@ -126,6 +126,8 @@ class Machine:
     hooks: dict[str, Callable[..., Any]]
     transitions: list[Transition]
     lines: LoadedYaml | None = None
+    control_actions: dict[str, tuple[tuple[str, Action], ...]] = field(default_factory=dict)
+    """The actions of each control command, resolved at load like the transitions' actions."""
 
     @property
     def name(self) -> str:
@@ -354,6 +356,7 @@ def resolve(
         _resolve_transition(index, t, registry, states, final_states, problem, lookup)
         for index, t in enumerate(spec.transitions)
     ]
+    control_actions: dict[str, tuple[tuple[str, Action], ...]] = {}
     if spec.control is not None:
         for command, command_spec in spec.control.commands.items():
             target = command_spec.state
@@ -362,13 +365,11 @@ def resolve(
                     ["control", "commands", command, "state"],
                     f"unknown state '{target}'{did_you_mean(target, states)}",
                 )
+            resolved: list[tuple[str, Action]] = []
             for position, action in enumerate(command_spec.actions):
-                lookup(
-                    "action",
-                    registry.actions,
-                    action,
-                    ["control", "commands", command, "actions", position],
-                )
+                loc: list[str | int] = ["control", "commands", command, "actions", position]
+                resolved.append((action, lookup("action", registry.actions, action, loc)))
+            control_actions[command] = tuple(resolved)
     for group_index, group in enumerate(spec.exclusive):
         for position, name in enumerate(group):
             lookup("guard", registry.guards, name, ["exclusive", group_index, position])
@@ -390,6 +391,7 @@ def resolve(
         hooks=hooks,
         transitions=[t for t in transitions if t is not None],
         lines=lines,
+        control_actions=control_actions,
     )
     return machine, problems
 
