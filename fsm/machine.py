@@ -35,7 +35,7 @@ from fsm.definition import (
 from fsm.errors import DefinitionError
 from fsm.log import apply_pending_configuration
 from fsm.outcome import Verdict
-from fsm.registry import Action, Codec, GuardInfo, Registry, Update
+from fsm.registry import Action, Codec, GuardInfo, Hooks, Registry, Update
 from fsm.yaml_loader import LoadedYaml
 
 __all__ = [
@@ -123,7 +123,7 @@ class Machine:
     options_model: type[BaseModel]
     inputs_model: type[BaseModel] | None
     codec: Codec
-    hooks: dict[str, Callable[..., Any]]
+    hooks: Hooks
     transitions: list[Transition]
     lines: LoadedYaml | None = None
     control_actions: dict[str, tuple[tuple[str, Action], ...]] = field(default_factory=dict)
@@ -170,7 +170,7 @@ class Machine:
         """
         if not self.is_final(state):
             return None
-        hook = self.hooks.get("outcome")
+        hook = self.hooks.outcome
         if hook is None:
             success = self.is_success(state)
             kind = "success" if success else "failure"
@@ -345,12 +345,12 @@ def resolve(
         codec = FieldCodec(spec.state.field or "")
     if spec.initial not in states:
         problem(["initial"], f"unknown state '{spec.initial}'{did_you_mean(spec.initial, states)}")
-    hooks: dict[str, Callable[..., Any]] = {}
+    found_hooks: dict[str, Any] = {}
     for hook, name in spec.hooks.model_dump().items():
         if name is not None:
             found = lookup("hook", registry.hooks, name, ["hooks", hook])
             if found is not None:
-                hooks[hook] = found
+                found_hooks[hook] = found
     final_states = {name for name, state in states.items() if state.final}
     transitions = [
         _resolve_transition(index, t, registry, states, final_states, problem, lookup)
@@ -388,7 +388,7 @@ def resolve(
         options_model=options,
         inputs_model=inputs,
         codec=codec,
-        hooks=hooks,
+        hooks=Hooks(**found_hooks),
         transitions=[t for t in transitions if t is not None],
         lines=lines,
         control_actions=control_actions,

@@ -40,7 +40,7 @@ to write it back, for machines whose state is not one plain field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
@@ -50,12 +50,15 @@ from fsm.errors import DefinitionError
 
 if TYPE_CHECKING:
     from fsm.context import Context
+    from fsm.outcome import Verdict
 
 __all__ = [
+    "HOOK_NAMES",
     "Action",
     "Codec",
     "Guard",
     "GuardInfo",
+    "Hooks",
     "Recovery",
     "Registry",
     "Update",
@@ -89,6 +92,33 @@ class GuardInfo:
 
     func: Guard
     budget: bool = False
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The hooks a machine declares (``hooks:`` in its file), resolved at load, each typed.
+
+    Documents are typed ``Any`` here: each machine's hooks take its own document model.
+    """
+
+    create: Callable[[dict[str, Any], Context], Any] | None = None
+    """``(inputs, ctx) -> document model or dict``: a new instance's document."""
+    on_error: Callable[[Any, Context, BaseException], Update | None] | None = None
+    """``(doc, ctx, error) -> Update``: the bookkeeping written when a step fails."""
+    summary: Callable[[Any], Mapping[str, object]] | None = None
+    """``(doc) -> {label: text}``: extra lines of ``fsm status`` and of run progress."""
+    recover: Callable[[Context, str | None], Recovery] | None = None
+    """``(ctx, raw_text) -> Recovery``: rebuild a corrupt document (``fsm recover``)."""
+    after_save: Callable[[Any, Context], None] | None = None
+    """``(doc, ctx) -> None``: side files written after every save of the document."""
+    outcome: Callable[[Any], Verdict] | None = None
+    """``(doc) -> Verdict``: did an instance in a final state reach the machine's goal."""
+    preflight: Callable[[Any, Context], Sequence[str]] | None = None
+    """``(doc, ctx) -> [missing requirement, ...]``: what a run needs and lacks."""
+
+
+HOOK_NAMES: tuple[str, ...] = tuple(Hooks.__dataclass_fields__)
+"""The hooks a machine file may name."""
 
 
 @dataclass(frozen=True)

@@ -299,3 +299,11 @@ def test_a_name_registered_twice_is_refused() -> None:
     registry.guard(ready)
     with pytest.raises(DefinitionError, match="guard 'ready' is registered twice"):
         registry.guard(name="ready")(other)
+
+
+def test_the_hooks_a_file_may_name_are_the_typed_hooks() -> None:
+    """machine.yaml's `hooks:` table accepts exactly the hooks the engine calls, typed."""
+    from fsm.definition import HooksSpec
+    from fsm.registry import HOOK_NAMES
+
+    assert tuple(HooksSpec.model_fields) == HOOK_NAMES
