@@ -89,37 +89,48 @@ def fsm_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def launch_serve(workspace: Path, *argv: str) -> ServeProcess:
+    """Start ``fsm serve`` on a free port in ``workspace``; return once it printed its address."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fsm", "-C", str(workspace), "serve", "--port", "0", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=fsm_env(),
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    match = re.match(r"fsm serve: (http://\S+)", first)
+    if match is None:
+        stop_serve(process)
+        raise AssertionError(f"fsm serve did not start: {first!r}")
+    return ServeProcess(process, match.group(1))
+
+
+def stop_serve(process: subprocess.Popen[str]) -> None:
+    """Stop a server started by :func:`launch_serve` and close its pipes."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
 @pytest.fixture
 def start_serve() -> Iterator[Callable[..., ServeProcess]]:
     """Start ``fsm serve`` processes (stopped at the end of the test)."""
-    started: list[subprocess.Popen[str]] = []
+    started: list[ServeProcess] = []
 
     def start(workspace: Path, *argv: str) -> ServeProcess:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "fsm", "-C", str(workspace), "serve", "--port", "0", *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=fsm_env(),
-        )
-        started.append(process)
-        assert process.stdout is not None
-        first = process.stdout.readline()
-        match = re.match(r"fsm serve: (http://\S+)", first)
-        if match is None:
-            process.kill()
-            raise AssertionError(f"fsm serve did not start: {first!r} {process.stderr.read()!r}")
-        return ServeProcess(process, match.group(1))
+        server = launch_serve(workspace, *argv)
+        started.append(server)
+        return server
 
     yield start
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+    for server in started:
+        stop_serve(server.process)
