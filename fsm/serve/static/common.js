@@ -80,17 +80,26 @@ export function outcomeBadge(outcome) {
   return outcome ? badge(outcome, outcome === "success" ? "good" : "bad") : null;
 }
 
+function ago(date) {
+  const seconds = Math.round((Date.now() - date.getTime()) / 1000);
+  if (seconds >= 86400) return `${Math.floor(seconds / 86400)} d ago`;
+  if (seconds >= 3600) return `${Math.floor(seconds / 3600)} h ago`;
+  if (seconds >= 60) return `${Math.floor(seconds / 60)} min ago`;
+  return seconds < 2 ? "just now" : `${seconds} s ago`;
+}
+
 export function when(iso) {
   if (!iso) return el("span", { text: "-" });
   const date = new Date(iso);
-  const seconds = Math.round((Date.now() - date.getTime()) / 1000);
-  let ago = `${seconds} s ago`;
-  if (seconds >= 86400) ago = `${Math.floor(seconds / 86400)} d ago`;
-  else if (seconds >= 3600) ago = `${Math.floor(seconds / 3600)} h ago`;
-  else if (seconds >= 60) ago = `${Math.floor(seconds / 60)} min ago`;
-  else if (seconds < 2) ago = "just now";
-  return el("time", { datetime: iso, title: date.toLocaleString(), text: ago });
+  return el("time", { datetime: iso, title: date.toLocaleString(), text: ago(date) });
 }
+
+// "3 s ago" would go stale on a page that nothing changes: keep the shown ages current.
+setInterval(() => {
+  for (const time of document.querySelectorAll("time[datetime]")) {
+    time.textContent = ago(new Date(time.getAttribute("datetime")));
+  }
+}, 10000);
 
 export function showError(error) {
   const banner = document.getElementById("error");
