@@ -60,9 +60,7 @@ def test_overlapping_source_lists_keep_their_own_edges() -> None:
     """issue-manager: the list shared by three transitions is the box; ``plan`` and ``list``,
     whose sources overlap it, are drawn per source state."""
     model = diagram_model(open_machine("issue-manager"))
-    assert [group.states for group in state_groups(model)] == [
-        ("listing", "planning", "executing")
-    ]
+    assert [group.states for group in state_groups(model)] == [("listing", "planning", "executing")]
     edges = edge_lines(to_dot(open_machine("issue-manager")))
     (plan,) = indexes("issue-manager", ["listing", "planning"])
     assert {f"t{plan}_listing", f"t{plan}_planning"} <= set(edges)
