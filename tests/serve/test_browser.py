@@ -37,6 +37,7 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = Path(os.environ.get("FSM_SCREENSHOTS", ROOT / "build" / "screenshots"))
 WAIT_MS = 15_000
+pytestmark = pytest.mark.slow
 
 
 def missing() -> list[str]:

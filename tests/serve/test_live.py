@@ -7,6 +7,7 @@ import contextlib
 import http.client
 import json
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -20,8 +21,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from fsm.discovery import registered_machines
 from tests.conftest import COUNTER
-from tests.serve.conftest import ServeProcess, fsm_env
+from tests.serve.conftest import ROOT, ServeProcess, fsm_env, launch_serve, stop_serve
+
+pytestmark = pytest.mark.slow
 
 Event = tuple[str, Any]
 
@@ -184,3 +188,33 @@ def test_a_port_in_use_is_one_clear_line(
         f"fsm: error: port {port} on 127.0.0.1 is in use: choose another with --port "
         "(0 picks a free one)"
     )
+
+
+def readme_serve_lines() -> list[list[str]]:
+    """The arguments of each ``fsm serve`` line of the README's serve block."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- readme-test: serve[^>]*-->\n```bash\n(.*?)```", text, re.S)
+    assert block is not None, "the README has no serve block"
+    lines = [line.split("#")[0].split() for line in block.group(1).splitlines()]
+    assert all(words[:2] == ["fsm", "serve"] for words in lines)
+    return [words[2:] for words in lines]
+
+
+def test_the_readme_lines_start_what_they_say(tmp_path: Path) -> None:
+    """Each ``fsm serve`` line of the README starts a server showing the machines it names
+    (on a free port instead of the one it shows)."""
+    expected = [sorted(registered_machines()), ["ccw-loop"]]
+    lines = readme_serve_lines()
+    assert len(lines) == len(expected)
+    for argv, machines in zip(lines, expected, strict=True):
+        free = re.sub(r"--port \d+", "", " ".join(argv)).split()
+        server = launch_serve(tmp_path, *free)
+        try:
+            address = urlsplit(server.base)
+            connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+            connection.request("GET", "/api/machines")
+            shown = [m["name"] for m in json.loads(connection.getresponse().read())]
+            connection.close()
+        finally:
+            stop_serve(server.process)
+        assert shown == machines
