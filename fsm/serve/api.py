@@ -14,21 +14,23 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 
+from fsm.control import ControlPlane
 from fsm.serve import events
+from fsm.serve.models import (
+    ControlRequest,
+    CreateRequest,
+    ErrorBody,
+    History,
+    Listing,
+    Session,
+    Status,
+)
 from fsm.serve.views import Served, history, instance_rows, instance_status, machine_view
 
-__all__ = ["ErrorBody", "router"]
+__all__ = ["router"]
 
 SVG = "image/svg+xml"
-
-
-class ErrorBody(BaseModel):
-    """Every error answer."""
-
-    error: str
-    exit_code: int
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -42,86 +44,6 @@ CHANGES: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "another origin, or a cookie without an Origin"},
     409: {"model": ErrorBody, "description": "not allowed now (exit code 3)"},
 }
-
-
-class Row(BaseModel):
-    """One instance of the listing (``fsm ls --json`` plus progress lines)."""
-
-    machine: str
-    id: str
-    status: str | None
-    state: str | None
-    updated: str
-    error: str | None = None
-    outcome: str | None = None
-    reason: str | None = None
-    progress: dict[str, str] = Field(default_factory=dict)
-
-
-class Listing(BaseModel):
-    """A page of instances, newest first."""
-
-    total: int
-    offset: int
-    rows: list[Row]
-
-
-class EventInfo(BaseModel):
-    """An event leaving the current state."""
-
-    event: str
-    description: str
-    enabled: bool
-    auto: bool
-
-
-class Status(BaseModel):
-    """``fsm status --json``."""
-
-    machine: str
-    id: str
-    state: str
-    state_description: str
-    status: str | None
-    final: bool
-    outcome: str | None
-    reason: str | None
-    events: list[EventInfo]
-    control: list[str]
-    summary: dict[str, str]
-    document: str
-
-
-class History(BaseModel):
-    """The latest journal records, oldest first; ``more`` when older ones were left out."""
-
-    records: list[dict[str, Any]]
-    more: bool
-
-
-class ControlRequest(BaseModel):
-    """Why, and who (kept in the journal)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    reason: str | None = Field(None, max_length=500)
-    actor: str = Field("web", min_length=1, max_length=100)
-
-
-class CreateRequest(BaseModel):
-    """``fsm new``: the id (generated when left out) and the creation inputs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str | None = None
-    inputs: dict[str, Any] = Field(default_factory=dict)
-
-
-class Session(BaseModel):
-    """What this browser may do."""
-
-    control: bool
-    remote: bool
 
 
 def served(request: Request) -> Served:
@@ -277,8 +199,6 @@ def control(
     body: Annotated[ControlRequest | None, Body()] = None,
 ) -> dict[str, Any]:
     """``fsm start|pause|resume|stop``: refused with 409 when not legal now."""
-    from fsm.control import ControlPlane
-
     instance = server.instance(machine, instance_id)
     request = body or ControlRequest()
     ControlPlane(instance).apply(command, actor=request.actor, reason=request.reason)
