@@ -170,20 +170,27 @@ class ChangeFeed:
         return watched, awaited
 
     async def _follow(self, roots: list[Path], round_over: asyncio.Event) -> None:
+        names = {str(root) for root in roots}
+
+        def wanted(change: object, path: str) -> bool:
+            return path in names or self.is_wanted(change, path)
+
         try:
             async for batch in awatch(
                 *roots,
-                watch_filter=self.is_wanted,
+                watch_filter=wanted,
                 debounce=200,
                 step=20,
                 stop_event=round_over,
                 recursive=True,
             ):
                 self.publish(self.changes_of(path for _, path in batch))
-        except (OSError, RuntimeError) as exc:  # a watched folder vanished: start over
+                if not all(root.is_dir() for root in roots):
+                    break  # a watched folder was removed: await it again
+        except (OSError, RuntimeError) as exc:  # the watch itself failed: start over
             log.warning("watch_restarted", error=str(exc))
             await asyncio.sleep(RETRY_SECONDS)
-            round_over.set()
+        round_over.set()
 
     async def _await_roots(
         self, awaited: dict[Path, list[Path]], round_over: asyncio.Event

@@ -8,6 +8,7 @@ import http.client
 import json
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,6 +149,24 @@ def test_instances_folder_created_after_start_is_watched(
     time.sleep(0.3)  # the watch of the new folder has started again
     fsm(tmp_path, "start", str(COUNTER), "first")
     changes_until(every, {"machine": "counter", "id": "first"}, 1.5)
+
+
+def test_a_removed_instances_folder_is_watched_again(
+    tmp_path: Path,
+    start_serve: Callable[..., ServeProcess],
+    streams: Callable[..., EventStream],
+) -> None:
+    """Removing the folder of the instances makes the pages reload; once it is back, changes
+    of its instances are announced again."""
+    fsm(tmp_path, "new", str(COUNTER), "--id", "old")
+    server = start_serve(tmp_path, str(COUNTER))
+    every = streams(server.base)
+    shutil.rmtree(tmp_path / ".counters")
+    changes_until(every, {"machine": None, "id": None}, 2.0)
+    fsm(tmp_path, "new", str(COUNTER), "--id", "new")
+    time.sleep(0.5)  # the watch of the folder has started again
+    fsm(tmp_path, "start", str(COUNTER), "new")
+    changes_until(every, {"machine": "counter", "id": "new"}, 2.0)
 
 
 def test_ctrl_c_stops_cleanly_with_pages_open(
