@@ -1,0 +1,106 @@
+"""The bodies the JSON API answers and takes (they make its OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ControlRequest",
+    "CreateRequest",
+    "ErrorBody",
+    "EventInfo",
+    "History",
+    "Listing",
+    "Row",
+    "Session",
+    "Status",
+]
+
+
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: str
+    exit_code: int
+
+
+class Row(BaseModel):
+    """One instance of the listing (``fsm ls --json`` plus progress lines)."""
+
+    machine: str
+    id: str
+    status: str | None
+    state: str | None
+    updated: str
+    error: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    progress: dict[str, str] = Field(default_factory=dict)
+
+
+class Listing(BaseModel):
+    """A page of instances, newest first."""
+
+    total: int
+    offset: int
+    rows: list[Row]
+
+
+class EventInfo(BaseModel):
+    """An event leaving the current state."""
+
+    event: str
+    description: str
+    enabled: bool
+    auto: bool
+
+
+class Status(BaseModel):
+    """``fsm status --json``."""
+
+    machine: str
+    id: str
+    state: str
+    state_description: str
+    status: str | None
+    final: bool
+    outcome: str | None
+    reason: str | None
+    events: list[EventInfo]
+    control: list[str]
+    summary: dict[str, str]
+    document: str
+
+
+class History(BaseModel):
+    """The latest journal records, oldest first; ``more`` when older ones were left out."""
+
+    records: list[dict[str, Any]]
+    more: bool
+
+
+class ControlRequest(BaseModel):
+    """Why, and who (kept in the journal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(None, max_length=500)
+    actor: str = Field("web", min_length=1, max_length=100)
+
+
+class CreateRequest(BaseModel):
+    """``fsm new``: the id (generated when left out) and the creation inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Session(BaseModel):
+    """What this browser may do."""
+
+    control: bool
+    remote: bool
