@@ -101,7 +101,7 @@ def _progress(
 ) -> dict[str, str]:
     """The summary lines of the row's document ({} when it has none or cannot be read)."""
     machine = served.machines.get(row.machine)
-    hook = machine.hooks.get("summary") if machine is not None else None
+    hook = machine.hooks.summary if machine is not None else None
     if machine is None or hook is None or row.error is not None:
         return {}
     if row.machine not in stores:
