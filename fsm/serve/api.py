@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from fsm.control import ControlPlane
+from fsm.inspect import InstanceStatus
 from fsm.serve import events
 from fsm.serve.models import (
     ControlRequest,
@@ -24,7 +25,6 @@ from fsm.serve.models import (
     History,
     Listing,
     Session,
-    Status,
 )
 from fsm.serve.views import Served, history, instance_rows, instance_status, machine_view
 
@@ -122,7 +122,7 @@ def get_instances(
 
 @router.post(
     "/instances/{machine}",
-    response_model=Status,
+    response_model=InstanceStatus,
     status_code=201,
     tags=["instances"],
     responses=CHANGES,
@@ -141,7 +141,7 @@ def create_instance(
 
 @router.get(
     "/instances/{machine}/{instance_id}",
-    response_model=Status,
+    response_model=InstanceStatus,
     tags=["instances"],
     responses=ERRORS,
 )
@@ -186,7 +186,7 @@ def get_instance_diagram(machine: str, instance_id: str, server: ServedDep) -> R
 
 @router.post(
     "/instances/{machine}/{instance_id}/{command}",
-    response_model=Status,
+    response_model=InstanceStatus,
     tags=["instances"],
     responses=CHANGES,
     dependencies=[Depends(may_change)],

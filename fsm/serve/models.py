@@ -10,12 +10,10 @@ __all__ = [
     "ControlRequest",
     "CreateRequest",
     "ErrorBody",
-    "EventInfo",
     "History",
     "Listing",
     "Row",
     "Session",
-    "Status",
 ]
 
 
@@ -46,32 +44,6 @@ class Listing(BaseModel):
     total: int
     offset: int
     rows: list[Row]
-
-
-class EventInfo(BaseModel):
-    """An event leaving the current state."""
-
-    event: str
-    description: str
-    enabled: bool
-    auto: bool
-
-
-class Status(BaseModel):
-    """``fsm status --json``."""
-
-    machine: str
-    id: str
-    state: str
-    state_description: str
-    status: str | None
-    final: bool
-    outcome: str | None
-    reason: str | None
-    events: list[EventInfo]
-    control: list[str]
-    summary: dict[str, str]
-    document: str
 
 
 class History(BaseModel):
