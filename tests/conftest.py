@@ -20,7 +20,7 @@ from fsm.instance import Instance, Workspace
 from fsm.machine import Machine, load_machine
 
 ENGINE_MACHINES = Path(__file__).parent / "engine_machines"
-COUNTER = Path(__file__).parent.parent / "examples" / "counter" / "machine.yaml"
+COUNTER = ENGINE_MACHINES / "counter" / "machine.yaml"
 BARE = ENGINE_MACHINES / "bare" / "machine.yaml"
 
 

@@ -15,7 +15,7 @@ from fsm.check import CheckReport, Finding, check_all, check_machine, check_targ
 from fsm.discovery import MachineEntry
 from fsm.machine import load_machine
 
-COUNTER = Path(__file__).parent.parent / "examples" / "counter"
+COUNTER = Path(__file__).parent / "engine_machines" / "counter"
 
 FUNCTIONS = """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from fsm.definition import (
 )
 from fsm.errors import DefinitionError
 
-COUNTER = Path(__file__).parent.parent / "examples" / "counter" / "machine.yaml"
+COUNTER = Path(__file__).parent / "engine_machines" / "counter" / "machine.yaml"
 
 # Line numbers matter: the broken variants below point at them.
 BASE = """\

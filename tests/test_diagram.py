@@ -24,7 +24,7 @@ from fsm.diagram import (
 from fsm.errors import FsmError, InputError
 from fsm.machine import Machine, load_machine
 
-COUNTER_DIR = Path(__file__).parent.parent / "examples" / "counter"
+COUNTER_DIR = Path(__file__).parent / "engine_machines" / "counter"
 COUNTER_STATES = ("idle", "counting", "done", "failed")
 COUNTER_EVENTS = ("abort", "count", "finish", "spoil")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -73,7 +73,7 @@ def test_boxed_states_keep_their_own_transitions() -> None:
 
     from fsm.machine import load_machine
 
-    counter = load_machine(Path(__file__).parent.parent / "examples" / "counter" / "machine.yaml")
+    counter = load_machine(Path(__file__).parent / "engine_machines" / "counter" / "machine.yaml")
     groups = state_groups(diagram_model(counter))
     assert [group.states for group in groups] == [("idle", "counting")]
     assert "t3_counting" in edge_lines(to_dot(counter))

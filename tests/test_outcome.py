@@ -96,8 +96,9 @@ def test_a_broken_outcome_hook_never_reports_success(
 
 def test_without_outcome_hook_tags_decide(cli: Cli) -> None:
     """A machine without an outcome hook is judged by its final state's tags."""
-    assert cli("new", "examples/counter/machine.yaml", "--id", "c1", "--set", "limit=1").code == 0
-    ran = cli("run", "examples/counter/machine.yaml", "c1")
+    counter = str(Path(__file__).parent.parent / "examples" / "counter" / "machine.yaml")
+    assert cli("new", counter, "--id", "c1", "--set", "limit=1").code == 0
+    ran = cli("run", counter, "c1")
     assert ran.code == 0 and ran.out.strip().endswith("ended in success state 'done'")
 
 

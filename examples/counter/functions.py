@@ -1,14 +1,17 @@
-"""A small machine of the engine tests: count up to a limit, with control and error bookkeeping."""
+"""The counter: count up to a limit, one step at a time (the smallest complete machine).
+
+``fsm new examples/counter/machine.yaml --set limit=3`` creates one, ``fsm run`` counts it to
+its limit. docs/writing-a-machine.md builds a larger machine step by step.
+"""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from fsm.context import Context
-from fsm.registry import Recovery, Registry, Update
+from fsm.registry import Registry, Update
 
 registry = Registry()
 
@@ -23,9 +26,6 @@ class Counter(BaseModel):
     phase: str = "idle"
     count: int = Field(0, ge=0)
     limit: int = Field(3, ge=0)
-    fail_at: int | None = None
-    errors: list[dict[str, Any]] = Field(default_factory=list)
-    max_errors: int = 2
     title: str = ""
     failure_reason: str | None = None
     updated_at: str | None = None
@@ -38,50 +38,27 @@ class CounterOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     folder: str = ".counters"
-    step_size: int = 1
-    delay: float = 0.0
+    """Where counters are kept, relative to the workspace."""
+    step_size: int = Field(1, ge=1)
+    """How much one step adds."""
 
 
 @registry.guard(budget=True)
 def below_limit(doc: Counter, ctx: Context[CounterOptions]) -> bool:
-    """True while the count is under the limit."""
+    """True while the count is under the limit (each step raises it: the loop ends)."""
     return doc.count < doc.limit
-
-
-@registry.guard(budget=True)
-def too_many_errors(doc: Counter, ctx: Context[CounterOptions]) -> bool:
-    """True once max_errors errors were recorded."""
-    return len(doc.errors) >= doc.max_errors
 
 
 @registry.action
 def increment(doc: Counter, ctx: Context[CounterOptions]) -> Update:
-    """Add the step size; raise at ``fail_at`` (to test failures)."""
-    if doc.fail_at is not None and doc.count == doc.fail_at:
-        raise RuntimeError(f"cannot count past {doc.fail_at}")
-    options = ctx.options
-    if options.delay:
-        time.sleep(options.delay)
-    return {"count": doc.count + options.step_size}
-
-
-@registry.action
-def corrupt(doc: Counter, ctx: Context[CounterOptions]) -> Update:
-    """Write a value the model refuses (a negative count)."""
-    return {"count": -1}
+    """Add the step size."""
+    return {"count": doc.count + ctx.options.step_size}
 
 
 @registry.action
 def mark_stopped(doc: Counter, ctx: Context[CounterOptions]) -> Update:
     """Say why the counter was stopped."""
     return {"failure_reason": "Manually stopped by user"}
-
-
-@registry.hook
-def record_error(doc: Counter, ctx: Context[CounterOptions], error: BaseException) -> Update:
-    """Append the failure to ``errors``."""
-    entry = {"action": ctx.transition.event if ctx.transition else "?", "message": str(error)}
-    return {"errors": [*doc.errors, entry]}
 
 
 @registry.hook
@@ -94,12 +71,3 @@ def new_counter(inputs: dict[str, Any], ctx: Context[CounterOptions]) -> dict[st
 def summarize(doc: Counter) -> dict[str, str]:
     """Progress for ``fsm status``."""
     return {"progress": f"{doc.count}/{doc.limit}"}
-
-
-@registry.hook
-def rebuild(ctx: Context[CounterOptions], raw_text: str | None) -> Recovery:
-    """A fresh running counter; the count cannot be recovered from a corrupt file."""
-    return Recovery(
-        Counter(status="running", phase="counting", count=0),
-        ["count could not be recovered and restarts at 0"],
-    )
