@@ -67,7 +67,7 @@ def test_run_until_fails_naming_where_the_run_ended(tmp_path: Path) -> None:
         (lambda c: c.assert_path(["idle", "done"]), "path ['idle', 'counting', 'done'], expected"),
         (lambda c: c.assert_events(["finish"]), "events ['count', 'finish'], expected"),
         (lambda c: c.assert_outcome("failed"), "completed (ended in success state 'done')"),
-        (lambda c: c.assert_outcome("completed", "no"), "reason \"ended in success state"),
+        (lambda c: c.assert_outcome("completed", "no"), 'reason "ended in success state'),
         (lambda c: c.assert_outcome("completed", re.compile("^no")), "!~ ^no"),
     ],
     ids=["path", "events", "outcome", "reason", "reason-pattern"],
@@ -259,7 +259,7 @@ def test_the_harness_is_typed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-TYPED_TEST = '''
+TYPED_TEST = """
 from __future__ import annotations
 
 from pathlib import Path
@@ -304,4 +304,4 @@ def check(tmp_path: Path) -> None:
     untyped = Harness("counter", tmp_path)
     assert_type(untyped, Harness[BaseModel])
     assert_type(untyped.instance("c1").doc, BaseModel)
-'''
+"""

@@ -61,14 +61,20 @@ class Harness(Generic[DocT]):
         # The machine's own model when none is given: DocT is then its default, BaseModel.
         self.document = document or cast("type[DocT]", self.machine.document_model)
         self.options = dict(options or {})
-        self.agents = {tool: _agent(table) for tool, table in (agents or {}).items()}
+        self.agents: dict[str, AgentCommand] = dict(load_config(self.root).agents)
+        """The agent tables the default fallback executor uses (fsm.toml's, then ``agents``)."""
+        for tool, table in (agents or {}).items():
+            self.add_agent(tool, table)
         self.clock: Clock = clock or SimulatedClock(tick=1.0)
         if executor is None:
-            configured = {**load_config(self.root).agents, **self.agents}
-            executor = ScriptedExecutor(fallback=SubprocessExecutor(self.root, configured))
+            executor = ScriptedExecutor(fallback=SubprocessExecutor(self.root, self.agents))
         if executor.workspace is None:
             executor.workspace = self.root
         self.executor = executor
+
+    def add_agent(self, tool: str, table: AgentTable) -> None:
+        """Give the default fallback executor an agent table (as ``[agent.<tool>]`` would)."""
+        self.agents[tool] = _agent(table)
 
     def workspace(self, **options: Any) -> Workspace:
         """The fsm workspace on :attr:`root`, with these options over the harness's."""

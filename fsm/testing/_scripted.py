@@ -126,9 +126,7 @@ class ScriptedExecutor:
 
     def prompts(self, tool: str | None = None) -> list[str]:
         """The prompts agent ``tool`` (every agent when None) was given, in order."""
-        return [
-            c.text for c in self.calls if c.kind == "agent" and tool in (None, c.tool)
-        ]
+        return [c.text for c in self.calls if c.kind == "agent" and tool in (None, c.tool)]
 
     def shell(
         self,

@@ -2,30 +2,26 @@
 
 ``make_skill`` writes a skill folder from a table of files, ``samples`` holds the sample tables
 (``clean``, ``fixable``, ``judgement``), ``agent_script`` makes a scripted stand-in agent, and
-``tuning`` makes workspaces, instances and contexts of the machine on the real engine
-(``fsm.instance``), with a simulated clock.
+``tuning`` is the machine in a test workspace (:class:`fsm.testing.Harness`): ``tune`` creates
+an instance on a skill folder, ``context`` gives the context its actions get.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fsm_machines.skill_tuning.model import TuningState
+from fsm_machines.skill_tuning.options import TuningOptions
 
-from fsm.clock import SimulatedClock
 from fsm.context import Context
-from fsm.executor import AgentCommand, SubprocessExecutor
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine, load_machine
-from fsm.update import apply_update
+from fsm.executor import AgentCommand
+from fsm.testing import Driver, Harness
 
 MACHINE_YAML = Path(__file__).parents[3] / "machines" / "skill_tuning" / "machine.yaml"
 INSTANCE_ID = "skill-tuning-20260101T000000-0000abcd"
@@ -197,76 +193,41 @@ def write_agent(tmp_path: Path, body: str) -> AgentCommand:
     return AgentCommand((sys.executable, str(script), "{prompt}"))
 
 
-@dataclass
-class Tuning:
-    """The skill-tuning machine on the real engine, in a workspace at ``path``.
-
-    Every workspace it makes has a simulated clock and an executor with the given stand-in
-    agents; options are given as ``-o`` would give them.
-    """
-
-    path: Path
-    machine: Machine
-
-    def workspace(
-        self, agents: Mapping[str, AgentCommand] | None = None, **options: Any
-    ) -> Workspace:
-        """A workspace on ``path`` with these agents and option overrides."""
-        executor = SubprocessExecutor(self.path, agents=dict(agents or {}))
-        return Workspace(
-            self.path, options=options, clock=SimulatedClock(tick=1.0), executor=executor
-        )
-
-    def instance(
-        self,
-        instance_id: str = INSTANCE_ID,
-        agents: Mapping[str, AgentCommand] | None = None,
-        **options: Any,
-    ) -> Instance:
-        """A handle on an instance (created or not)."""
-        return self.workspace(agents, **options).instance(self.machine, instance_id)
-
-    def create(
-        self,
-        skill: Path,
-        *,
-        agents: Mapping[str, AgentCommand] | None = None,
-        options: Mapping[str, Any] | None = None,
-        **inputs: Any,
-    ) -> Instance:
-        """A new instance on the skill folder ``skill`` (given relative to the workspace, as a
-        user would), with more document inputs."""
-        instance = self.instance(agents=agents, **dict(options or {}))
-        path = skill.relative_to(self.path).as_posix() if skill.is_relative_to(self.path) else skill
-        instance.create({"target_skill": {"path": str(path)}, **inputs}, actor="test")
-        return instance
-
-    def context(self, **options: Any) -> Context:
-        """The context the engine gives the default instance's actions and hooks."""
-        return self.instance(**options).context()
-
-    @staticmethod
-    def document(instance: Instance) -> dict[str, Any]:
-        """The instance's state.json as JSON data, exactly as on disk."""
-        data: dict[str, Any] = json.loads(instance.paths.document.read_text(encoding="utf-8"))
-        return data
-
-    @classmethod
-    def doc(cls, instance: Instance) -> TuningState:
-        """The instance's state.json, validated."""
-        return TuningState.model_validate(cls.document(instance))
-
-    @staticmethod
-    def applied(doc: TuningState, update: Mapping[str, Any] | None) -> TuningState:
-        """``doc`` with an action's update applied by the engine's update function."""
-        data = doc.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        return TuningState.model_validate(apply_update(data, update or {}))
+Tuning = Harness[TuningState]
+"""The skill-tuning machine on the real engine in a test workspace (the ``tuning`` fixture)."""
 
 
 @pytest.fixture
 def tuning(tmp_path: Path) -> Tuning:
-    """The skill-tuning machine on the real engine in ``tmp_path``."""
-    return Tuning(tmp_path, load_machine(MACHINE_YAML))
+    """The skill-tuning machine on the real engine in ``tmp_path``, documents read as
+    TuningState."""
+    return Harness(MACHINE_YAML, tmp_path, document=TuningState)
+
+
+def tune(
+    tuning: Tuning,
+    skill: Path,
+    *,
+    agents: Mapping[str, AgentCommand] | None = None,
+    options: Mapping[str, Any] | None = None,
+    **inputs: Any,
+) -> Driver[TuningState]:
+    """A new instance on the skill folder ``skill`` (given relative to the workspace, as a user
+    would), with these stand-in agents, options and more document inputs."""
+    for tool, command in (agents or {}).items():
+        tuning.add_agent(tool, command)
+    root = tuning.root
+    path = skill.relative_to(root).as_posix() if skill.is_relative_to(root) else skill
+    return tuning.create(
+        {"target_skill": {"path": str(path)}, **inputs},
+        instance_id=INSTANCE_ID,
+        **dict(options or {}),
+    )
+
+
+def context(tuning: Tuning, **options: Any) -> Context[TuningOptions]:
+    """The context the engine gives the default instance's actions and hooks."""
+    return tuning.instance(INSTANCE_ID, **options).context(TuningOptions)
 
 
 @pytest.fixture

@@ -14,11 +14,13 @@ from fsm_machines.skill_tuning.backup import tree_bytes
 from fsm_machines.skill_tuning.codec import TuningCodec
 from fsm_machines.skill_tuning.functions import registry
 from fsm_machines.skill_tuning.model import TuningState
+from fsm_machines.skill_tuning.options import TuningOptions
 from fsm_machines.skill_tuning.skill import TargetSkillError
 
 from fsm.context import Context
 from fsm.errors import DocumentInputError
-from tests.machines.skill_tuning.conftest import Tuning
+from fsm.testing import applied
+from tests.machines.skill_tuning.conftest import Tuning, context, tune
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
 
 CREATE = registry.hooks["create"]
@@ -33,9 +35,9 @@ def started(
 ) -> tuple[TuningState, Context, Path]:
     """An initialised instance on the fixable sample skill, and the engine's context for it."""
     root = make_skill(samples.fixable)
-    instance = tuning.create(root)
-    doc, ctx = tuning.doc(instance), instance.context()
-    return tuning.applied(doc, ACT["init"](doc, ctx)), ctx, root
+    instance = tune(tuning, root)
+    doc, ctx = instance.doc, instance.context(TuningOptions)
+    return applied(doc, ACT["init"](doc, ctx)), ctx, root
 
 
 def test_create_takes_dotted_inputs_and_sets_the_work_dir(
@@ -43,7 +45,7 @@ def test_create_takes_dotted_inputs_and_sets_the_work_dir(
 ) -> None:
     """Inputs like target_skill.path nest; work_dir is the instance folder, backups inside it."""
     make_skill(samples.clean)
-    ctx = tuning.context()
+    ctx = context(tuning)
     created = CREATE(
         {
             "target_skill.path": ".claude/skills/sample-skill",
@@ -69,8 +71,8 @@ def test_a_new_state_json_has_the_shape_of_the_seed_template(
     """The engine writes every key of the seed's Initial State Template, with its values
     except those the inputs and the instance's paths set."""
     make_skill(samples.clean)
-    instance = tuning.create(Path(".claude/skills/sample-skill"), user_issue_description="slow")
-    written = tuning.document(instance)
+    instance = tune(tuning, Path(".claude/skills/sample-skill"), user_issue_description="slow")
+    written = instance.data
     template = json.loads(SEED_INITIAL_STATE)
     work = f".workflow/.scratchpad/{instance.id}"
     set_by_create = {
@@ -111,7 +113,7 @@ def test_create_rejects_unusable_inputs_clearly(
     """A missing path, a folder without SKILL.md or invalid values are a clear input error."""
     make_skill(samples.clean)
     with pytest.raises(DocumentInputError, match=message):
-        CREATE(inputs, tuning.context())
+        CREATE(inputs, context(tuning))
 
 
 def test_init_reads_the_skill_and_backs_it_up(started: tuple[TuningState, Context, Path]) -> None:
@@ -143,9 +145,9 @@ def test_init_marks_a_skill_with_an_orchestrator_autonomous(
     root = make_skill(
         {"SKILL.md": "# No frontmatter\n", "phases/orchestrator.md": "# O\n"}, name="auto"
     )
-    instance = tuning.create(root)
-    doc, ctx = tuning.doc(instance), instance.context()
-    doc = tuning.applied(doc, ACT["init"](doc, ctx))
+    instance = tune(tuning, root)
+    doc, ctx = instance.doc, instance.context(TuningOptions)
+    doc = applied(doc, ACT["init"](doc, ctx))
     assert (doc.target_skill.name, doc.target_skill.execution_mode) == ("auto", "autonomous")
 
 
@@ -156,8 +158,8 @@ def test_init_fails_clearly_when_skill_md_has_gone(
 ) -> None:
     """A SKILL.md removed after create is a TargetSkillError naming the folder."""
     root = make_skill(samples.clean)
-    instance = tuning.create(root)
-    doc, ctx = tuning.doc(instance), instance.context()
+    instance = tune(tuning, root)
+    doc, ctx = instance.doc, instance.context(TuningOptions)
     (root / "SKILL.md").unlink()
     with pytest.raises(TargetSkillError, match=r"has no SKILL\.md"):
         ACT["init"](doc, ctx)
@@ -168,11 +170,11 @@ def test_diagnosis_replaces_only_its_own_area_and_writes_its_file(
 ) -> None:
     """A diagnosis sets diagnosis.<area>, swaps that area's issues, and writes its JSON file."""
     doc, ctx, _root = started
-    doc = tuning.applied(doc, ACT["diagnose_memory"](doc, ctx))
-    doc = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
+    doc = applied(doc, ACT["diagnose_memory"](doc, ctx))
+    doc = applied(doc, ACT["diagnose_context"](doc, ctx))
     assert sorted(i.type for i in doc.issues) == ["context_explosion", "memory_loss", "memory_loss"]
     assert doc.issues_by_severity.model_dump() == {"critical": 0, "high": 2, "medium": 1, "low": 0}
-    again = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
+    again = applied(doc, ACT["diagnose_context"](doc, ctx))
     assert [i.id for i in again.issues] == [i.id for i in doc.issues]
     assert doc.diagnosis.context is not None and doc.diagnosis.context.status == "completed"
     written = doc.action_history[-1].output_files
@@ -186,8 +188,8 @@ def test_areas_outside_the_focus_are_skipped(
 ) -> None:
     """With focus_areas set, other areas get a skipped result and no issues."""
     doc, ctx, _root = started
-    doc = tuning.applied(doc, {"focus_areas": ["memory"]})
-    doc = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
+    doc = applied(doc, {"focus_areas": ["memory"]})
+    doc = applied(doc, ACT["diagnose_context"](doc, ctx))
     assert doc.diagnosis.context is not None
     assert (doc.diagnosis.context.status, doc.issues) == ("skipped", [])
     assert doc.action_history[-1].result == "skipped"
@@ -200,7 +202,7 @@ def test_on_error_counts_every_failure_and_keeps_the_last_five(
     doc, ctx, _root = started
     bound = ctx.for_transition("diagnose_memory", "context_diagnosed", "memory_diagnosed")
     for n in range(7):
-        doc = tuning.applied(doc, ON_ERROR(doc, bound, RuntimeError(f"boom {n}")))
+        doc = applied(doc, ON_ERROR(doc, bound, RuntimeError(f"boom {n}")))
     assert doc.error_count == 7
     assert [e.message for e in doc.errors] == [f"boom {n}" for n in range(2, 7)]
     assert {(e.action, e.recoverable) for e in doc.errors} == {("action-diagnose-memory", True)}
@@ -212,7 +214,7 @@ def test_a_missing_target_is_recorded_as_not_recoverable(
 ) -> None:
     """A TargetSkillError is recorded with recoverable false."""
     doc, ctx, _root = started
-    doc = tuning.applied(
+    doc = applied(
         doc,
         ON_ERROR(doc, ctx.for_transition("init", "pending", "running"), TargetSkillError("gone")),
     )
@@ -224,8 +226,8 @@ def test_iterate_clears_the_diagnoses(
 ) -> None:
     """A new round starts with every diagnosis null, so each runs again."""
     doc, ctx, _root = started
-    doc = tuning.applied(doc, ACT["diagnose_context"](doc, ctx))
-    doc = tuning.applied(doc, ACT["iterate"](doc, ctx))
+    doc = applied(doc, ACT["diagnose_context"](doc, ctx))
+    doc = applied(doc, ACT["iterate"](doc, ctx))
     assert doc.diagnosis.context is None
     assert doc.action_history[-1].action == "action-iterate"
 
@@ -278,7 +280,7 @@ def test_on_error_names_the_failed_action(
     """The engine's failed_action names the error entry (finish runs the complete action)."""
     doc, ctx, _root = started
     bound = replace(ctx.for_transition("finish", "verified", "completed"), failed_action="complete")
-    doc = tuning.applied(doc, ON_ERROR(doc, bound, OSError("disk full")))
+    doc = applied(doc, ON_ERROR(doc, bound, OSError("disk full")))
     assert (doc.errors[-1].action, doc.errors[-1].message) == ("action-complete", "disk full")
 
 

@@ -1,4 +1,4 @@
-"""Whole runs on sample skills, driven by the real engine (Workspace, Instance, Engine,
+"""Whole runs on sample skills, driven by the real engine (fsm.testing's harness and
 ControlPlane), checking what a user reads: the run's outcome and exit code, ``state.json``,
 ``tuning-report.md``, the backups, the skill files themselves, and the journal."""
 
@@ -14,14 +14,13 @@ from fsm_machines.skill_tuning.backup import restore_original, tree_bytes
 from fsm_machines.skill_tuning.model import TuningState
 
 from fsm.control import ControlPlane
-from fsm.engine import Engine
 from fsm.errors import ControlRefusedError
 from fsm.executor import AgentCommand
 from fsm.inspect import replay, status
-from fsm.instance import Instance
 from fsm.outcome import RunResult
+from fsm.testing import Driver
 from tests.conftest import CliResult
-from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning
+from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning, tune
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
 
 ROUND = ["diagnose_context", "diagnose_memory", "diagnose_dataflow", "diagnose_agent", "verify"]
@@ -44,15 +43,15 @@ def events(result: RunResult) -> list[str | None]:
     return [step.event for step in result.steps]
 
 
-def report(tuning: Tuning, instance: Instance) -> str:
+def report(tuning: Tuning, instance: Driver[TuningState]) -> str:
     """The tuning report the run wrote, found through the document's final_report."""
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert doc.final_report == f"{doc.work_dir}/tuning-report.md"
-    return (tuning.path / doc.final_report).read_text(encoding="utf-8")
+    return (tuning.root / doc.final_report).read_text(encoding="utf-8")
 
 
 def written_outside(
-    before: dict[str, bytes], after: dict[str, bytes], instance: Instance
+    before: dict[str, bytes], after: dict[str, bytes], instance: Driver[TuningState]
 ) -> set[str]:
     """Workspace files created, changed or removed outside the skill and the work dir."""
     allowed = (f"{SKILL}/", f".workflow/.scratchpad/{instance.id}/")
@@ -60,14 +59,16 @@ def written_outside(
     return {path for path in changed if not path.startswith(allowed)}
 
 
-def assert_consistent(tuning: Tuning, instance: Instance, before: dict[str, bytes]) -> None:
+def assert_consistent(
+    tuning: Tuning, instance: Driver[TuningState], before: dict[str, bytes]
+) -> None:
     """state.json validates with every template key, the journal replays to it, and nothing
     was written outside the skill folder and the instance's work dir."""
-    data = tuning.document(instance)
+    data = instance.data
     TuningState.model_validate(data)
     assert data.keys() >= SEED_KEYS
-    assert replay(instance).problems == []
-    assert written_outside(before, tree_bytes(tuning.path), instance) == set()
+    assert replay(instance.instance).problems == []
+    assert written_outside(before, tree_bytes(tuning.root), instance) == set()
 
 
 def test_a_clean_skill_passes_at_once(
@@ -77,12 +78,12 @@ def test_a_clean_skill_passes_at_once(
     the whole skill is still backed up."""
     root = make_skill(samples.clean)
     original = tree_bytes(root)
-    instance = tuning.create(root)
-    before = tree_bytes(tuning.path)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root)
+    before = tree_bytes(tuning.root)
+    result = instance.run(max_steps=200)
     assert (result.outcome, result.exit_code, result.state) == ("completed", 0, "completed")
     assert events(result) == ["init", *ROUND, "complete"]
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert (doc.status, doc.quality_score, doc.quality_gate, doc.iteration_count) == (
         "completed",
         100,
@@ -92,13 +93,13 @@ def test_a_clean_skill_passes_at_once(
     assert doc.issues == [] and doc.applied_fixes == [] and doc.proposed_fixes == []
     assert all(h.completed_at and h.result == "success" for h in doc.action_history)
     assert tree_bytes(root) == original
-    assert tree_bytes(tuning.path / f"{doc.backup_dir}/sample-skill-backup") == original
+    assert tree_bytes(tuning.root / f"{doc.backup_dir}/sample-skill-backup") == original
     text = report(tuning, instance)
     assert "- Outcome: quality gate pass: 100/100, no issue left; no fix applied; 1 iteration" in (
         text
     )
     assert "- Quality score: 100 / 100, gate **pass**" in text
-    assert status(instance).summary["quality"] == "100/100, gate pass"
+    assert status(instance.instance).summary["quality"] == "100/100, gate pass"
     assert_consistent(tuning, instance, before)
 
 
@@ -109,22 +110,22 @@ def test_a_fixable_skill_is_fixed_verified_and_passes(
     change the files, pass verification and the gate passes within the iteration limit."""
     root = make_skill(samples.fixable)
     original = tree_bytes(root)
-    instance = tuning.create(root, max_iterations=3)
-    before = tree_bytes(tuning.path)
-    ControlPlane(instance).apply("start", actor="test", reason="scenario")
-    engine = Engine(instance)
+    instance = tune(tuning, root, max_iterations=3)
+    before = tree_bytes(tuning.root)
+    instance.control("start", reason="scenario")
+    engine = instance.engine
     taken: list[str | None] = []
     for _ in range(40):
         step = engine.step()
         if step.outcome != "applied":
             break
         taken.append(step.event)
-        data = tuning.document(instance)
+        data = instance.data
         TuningState.model_validate(data)
         assert data.keys() >= SEED_KEYS, step.event
     assert (step.outcome, step.state) == ("final", "completed")
     assert taken == ["init", *ROUND, "apply_fix", "iterate", *ROUND, "complete"]
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert (doc.status, doc.quality_gate, doc.iteration_count) == ("completed", "pass", 2)
     assert [(r.fix_id, r.success, r.verification_result) for r in doc.applied_fixes] == [
         ("FIX-001", True, "pass"),
@@ -139,7 +140,7 @@ def test_a_fixable_skill_is_fixed_verified_and_passes(
     assert {k: v for k, v in now.items() if not k.startswith("phases/0")} == {
         k: v for k, v in original.items() if not k.startswith("phases/0")
     }
-    fix_backup = tuning.path / f"{doc.backup_dir}/before-FIX-001/phases/01-collect.md"
+    fix_backup = tuning.root / f"{doc.backup_dir}/before-FIX-001/phases/01-collect.md"
     assert fix_backup.read_bytes() == original["phases/01-collect.md"]
     text = report(tuning, instance)
     assert "- **FIX-001** (sliding_window, ISS-001): kept: applied and verified." in text
@@ -166,13 +167,13 @@ def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
         pathlib.Path("notes.md").write_text("created by the agent")
         """
     )
-    instance = tuning.create(root, agents={"codex": agent}, options={"fix_tool": "codex"})
-    before = tree_bytes(tuning.path)
-    engine = Engine(instance)
+    instance = tune(tuning, root, agents={"codex": agent}, options={"fix_tool": "codex"})
+    before = tree_bytes(tuning.root)
+    engine = instance.engine
     first = engine.run(max_steps=13)
     assert events(first) == ["init", *ROUND, "apply_fix", "iterate", *ROUND]
     assert first.outcome == "limit"
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert [(r.fix_id, r.verification_result, r.rollback_available) for r in doc.applied_fixes] == [
         ("FIX-001", "rolled_back", False)
     ]
@@ -184,7 +185,7 @@ def test_a_fix_that_does_not_remove_its_issue_is_rolled_back(
     rest = engine.run(max_steps=200)
     assert events(rest) == ["apply_fix", "iterate", *ROUND, "give_up"]
     assert (rest.outcome, rest.exit_code) == ("failed", 4)
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [
         ("FIX-001", "rolled_back"),
         ("FIX-002", "rolled_back"),
@@ -208,11 +209,11 @@ def test_judgement_fixes_stay_proposed_without_a_fix_tool(
     the run fails at once (exit 4), its reason saying what is left and how to get it fixed."""
     root = make_skill(samples.judgement)
     original = tree_bytes(root)
-    instance = tuning.create(root)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root)
+    result = instance.run(max_steps=200)
     assert events(result) == ["init", *ROUND, "give_up"]
     assert (result.outcome, result.exit_code, result.state) == ("failed", 4, "failed")
-    doc = tuning.doc(instance)
+    doc = instance.doc
     reason = (
         "quality gate review: 70/100, 2 high; 2 issues left unfixed after 1 iteration (2 need "
         "judgement: set fix_tool to give them to an agent, or fix by hand)"
@@ -232,22 +233,22 @@ def test_repeated_failures_end_in_failed_at_max_errors(
     """An action that keeps failing is retried until error_count reaches max_errors; the run
     then aborts into failed (exit 4) with a report and errors.json."""
     root = make_skill(samples.clean)
-    instance = tuning.create(root)
-    before = tree_bytes(tuning.path)
-    engine = Engine(instance)
+    instance = tune(tuning, root)
+    before = tree_bytes(tuning.root)
+    engine = instance.engine
     assert events(engine.run(max_steps=1)) == ["init"]
     (root / "SKILL.md").unlink()
     result = engine.run(max_steps=200)
     assert events(result) == ["diagnose_context"] * 3 + ["abort"]
     assert [step.outcome for step in result.steps] == ["failed"] * 3 + ["applied"]
     assert (result.outcome, result.exit_code, result.state) == ("failed", 4, "failed")
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert (doc.status, doc.error_count, doc.max_errors) == ("failed", 3, 3)
     assert [(e.action, e.recoverable) for e in doc.errors] == [
         ("action-diagnose-context", False)
     ] * 3
     assert all("has no SKILL.md" in e.message for e in doc.errors)
-    errors = json.loads((instance.paths.document.parent / "errors.json").read_text())
+    errors = json.loads((instance.instance.paths.document.parent / "errors.json").read_text())
     assert len(errors) == 3
     reason = (
         "aborted after 3 action failures (max_errors 3); last: action-diagnose-context: "
@@ -264,11 +265,11 @@ def test_the_iteration_limit_completes_the_run(
     """When iteration_count reaches max_iterations before the gate passed, the run fails
     (exit 4) and says the limit was reached with fixes still untried."""
     root = make_skill(samples.fixable)
-    instance = tuning.create(root, max_iterations=1)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root, max_iterations=1)
+    result = instance.run(max_steps=200)
     assert events(result) == ["init", *ROUND, "exhaust"]
     assert (result.outcome, result.exit_code, result.state) == ("failed", 4, "failed")
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert (doc.status, doc.quality_gate, doc.iteration_count) == ("failed", "review", 1)
     assert doc.failure_reason == (
         "quality gate review: 60/100, 2 high, 2 medium; 4 issues left unfixed after 1 iteration "
@@ -283,18 +284,18 @@ def test_pause_and_resume_mid_run(
     """A paused instance takes no step (run exits 5) and keeps its place; resumed, it runs to
     the same end as an uninterrupted run."""
     root = make_skill(samples.fixable)
-    instance = tuning.create(root)
-    before = tree_bytes(tuning.path)
-    engine, control = Engine(instance), ControlPlane(instance)
+    instance = tune(tuning, root)
+    before = tree_bytes(tuning.root)
+    engine, control = instance.engine, ControlPlane(instance.instance)
     first = engine.run(max_steps=4)
     assert (first.outcome, first.state) == ("limit", "dataflow_diagnosed")
     control.apply("pause", actor="test", reason="lunch")
-    paused = tuning.document(instance)
+    paused = instance.data
     assert (paused["status"], paused["phase"]) == ("paused", "dataflow_diagnosed")
     held = engine.run(max_steps=200)
     assert (held.outcome, held.exit_code, held.steps) == ("paused", 5, [])
     assert engine.step().outcome == "blocked"
-    assert tuning.document(instance) == paused
+    assert instance.data == paused
     control.apply("resume", actor="test")
     rest = engine.run(max_steps=200)
     assert events(first) + events(rest) == [
@@ -305,7 +306,7 @@ def test_pause_and_resume_mid_run(
         *ROUND,
         "complete",
     ]
-    assert (rest.outcome, tuning.doc(instance).quality_gate) == ("completed", "pass")
+    assert (rest.outcome, instance.doc.quality_gate) == ("completed", "pass")
     assert_consistent(tuning, instance, before)
 
 
@@ -316,13 +317,13 @@ def test_stop_ends_the_run_and_the_original_is_restorable(
     taken by init holds the original bytes and restores them."""
     root = make_skill(samples.fixable)
     original = tree_bytes(root)
-    instance = tuning.create(root)
-    before = tree_bytes(tuning.path)
-    engine, control = Engine(instance), ControlPlane(instance)
+    instance = tune(tuning, root)
+    before = tree_bytes(tuning.root)
+    engine, control = instance.engine, ControlPlane(instance.instance)
     assert events(engine.run(max_steps=7))[-1] == "apply_fix"
     assert tree_bytes(root) != original
     control.apply("stop", actor="test", reason="enough")
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert (doc.status, doc.phase) == ("user_exit", "user_exit")
     result = engine.run(max_steps=200)
     assert (result.outcome, result.exit_code, result.state, result.steps) == (
@@ -336,7 +337,7 @@ def test_stop_ends_the_run_and_the_original_is_restorable(
     text = report(tuning, instance)
     assert "- Outcome: stopped by the user" in text
     assert_consistent(tuning, instance, before)
-    backup_dir = tuning.path / (doc.backup_dir or "")
+    backup_dir = tuning.root / (doc.backup_dir or "")
     assert tree_bytes(backup_dir / "sample-skill-backup") == original
     assert f"`{doc.backup_dir}/sample-skill-backup/`" in text
     restore_original(root, backup_dir, "sample-skill")
@@ -414,15 +415,15 @@ def test_a_file_that_is_not_utf8_is_diagnosed_and_left_to_a_person(
     phase = root / "phases/02-analyse.md"
     raw = phase.read_bytes().replace(b"files.json`));", b"files.json`)); // caf\xe9")
     phase.write_bytes(raw)
-    instance = tuning.create(root, max_iterations=3)
-    before = tree_bytes(tuning.path)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root, max_iterations=3)
+    before = tree_bytes(tuning.root)
+    result = instance.run(max_steps=200)
     assert (result.outcome, result.state) == ("failed", "failed")
-    assert "(3 need judgement" in (tuning.doc(instance).failure_reason or "")
+    assert "(3 need judgement" in (instance.doc.failure_reason or "")
     assert phase.read_bytes() == raw
-    text = (tuning.path / f".workflow/.scratchpad/{instance.id}/state.json").read_bytes()
+    text = (tuning.root / f".workflow/.scratchpad/{instance.id}/state.json").read_bytes()
     assert "caf\\\\xe9" in text.decode("utf-8")
-    doc = tuning.doc(instance)
+    doc = instance.doc
     stuck = [f for f in doc.proposed_fixes if "not valid UTF-8" in (f.description or "")]
     assert stuck and all(not f.changes for f in stuck)
     assert any(r.verification_result == "pass" for r in doc.applied_fixes)

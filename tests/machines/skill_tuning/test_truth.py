@@ -11,14 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 from fsm_machines.skill_tuning.backup import tree_bytes
+from fsm_machines.skill_tuning.model import TuningState
 
-from fsm.engine import Engine
 from fsm.errors import MissingRequirementError
 from fsm.executor import AgentCommand
 from fsm.inspect import status
-from fsm.instance import Instance
+from fsm.testing import Driver
 from tests.conftest import CliResult
-from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning
+from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning, tune
 from tests.machines.skill_tuning.test_scenarios import ROUND, events, report
 from tests.machines.skill_tuning.truth_samples import (
     AGENT_FIX_SKILL,
@@ -80,9 +80,9 @@ def test_the_document_itself_says_the_run_failed(
 ) -> None:
     """A dashboard reading only state.json sees the failure: status failed, failure_reason,
     and the seed's errors list ending with the same reason."""
-    instance = tuning.create(make_skill(samples.judgement))
-    Engine(instance).run(max_steps=200)
-    data = tuning.document(instance)
+    instance = tune(tuning, make_skill(samples.judgement))
+    instance.run(max_steps=200)
+    data = instance.data
     assert (data["status"], data["failure_reason"]) == ("failed", JUDGEMENT_REASON)
     assert data["errors"][-1]["message"] == JUDGEMENT_REASON
     assert data["errors"][-1]["recoverable"] is False
@@ -94,11 +94,11 @@ def test_report_counts_agree_with_fsm_status(
     """The report's issue and fix lines are the issues and fixes lines of fsm status, for a run
     with a kept fix and a rolled-back one."""
     agent = agent_script(fix_agent("explorer", "  state.history.push(found);\n"))
-    instance = tuning.create(
-        make_skill(AGENT_FIX_SKILL), agents={"codex": agent}, options={"fix_tool": "codex"}
+    instance = tune(
+        tuning, make_skill(AGENT_FIX_SKILL), agents={"codex": agent}, options={"fix_tool": "codex"}
     )
-    Engine(instance).run(max_steps=200)
-    summary = status(instance).summary
+    instance.run(max_steps=200)
+    summary = status(instance.instance).summary
     text = report(tuning, instance)
     assert f"- Issues: {summary['issues']}\n" in text
     assert f"- Fixes: {summary['fixes']}\n" in text
@@ -114,15 +114,15 @@ def test_the_restore_command_of_the_report_works_with_plain_mv_and_cp(
     workspace, it puts the original bytes back and keeps the tuned skill beside them."""
     root = make_skill(samples.fixable)
     original = tree_bytes(root)
-    instance = tuning.create(root)
-    Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root)
+    instance.run(max_steps=200)
     tuned = tree_bytes(root)
     assert tuned != original
     text = report(tuning, instance)
     assert "rsync" not in text
     command = text.split("To restore it, from the workspace folder: `")[1].split("`")[0]
     assert command.startswith("mv ") and " && cp -a " in command
-    subprocess.run(["sh", "-c", command], cwd=tuning.path, check=True)
+    subprocess.run(["sh", "-c", command], cwd=tuning.root, check=True)
     assert tree_bytes(root) == original
     assert tree_bytes(root.with_name("sample-skill.tuned")) == tuned
 
@@ -135,10 +135,10 @@ def test_a_deliberate_camel_to_snake_mapping_is_left_alone(
     mapping line, the rule files and the format spec keep their bytes."""
     root = make_skill(MAPPING_SKILL)
     original = tree_bytes(root)
-    instance = tuning.create(root, max_iterations=3)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root, max_iterations=3)
+    result = instance.run(max_steps=200)
     assert (result.outcome, result.exit_code) == ("completed", 0)
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert all(
         fix.strategy != "schema_enforcement" or "rename" not in fix.description
         for fix in doc.proposed_fixes
@@ -161,11 +161,11 @@ def test_diagrams_and_quoted_examples_are_not_code(
     once and is not touched."""
     root = make_skill(DIAGRAM_SKILL)
     original = tree_bytes(root)
-    instance = tuning.create(root)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root)
+    result = instance.run(max_steps=200)
     assert events(result) == ["init", *ROUND, "complete"]
     assert result.exit_code == 0
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert doc.issues == [] and doc.quality_score == 100
     assert tree_bytes(root) == original
 
@@ -175,9 +175,9 @@ def test_an_agent_call_a_phase_repeats_is_one_finding(
 ) -> None:
     """A call whose prompt mentions ``ccw cli``, written again in a retry section, is one call:
     each agent rule reports it once, at its first line."""
-    instance = tuning.create(make_skill(REPEATED_SKILL), max_iterations=1)
-    Engine(instance).run(max_steps=200)
-    doc = tuning.doc(instance)
+    instance = tune(tuning, make_skill(REPEATED_SKILL), max_iterations=1)
+    instance.run(max_steps=200)
+    doc = instance.doc
     by_rule = {issue.rule: issue for issue in doc.issues}
     assert set(by_rule) >= {"agent.call_without_error_handling", "agent.nested_agent_call"}
     for rule in ("agent.call_without_error_handling", "agent.nested_agent_call"):
@@ -271,10 +271,10 @@ def test_an_agent_fix_that_breaks_the_skill_is_rolled_back_with_the_reason(
     root = make_skill(AGENT_FIX_SKILL)
     original = tree_bytes(root)
     agent = agent_script(fix_agent("explorer", extra, side_effect))
-    instance = tuning.create(root, agents={"codex": agent}, options={"fix_tool": "codex"})
-    result = Engine(instance).run(max_steps=7)
+    instance = tune(tuning, root, agents={"codex": agent}, options={"fix_tool": "codex"})
+    result = instance.run(max_steps=7)
     assert events(result)[-1] == "apply_fix"
-    [record] = tuning.doc(instance).applied_fixes
+    [record] = instance.doc.applied_fixes
     assert (record.fix_id, record.verification_result, record.rollback_available) == (
         "FIX-001",
         "rolled_back",
@@ -282,7 +282,7 @@ def test_an_agent_fix_that_breaks_the_skill_is_rolled_back_with_the_reason(
     )
     assert reason in (record.failure_reason or "")
     assert tree_bytes(root) == original
-    rest = Engine(instance).run(max_steps=200)
+    rest = instance.run(max_steps=200)
     assert (rest.outcome, rest.exit_code) == ("completed", 0)
     assert rest.message == (
         "quality gate pass: 85/100, 1 high left; 1 fix kept, 1 rolled back; 3 iterations"
@@ -296,10 +296,10 @@ def test_an_agent_fix_that_breaks_nothing_is_kept(
     """The same agent without a breakage: its fix is kept and the gate passes (exit 0)."""
     root = make_skill(AGENT_FIX_SKILL)
     agent = agent_script(fix_agent("no file has this"))
-    instance = tuning.create(root, agents={"codex": agent}, options={"fix_tool": "codex"})
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root, agents={"codex": agent}, options={"fix_tool": "codex"})
+    result = instance.run(max_steps=200)
     assert (result.outcome, result.exit_code) == ("completed", 0)
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [("FIX-001", "pass")]
     assert "try {" in (root / "phases/01-explore.md").read_text(encoding="utf-8")
 
@@ -322,14 +322,14 @@ def test_the_checkpoint_fix_names_only_what_the_skill_defines(
     either way the fix is verified and kept, and the gate passes."""
     skill = {**SIX_PHASES, "SKILL.md": SIX_PHASES["SKILL.md"] + setup}
     root = make_skill(skill)
-    instance = tuning.create(root)
-    result = Engine(instance).run(max_steps=200)
+    instance = tune(tuning, root)
+    result = instance.run(max_steps=200)
     assert (result.outcome, result.exit_code) == ("completed", 0)
     text = (root / "phases/01-step.md").read_text(encoding="utf-8")
     assert line in text.splitlines()
     if not setup:
         assert "{" not in text.split("## Checkpoint")[1]
-    doc = tuning.doc(instance)
+    doc = instance.doc
     assert all(r.verification_result == "pass" for r in doc.applied_fixes)
 
 
@@ -338,13 +338,13 @@ def test_a_missing_fix_agent_refuses_the_run_before_any_work(
 ) -> None:
     """fix_tool naming an agent that is neither configured nor on PATH makes the run refuse
     with one line saying how to configure it; the instance is not started."""
-    instance: Instance = tuning.create(
-        make_skill(samples.judgement), options={"fix_tool": "no-such-agent-xyz"}
+    instance: Driver[TuningState] = tune(
+        tuning, make_skill(samples.judgement), options={"fix_tool": "no-such-agent-xyz"}
     )
-    before = tuning.document(instance)
+    before = instance.data
     with pytest.raises(MissingRequirementError) as refused:
-        Engine(instance).run(max_steps=200)
+        instance.run(max_steps=200)
     message = str(refused.value)
     assert "agent 'no-such-agent-xyz' (option fix_tool) is not available" in message
     assert "[agent.no-such-agent-xyz]" in message
-    assert tuning.document(instance) == before
+    assert instance.data == before
