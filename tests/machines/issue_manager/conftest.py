@@ -1,11 +1,10 @@
 """Sample workspaces, stand-in agents and real-engine instances for the issue-manager tests.
 
 ``sample`` builds a workspace (issues file, solution files, stand-in agent scripts, fsm.toml).
-``launch`` creates an instance of the machine in it with the real engine's API (Workspace,
-Instance) and returns a :class:`Launched`: run it with :class:`fsm.engine.Engine`, command it
-through :class:`fsm.control.ControlPlane`, and read the files a user reads in its work_dir.
-``make_ctx``, ``apply``, ``new_doc`` and ``planned`` serve the unit tests of single actions,
-guards and hooks (``apply`` applies an update with the engine's own ``apply_update``).
+``launch`` creates an instance of the machine in it with :mod:`fsm.testing` and returns a
+:class:`Launched` (a :class:`fsm.testing.Driver`): run and command it, and read the files a user
+reads in its work_dir. ``make_ctx``, ``apply``, ``new_doc`` and ``planned`` serve the unit tests
+of single actions, guards and hooks.
 """
 
 from __future__ import annotations
@@ -17,21 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from fsm_machines.issue_manager import functions
 from fsm_machines.issue_manager.model import IssueManagerState
 from fsm_machines.issue_manager.options import IssueManagerOptions
 
-from fsm.clock import SimulatedClock
+from fsm.clock import SystemClock
 from fsm.context import Context
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.executor import AgentCommand, SubprocessExecutor
+from fsm.executor import AgentCommand
 from fsm.inspect import replay
-from fsm.instance import Instance, Workspace
-from fsm.machine import load_machine
-from fsm.outcome import RunResult
-from fsm.update import apply_update as update_document
+from fsm.testing import Driver, Harness, applied
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 INSTANCE_ID = "issue-manager-20260101T000000-0a1b2c3d"
@@ -169,22 +162,13 @@ def sample(tmp_path: Path) -> SampleWorkspace:
 
 
 @pytest.fixture
-def make_ctx(sample: SampleWorkspace) -> Callable[..., Context]:
-    """Build the Context of the test instance; keyword arguments are options."""
+def make_ctx(sample: SampleWorkspace) -> Callable[..., Context[IssueManagerOptions]]:
+    """Build the Context of the test instance (with the stand-in agents registered so far);
+    keyword arguments are options."""
 
-    def build(**options: Any) -> Context:
-        document = sample.root / ".workflow" / ".scratchpad" / INSTANCE_ID / "state.json"
-        return Context(
-            machine="issue-manager",
-            instance_id=INSTANCE_ID,
-            workspace=sample.root,
-            document_path=document,
-            meta_dir=document.parent / "fsm",
-            options=IssueManagerOptions(**options),
-            clock=SimulatedClock(tick=1.0),
-            log=structlog.get_logger(),
-            executor=SubprocessExecutor(sample.root, agents=dict(sample.agents)),
-        )
+    def build(**options: Any) -> Context[IssueManagerOptions]:
+        harness = Harness(MACHINE_YAML, sample.root, agents=sample.agents)
+        return harness.instance(INSTANCE_ID, **options).context(IssueManagerOptions)
 
     return build
 
@@ -193,10 +177,8 @@ def apply_update(
     doc: IssueManagerState, update: Any, phase: str | None = None
 ) -> IssueManagerState:
     """Apply ``update`` (and the new phase) to ``doc`` as the engine does, and validate it."""
-    data = update_document(doc.model_dump(mode="json", by_alias=True), dict(update or {}))
-    if phase is not None:
-        data["phase"] = phase
-    return IssueManagerState.model_validate(data)
+    moved = {} if phase is None else {"phase": phase}
+    return applied(doc, {**dict(update or {}), **moved})
 
 
 @pytest.fixture
@@ -234,28 +216,17 @@ def planned(new_doc: Callable[..., IssueManagerState]) -> Callable[[Context], Is
     return build
 
 
-class Launched:
+class Launched(Driver[IssueManagerState]):
     """An instance driven by the real engine, and the files a user reads in its work_dir."""
 
-    def __init__(self, instance: Instance) -> None:
-        self.instance = instance
-        self.work_dir = instance.paths.document.parent
-
-    def run(self, max_steps: int = 100) -> RunResult:
-        """``Engine.run``, as ``fsm run`` does it."""
-        return Engine(self.instance).run(max_steps=max_steps)
-
-    def control(self, command: str) -> None:
-        """Apply a control command (``pause``, ``resume``, ``stop``, ``start``)."""
-        ControlPlane(self.instance).apply(command, actor="test", reason=f"test {command}")
+    @property
+    def work_dir(self) -> Path:
+        """The instance's folder: state.json and the files the machine writes beside it."""
+        return self.instance.paths.document.parent
 
     def read(self, name: str) -> Any:
         """A JSON file of the work_dir (``state.json``, ``execution-results.json``, ...)."""
         return json.loads((self.work_dir / name).read_text(encoding="utf-8"))
-
-    def state(self) -> dict[str, Any]:
-        """``state.json`` as JSON."""
-        return dict(self.read("state.json"))
 
     def history(self) -> list[dict[str, Any]]:
         """``state-history.json``: one entry per save."""
@@ -271,11 +242,7 @@ class Launched:
 
     def statuses(self) -> dict[str, str]:
         """Issue id -> status, as ``state.json`` has it."""
-        return {key: issue["status"] for key, issue in self.state()["issues"].items()}
-
-    def journal(self) -> list[dict[str, Any]]:
-        """The engine's journal records."""
-        return list(self.instance.journal.read().records)
+        return {key: issue["status"] for key, issue in self.data["issues"].items()}
 
     def audit(self) -> list[str]:
         """What disagrees among the saved files: the journal replay, the model, the history.
@@ -285,7 +252,7 @@ class Launched:
         """
         problems = list(replay(self.instance).problems)
         try:
-            IssueManagerState.model_validate(self.state())
+            IssueManagerState.model_validate(self.data)
         except ValueError as exc:
             problems.append(f"state.json does not validate: {exc}")
         saves = [r["state"] for r in self.journal() if "doc_hash" in r]
@@ -308,10 +275,9 @@ def launch(sample: SampleWorkspace) -> Callable[..., Launched]:
         options: dict[str, Any] | None = None, *, system_clock: bool = False, **inputs: Any
     ) -> Launched:
         sample.write_fsm_toml(**(options or {}))
-        clock = None if system_clock else SimulatedClock(tick=1.0)
-        workspace = Workspace(sample.root, clock=clock)
-        instance = workspace.instance(load_machine(MACHINE_YAML), INSTANCE_ID)
-        instance.create(inputs)
-        return Launched(instance)
+        clock = SystemClock() if system_clock else None
+        harness = Harness(MACHINE_YAML, sample.root, document=IssueManagerState, clock=clock)
+        created = harness.create(inputs, instance_id=INSTANCE_ID)
+        return Launched(created.instance, IssueManagerState)
 
     return start

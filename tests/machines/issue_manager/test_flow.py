@@ -38,7 +38,7 @@ def test_pause_between_items_holds_the_queue_until_resume(sample: Any, launch: A
     held = im.run()
 
     assert (held.outcome, held.status, held.exit_code, held.steps) == ("paused", "paused", 5, [])
-    assert [q["status"] for q in im.state()["queue"]] == ["completed", "pending", "pending"]
+    assert [q["status"] for q in im.data["queue"]] == ["completed", "pending", "pending"]
     im.control("resume")
     result = im.run()
     assert [s.event for s in result.steps] == ["execute", "execute", "list", "complete"]
@@ -57,7 +57,7 @@ def test_a_crash_after_the_tasks_ran_does_not_run_them_again(sample: Any, launch
     im.run(max_steps=2)
     loaded = im.instance.load()
     registry.actions["execute_next_item"](loaded.doc, im.instance.context())  # then "crashed"
-    assert im.state()["queue"][0]["status"] == "pending"
+    assert im.data["queue"][0]["status"] == "pending"
 
     result = im.run()
 
@@ -90,7 +90,7 @@ def test_malformed_line_between_rounds_pauses_at_the_limit_and_keeps_the_work(
     assert (result.outcome, result.status, result.exit_code) == ("paused", "paused", 5)
     first, bad = sample.issues_path.read_text().splitlines()
     assert ('"status":"completed"' in first, bad) == (True, "not json")
-    state = im.state()
+    state = im.data
     assert (state["phase"], state["issues"]["ISS-1"]["status"]) == ("executing", "completed")
     assert [e["action"] for e in state["errors"]] == ["action-list", "action-list"]
     assert state["context"]["consecutive_errors"] == 2
@@ -99,7 +99,7 @@ def test_malformed_line_between_rounds_pauses_at_the_limit_and_keeps_the_work(
     im.control("resume")
     result = im.run()
     assert [s.event for s in result.steps] == ["list", "complete"]
-    assert (result.outcome, im.state()["context"]["consecutive_errors"]) == ("completed", 0)
+    assert (result.outcome, im.data["context"]["consecutive_errors"]) == ("completed", 0)
     assert "not json" not in sample.issues_path.read_text()
     assert "not valid JSON" in im.report()
     assert im.audit() == []
@@ -121,7 +121,7 @@ def test_round_limit_ends_the_run_even_while_issues_arrive(sample: Any, launch: 
         "1 of 1 issues done (round limit 1 reached: issues added to the file after the last "
         "listing were not read)"
     )
-    assert list(im.state()["issues"]) == ["ISS-1"]
+    assert list(im.data["issues"]) == ["ISS-1"]
     assert sample.statuses() == {"ISS-1": "completed", "ISS-2": "registered"}
     assert "- Rounds: 1" in im.report()
     assert im.audit() == []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.issue_manager.model import IssueManagerState
 
 from fsm.errors import MissingRequirementError
 from fsm.instance import Workspace
@@ -15,10 +16,10 @@ from tests.machines.issue_manager.conftest import Launched, agent_task, command_
 
 def _refused(im: Any) -> list[str]:
     """The missing requirements a run of ``im`` refuses with; the instance must be untouched."""
-    before = im.state()
+    before = im.data
     with pytest.raises(MissingRequirementError) as caught:
         im.run()
-    assert im.state() == before
+    assert im.data == before
     return list(caught.value.missing)
 
 
@@ -102,7 +103,8 @@ def test_a_queued_item_needing_a_removed_agent_refuses_the_next_run(
     assert [s.event for s in first.steps] == ["init", "plan", "plan", "execute"]
     sample.agents.clear()
     sample.write_fsm_toml(execute_tool="doer")
-    reopened = Launched(Workspace(sample.root).instance(im.instance.machine, im.instance.id))
+    workspace = Workspace(sample.root)
+    reopened = Launched(workspace.instance(im.instance.machine, im.id), IssueManagerState)
 
     (line,) = _refused(reopened)
 

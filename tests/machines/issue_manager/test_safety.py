@@ -47,7 +47,7 @@ def test_an_issue_id_that_climbs_out_never_touches_a_path(
     assert _files_under(outside) == before_outside
     assert list(sample.root.rglob("x-*.json")) == []
     assert (result.outcome, result.exit_code) == ("failed", 4)
-    state = im.state()
+    state = im.data
     issue = state["issues"][issue_id]
     expected = (
         f"unsafe issue id '{issue_id}': use letters, digits, '.', '_' and '-', starting with a "
@@ -72,7 +72,7 @@ def test_an_unsafe_task_id_in_a_solution_fails_its_planning(sample: Any, launch:
     result = im.run()
 
     assert (result.outcome, result.exit_code) == ("failed", 4)
-    error = im.state()["issues"]["ISS-1"]["error"]
+    error = im.data["issues"]["ISS-1"]["error"]
     assert error.endswith(
         "tasks.0.id: unsafe task id '../T1': use letters, digits, '.', '_' and '-', starting "
         "with a letter or digit, without '..'"
@@ -128,7 +128,7 @@ def test_agent_secrets_never_reach_the_written_files(sample: Any, launch: Any) -
     ]
     assert leaks == []
     assert SECRET not in result.message and OTHER_SECRET not in result.message
-    issues = im.state()["issues"]
+    issues = im.data["issues"]
     assert issues["ISS-1"]["error"] == (
         "task T1 (edit) failed: agent 'doer' exited 2: "
         "env AGENT_TOKEN=*** *** *** --api-key=*** {prompt} (rejected --api-key=***)"

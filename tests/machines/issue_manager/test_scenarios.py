@@ -61,7 +61,7 @@ def test_all_issues_succeed(sample: Any, launch: Any) -> None:
     assert _ran(sample) == ["ISS-1.a", "ISS-1.b", "ISS-2.a", "ISS-2.b", "ISS-3.a"]
     assert sample.prompts("writer")[0].startswith("Issue ISS-2: Issue ISS-2\n")
     assert sample.prompts("writer")[0].endswith("Task ISS-2.b: task ISS-2.b\n\nEdit it")
-    state = im.state()
+    state = im.data
     assert (state["status"], state["phase"]) == ("completed", "complete")
     context = state["context"]
     assert (context["rounds"], context["completed_count"], context["success_rate"]) == (
@@ -128,7 +128,7 @@ def test_one_failing_task_fails_its_issue_and_the_run(sample: Any, launch: Any) 
 
     assert (result.outcome, result.state, result.exit_code) == ("failed", "failed", 4)
     assert _ran(sample) == ["one", "T1", "three"]
-    state = im.state()
+    state = im.data
     assert [q["status"] for q in state["queue"]] == ["completed", "failed", "completed"]
     assert im.statuses() == {"ISS-1": "completed", "ISS-2": "failed", "ISS-3": "completed"}
     error = state["issues"]["ISS-2"]["error"]
@@ -182,7 +182,7 @@ def test_a_failed_planning_is_a_failed_issue_with_its_cause(sample: Any, launch:
     result = im.run()
 
     assert (result.outcome, result.state, result.exit_code) == ("failed", "failed", 4)
-    state = im.state()
+    state = im.data
     issue = state["issues"]["ISS-1"]
     assert (issue["status"], issue["solution_id"], issue["planned_at"]) == ("failed", None, None)
     assert issue["error"].startswith("planning agent 'planner' exited 3: ")
@@ -222,7 +222,7 @@ def test_a_planning_agent_that_is_missing_refuses_the_run(sample: Any, launch: A
         "fsm.toml, put no-such-planner on PATH, set plan_tool to a configured agent, or write "
         "the solution files"
     ]
-    assert (im.state()["status"], im.state()["phase"]) == ("pending", "init")
+    assert (im.data["status"], im.data["phase"]) == ("pending", "init")
     assert _ran(sample) == []
     assert [r["kind"] for r in im.journal()] == ["create"]
 
@@ -239,11 +239,11 @@ def test_cyclic_solution_is_rejected_naming_the_cycle(sample: Any, launch: Any) 
     result = im.run()
 
     assert (result.outcome, result.exit_code) == ("failed", 4)
-    issue = im.state()["issues"]["ISS-1"]
+    issue = im.data["issues"]["ISS-1"]
     assert issue["status"] == "failed"
     assert issue["error"].endswith("ISS-1.jsonl:1: circular dependency: T1 -> T2 -> T1")
     assert result.message == f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}"
-    assert [q["issue_id"] for q in im.state()["queue"]] == ["ISS-2"]
+    assert [q["issue_id"] for q in im.data["queue"]] == ["ISS-2"]
     assert _ran(sample) == ["fine"]
     assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
     assert im.listing("snapshots") == ["snapshot-before-execute-1.json"]
@@ -273,7 +273,7 @@ def test_malformed_issues_line_pauses_naming_the_line_and_loses_nothing(
     assert [s.outcome for s in result.steps] == ["failed"] * 3
     assert "issues.jsonl:2: not valid JSON" in (result.steps[-1].error or "")
     assert sample.issues_path.read_bytes() == before
-    state = im.state()
+    state = im.data
     assert (state["phase"], state["issues"], state["queue"]) == ("init", {}, [])
     where = f"{sample.issues_path}:2: not valid JSON (Expecting value at column 27)"
     assert [(e["action"], e["message"]) for e in state["errors"]] == [("action-init", where)] * 3
@@ -296,7 +296,7 @@ def test_malformed_issues_line_pauses_naming_the_line_and_loses_nothing(
     )
     assert _ran(sample) == ["one", "two", "three"]
     assert sample.statuses() == dict.fromkeys(["ISS-1", "ISS-2", "ISS-3"], "completed")
-    assert im.state()["context"]["consecutive_errors"] == 0
+    assert im.data["context"]["consecutive_errors"] == 0
     assert len(im.listing("snapshots")) == 3
     assert im.read("execution-results.json")["completed"] == 3
     assert where in im.report()
@@ -319,7 +319,7 @@ def test_new_issues_appended_between_rounds_are_picked_up(sample: Any, launch: A
 
     assert (result.outcome, result.exit_code) == ("completed", 0)
     assert [s.event for s in result.steps] == ["list", "plan", "execute", "list", "complete"]
-    state = im.state()
+    state = im.data
     assert state["context"]["rounds"] == 3
     assert [(q["item_id"], q["issue_id"]) for q in state["queue"]] == [
         ("S-1", "ISS-1"),
@@ -347,7 +347,7 @@ def test_every_step_saves_a_valid_document(sample: Any, launch: Any) -> None:
     while (step := engine.step()).outcome != "final":
         assert step.outcome == "applied", step
         events.append(step.event)
-        state = im.state()
+        state = im.data
         IssueManagerState.model_validate(state)
         assert state["phase"] == step.state
         assert len(im.history()) == len(im.journal())
@@ -378,7 +378,7 @@ def test_a_missing_issues_file_refuses_the_run_naming_the_path(
 
     (line,) = caught.value.missing
     assert line.startswith(f"no issues file at {path}: create it (")
-    assert (im.state()["status"], im.state()["phase"]) == ("pending", "init")
+    assert (im.data["status"], im.data["phase"]) == ("pending", "init")
 
 
 def test_an_issues_file_removed_mid_run_fails_the_list_step(sample: Any, launch: Any) -> None:
@@ -394,8 +394,8 @@ def test_an_issues_file_removed_mid_run_fails_the_list_step(sample: Any, launch:
 
     assert (step.outcome, step.event) == ("failed", "list")
     assert f"no issues file at {sample.issues_path}" in (step.error or "")
-    assert im.state()["errors"][-1]["action"] == "action-list"
-    assert im.state()["phase"] == "executing"
+    assert im.data["errors"][-1]["action"] == "action-list"
+    assert im.data["phase"] == "executing"
 
 
 def test_an_empty_issues_file_is_nothing_to_do(sample: Any, launch: Any) -> None:
@@ -411,7 +411,7 @@ def test_an_empty_issues_file_is_nothing_to_do(sample: Any, launch: Any) -> None
     assert result.message == (
         "nothing to do: the issues file lists no open issue (registered or planned)"
     )
-    assert im.state()["context"]["success_rate"] == "0.0"
+    assert im.data["context"]["success_rate"] == "0.0"
     assert "No issues were found." in im.report()
     assert f"- Outcome: completed: {result.message}" in im.report()
     assert im.audit() == []

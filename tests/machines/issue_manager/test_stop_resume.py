@@ -76,7 +76,7 @@ def test_stop_from_another_process_mid_queue_then_resume(sample: Any, launch: An
     assert run.returncode == 5, run_err
     assert "Traceback" not in run_err
 
-    stopped = im.state()
+    stopped = im.data
     assert stopped["status"] == "stopped"
     assert [q["status"] for q in stopped["queue"]] == ["completed"] * 2 + ["pending"] * 2
     assert _lines(sample, "ran.txt") == ["ISS-1", "ISS-2"]
@@ -117,7 +117,7 @@ def test_killed_run_resumes_with_the_interrupted_item(sample: Any, launch: Any) 
     finally:
         run.send_signal(signal.SIGKILL)
         run.communicate(timeout=DEADLINE)
-    killed = im.state()
+    killed = im.data
     assert killed["status"] == "running"
     assert [q["status"] for q in killed["queue"]] == ["completed", "pending", "pending", "pending"]
     record = json.loads((im.work_dir / "solutions" / "ISS-2-execution.json").read_text())
@@ -131,5 +131,5 @@ def test_killed_run_resumes_with_the_interrupted_item(sample: Any, launch: Any) 
     assert (result.outcome, result.exit_code) == ("completed", 0)
     assert [s.event for s in result.steps] == [*["execute"] * 3, "list", "complete"]
     assert _lines(sample, "ran.txt") == ["ISS-1", "ISS-2", "ISS-2", "ISS-3", "ISS-4"]
-    assert [q["status"] for q in im.state()["queue"]] == ["completed"] * 4
+    assert [q["status"] for q in im.data["queue"]] == ["completed"] * 4
     assert im.audit() == []
