@@ -1,11 +1,12 @@
-"""Sample workspaces, a stand-in agent, and loops driven by the real engine.
+"""Sample workspaces, stand-in agents, and loops driven by the real engine.
 
 ``loop_ws`` (a :class:`LoopWorkspace`) builds a tiny Python project with a test suite (optionally
-with a bug), a git repository, task lists in both dashboard layouts, dashboard-written master files,
-and a scripted stand-in agent that edits files according to rules matched against its prompt (so
-fix tasks work without any network). ``loop_ws.open()`` gives a :class:`Loop`: an instance of the
-machine in that workspace (simulated clock, the stand-in agents), an ``Engine`` on it, and every
-document the store wrote, so that scenarios can check each version against ``LoopState``.
+with a bug), a git repository, task lists in both dashboard layouts and dashboard-written master
+files. ``loop_ws.open()`` gives a :class:`fsm.testing.Driver` of the loop in that workspace
+(simulated clock, test runs for real, agents answered in-process by stand-ins that edit files
+according to rules matched against their prompt, so fix tasks work without any network), which
+records every document the store wrote, so that scenarios can check each version against
+``LoopState``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import json
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,16 +23,15 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import LoopState
+from fsm_machines.ccw_loop.options import LoopOptions
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.executor import AgentCommand, SubprocessExecutor
-from fsm.inspect import replay, status
-from fsm.instance import Instance, Workspace
+from fsm.executor import AgentCommand
+from fsm.inspect import status
+from fsm.instance import Workspace
 from fsm.machine import Machine, load_machine
-from fsm.outcome import RunResult, StepResult
+from fsm.testing import Answer, Call, Driver, Harness, Reply
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 LOOP_ID = "loop-v2-20260101T000000-0a1b2c3d"
@@ -49,56 +49,15 @@ CALC_TESTS = (
 FIX_ADD = {"when": "test_add", "file": "calc.py", "replace": "a - b", "with": "a + b"}
 """Stand-in agent rule: a prompt about test_add repairs the subtraction bug."""
 IDLE_AGENT = AgentCommand((sys.executable, "-c", "print('looked, changed nothing')", "{prompt}"))
-"""The codex of loops that configure no agent: it runs, and edits nothing."""
+"""The codex of loops run by ``fsm`` in another process that configure no agent: it runs, and
+edits nothing."""
+IDLE = Reply(stdout="looked, changed nothing")
+"""The codex of loops that configure no agent (in-process): it answers, and edits nothing."""
 
-AGENT_SCRIPT = """\
-import json, sys
-from pathlib import Path
-
-here = Path(__file__).parent
-mode, prompt = sys.argv[1], sys.argv[2]
-with (here / "agent-calls.jsonl").open("a") as log:
-    log.write(json.dumps({"mode": mode, "prompt": prompt}) + "\\n")
-if mode != "write":
-    print("analysis only: nothing edited")
-    sys.exit(0)
-edited = []
-for rule in json.loads((here / "agent-rules.json").read_text()):
-    if rule["when"] not in prompt:
-        continue
-    target = Path(rule["file"])
-    if "write" in rule:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(rule["write"])
-    else:
-        target.write_text(target.read_text().replace(rule["replace"], rule["with"]))
-    edited.append(rule["file"])
-print("edited: " + (", ".join(edited) or "nothing"))
-sys.exit(int(any(rule.get("fail") and rule["when"] in prompt for rule in
-                 json.loads((here / "agent-rules.json").read_text()))))
-"""
-
-SCRIPTED_AGENT = """\
-import json, sys
-from pathlib import Path
-
-here = Path(__file__).parent
-calls = here / "scripted-calls.jsonl"
-number = len(calls.read_text().splitlines()) if calls.exists() else 0
-with calls.open("a") as log:
-    log.write(json.dumps({"argv": sys.argv[1:]}) + "\\n")
-plan = json.loads((here / "scripted-plan.json").read_text())
-step = plan[min(number, len(plan) - 1)]
-if "append" in step:
-    with open(step["file"], "a") as handle:
-        handle.write(step["append"])
-if "replace" in step:
-    target = Path(step["file"])
-    target.write_text(target.read_text().replace(step["replace"], step["with"]))
-print(step.get("say", "done"))
-print(step.get("stderr", ""), file=sys.stderr)
-sys.exit(step.get("exit", 0))
-"""
+Loop = Driver[LoopState]
+"""A loop instance driven by the real engine (``loop_ws.open()``)."""
+Agent = AgentCommand | Answer | Sequence[Answer]
+"""An agent of ``loop_ws.open(agents=...)``: a command to run, or in-process answers in turn."""
 
 
 @functools.cache
@@ -108,74 +67,14 @@ def ccw_loop() -> Machine:
 
 
 @dataclass
-class Loop:
-    """One loop instance, the engine driving it, and every document version written to disk."""
-
-    instance: Instance
-    engine: Engine
-    written: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def raw(self) -> dict[str, Any]:
-        """The master file's JSON as it is on disk."""
-        data: dict[str, Any] = json.loads(self.instance.paths.document.read_text())
-        return data
-
-    @property
-    def doc(self) -> LoopState:
-        """The master file as the model reads it."""
-        return LoopState.model_validate(self.raw)
-
-    @property
-    def state(self) -> str:
-        """The FSM state the engine reads."""
-        return self.instance.load().state
-
-    @property
-    def ctx(self) -> Context:
-        """The context actions and hooks get."""
-        return self.instance.context()
-
-    def step(self) -> StepResult:
-        """One automatic step."""
-        return self.engine.step(actor="test")
-
-    def fire(self, event: str) -> StepResult:
-        """Fire ``event`` (a person's choice)."""
-        return self.engine.fire(event, actor="test")
-
-    def run(self, max_steps: int = 60, **kwargs: Any) -> RunResult:
-        """Run until the loop ends, pauses, waits, or ``max_steps``."""
-        return self.engine.run(max_steps=max_steps, **kwargs)
-
-    def control(self, command: str) -> None:
-        """A control command as the dashboard or ``fsm pause`` gives it."""
-        ControlPlane(self.instance).apply(command, actor="test", reason="scenario")
-
-    def events(self) -> list[str]:
-        """The events of the journal's steps (``event!`` for a step whose action failed)."""
-        return [
-            f"{r['event']}!" if r["kind"] == "error" else r["event"]
-            for r in self.instance.journal.read().records
-            if r["kind"] in ("transition", "error")
-        ]
-
-    def assert_consistent(self) -> None:
-        """Every version written validates against LoopState, and the journal replays."""
-        assert self.written, "nothing was written"
-        for version in self.written:
-            LoopState.model_validate(version)
-        report = replay(self.instance)
-        assert report.problems == [], report.problems
-
-
-@dataclass
 class LoopWorkspace:
     """A sample workspace under ``root`` with its loop state folder and a stand-in agent."""
 
     root: Path
     bin_dir: Path
     clock: SimulatedClock = field(default_factory=lambda: SimulatedClock(tick=1.0))
+    harness: Harness[LoopState] = field(init=False)
+    """The machine as the loop opened last set it up (its executor holds the agent calls)."""
 
     loop_id = LOOP_ID
     pytest_command = PYTEST
@@ -204,37 +103,52 @@ class LoopWorkspace:
         )
         return done.stdout
 
-    def write_agent(self, *rules: dict[str, Any]) -> AgentCommand:
-        """The stand-in agent: applies ``rules`` whose ``when`` text is in the prompt."""
-        self.bin_dir.mkdir(parents=True, exist_ok=True)
-        script = self.bin_dir / "agent.py"
-        script.write_text(AGENT_SCRIPT)
-        (self.bin_dir / "agent-rules.json").write_text(json.dumps(list(rules)))
-        return AgentCommand((sys.executable, str(script), "{mode}", "{prompt}"))
+    def write_agent(self, *rules: dict[str, Any]) -> Answer:
+        """A stand-in agent: in write mode it applies the ``rules`` whose ``when`` text is in the
+        prompt (``replace`` text in ``file``, or ``write`` it), and fails when such a rule says
+        ``fail``; in analysis mode it edits nothing."""
 
-    def write_scripted_agent(
-        self, *plan: dict[str, Any], argv: tuple[str, ...] = ()
-    ) -> AgentCommand:
+        def answer(call: Call) -> Reply:
+            if call.mode != "write":
+                return Reply(stdout="analysis only: nothing edited")
+            edited = []
+            for rule in (r for r in rules if r["when"] in call.text):
+                target = call.cwd / rule["file"]
+                if "write" in rule:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(rule["write"])
+                else:
+                    target.write_text(target.read_text().replace(rule["replace"], rule["with"]))
+                edited.append(rule["file"])
+            failed = any(rule.get("fail") and rule["when"] in call.text for rule in rules)
+            return Reply(int(failed), "edited: " + (", ".join(edited) or "nothing") + "\n")
+
+        return answer
+
+    def write_scripted_agent(self, *plan: dict[str, Any]) -> list[Answer]:
         """A stand-in agent that does ``plan[n]`` on its n-th call (the last step from then on):
         ``append`` text to ``file``, ``replace`` text in it, print ``say`` and ``stderr``, exit
-        ``exit``. ``argv`` are extra arguments before the prompt (as an fsm.toml command has)."""
-        self.bin_dir.mkdir(parents=True, exist_ok=True)
-        script = self.bin_dir / "scripted_agent.py"
-        script.write_text(SCRIPTED_AGENT)
-        (self.bin_dir / "scripted-plan.json").write_text(json.dumps(list(plan)))
-        return AgentCommand((sys.executable, str(script), *argv, "{prompt}"))
+        ``exit``."""
 
-    def scripted_calls(self) -> int:
-        """How often the scripted agent ran."""
-        calls = self.bin_dir / "scripted-calls.jsonl"
-        return len(calls.read_text().splitlines()) if calls.exists() else 0
+        def step(planned: dict[str, Any]) -> Answer:
+            def answer(call: Call) -> Reply:
+                target = call.cwd / str(planned.get("file", ""))
+                if "append" in planned:
+                    with target.open("a") as handle:
+                        handle.write(planned["append"])
+                if "replace" in planned:
+                    text = target.read_text().replace(planned["replace"], planned["with"])
+                    target.write_text(text)
+                say, stderr = planned.get("say", "done"), planned.get("stderr", "")
+                return Reply(planned.get("exit", 0), say + "\n", stderr + "\n")
 
-    def agent_calls(self) -> list[dict[str, str]]:
-        """Every call the stand-in agent received: its mode and prompt."""
-        log = self.bin_dir / "agent-calls.jsonl"
-        if not log.exists():
-            return []
-        return [json.loads(line) for line in log.read_text().splitlines()]
+            return answer
+
+        return [step(planned) for planned in plan]
+
+    def agent_calls(self) -> list[Call]:
+        """Every agent call of the loop opened last, answered or passed on: tool, mode, prompt."""
+        return [call for call in self.harness.executor.calls if call.kind == "agent"]
 
     def write_tasks(
         self, tasks: Iterable[dict[str, Any]], *, layout: str = "dashboard", loop_id: str = LOOP_ID
@@ -277,52 +191,49 @@ class LoopWorkspace:
         """fsm.toml: ``[machine.ccw-loop]`` options (tests run with ``PYTEST``) and the codex
         agent (:data:`IDLE_AGENT` unless given; None for none), for ``fsm`` run as a separate
         process."""
-        table = {"test_command": PYTEST, **options}
-        lines = ["[machine.ccw-loop]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
-        if codex is not None:
-            lines += ["", "[agent.codex]", f"command = {json.dumps(list(codex.command))}"]
-        (self.root / "fsm.toml").write_text("\n".join(lines) + "\n")
+        agents = {} if codex is None else {"codex": codex}
+        Harness(ccw_loop(), self.root).write_config({"test_command": PYTEST, **options}, agents)
 
-    def workspace(
-        self, *, agents: dict[str, AgentCommand] | None = None, **options: Any
-    ) -> Workspace:
-        """The fsm workspace on ``root`` (simulated clock; tests run with ``PYTEST``; the fix tool
-        codex is :data:`IDLE_AGENT` unless ``agents`` are given)."""
-        return Workspace(
+    def loops(
+        self, *, agents: dict[str, Agent] | None = None, **options: Any
+    ) -> Harness[LoopState]:
+        """The machine in this workspace (simulated clock; tests run with ``PYTEST``; the fix
+        tool codex is :data:`IDLE` unless ``agents`` are given); it becomes :attr:`harness`."""
+        harness = Harness(
+            ccw_loop(),
             self.root,
-            options={"test_command": PYTEST, **options},
+            document=LoopState,
             clock=self.clock,
-            executor=SubprocessExecutor(
-                self.root,
-                agents={"codex": IDLE_AGENT} if agents is None else agents,
-                default_timeout=60,
-            ),
+            options={"test_command": PYTEST, **options},
         )
+        for tool, agent in ({"codex": IDLE} if agents is None else agents).items():
+            if isinstance(agent, AgentCommand):
+                harness.add_agent(tool, agent)
+            elif isinstance(agent, Sequence):
+                harness.executor.on_agent(tool, *agent)
+            else:
+                harness.executor.on_agent(tool, agent)
+        self.harness = harness
+        return harness
+
+    def workspace(self, **options: Any) -> Workspace:
+        """The fsm workspace on ``root``, as :meth:`loops` sets it up."""
+        return self.loops(**options).workspace()
 
     def open(
         self,
         loop_id: str = LOOP_ID,
         *,
         interactive: bool = False,
-        agents: dict[str, AgentCommand] | None = None,
+        agents: dict[str, Agent] | None = None,
         **options: Any,
     ) -> Loop:
-        """The loop ``loop_id`` in this workspace, with an engine and a record of its writes."""
-        instance = self.workspace(agents=agents, **options).instance(ccw_loop(), loop_id)
-        loop = Loop(instance, Engine(instance, interactive=interactive))
-        render = instance.store.render
+        """The loop ``loop_id`` in this workspace, driven by the real engine."""
+        return self.loops(agents=agents, **options).instance(loop_id, interactive=interactive)
 
-        def recording_render(data: Any) -> str:
-            text = render(data)
-            loop.written.append(json.loads(text))
-            return text
-
-        instance.store.render = recording_render  # type: ignore[method-assign]
-        return loop
-
-    def context(self, loop_id: str = LOOP_ID, **options: Any) -> Context:
+    def context(self, loop_id: str = LOOP_ID, **options: Any) -> Context[LoopOptions]:
         """The context the engine passes to hooks of ``loop_id``."""
-        return self.workspace(**options).instance(ccw_loop(), loop_id).context()
+        return self.open(loop_id, **options).context(LoopOptions)
 
     def automatic_event(self, raw: dict[str, Any], **options: Any) -> str | None:
         """The event an automatic step takes on document ``raw`` (None: it waits for input).
@@ -330,7 +241,7 @@ class LoopWorkspace:
         This is what ``fsm status`` reports as enabled and automatic; the engine takes the first.
         """
         self.write_document(raw)
-        instance = self.workspace(**options).instance(ccw_loop(), raw["loop_id"])
+        instance = self.open(raw["loop_id"], **options).instance
         return next((e.event for e in status(instance).events if e.enabled and e.auto), None)
 
     def progress(self, name: str, loop_id: str = LOOP_ID) -> Path:

@@ -124,8 +124,8 @@ def test_agent_gets_prompt_and_mode(loop_ws: Any, started: Any) -> None:
     done, _ = _developed(started(agents={"gemini": agent}))
     assert done.status == "completed"
     call = loop_ws.agent_calls()[0]
-    assert call["mode"] == "analysis"
-    assert call["prompt"].startswith("Review calc")
+    assert call.mode == "analysis"
+    assert call.text.startswith("Review calc")
 
 
 def test_on_error_pause_pauses_the_loop(loop_ws: Any, started: Any) -> None:
@@ -222,7 +222,7 @@ def test_fix_task_is_developed_before_other_pending_tasks(loop_ws: Any, started:
     loop = started(mode="interactive", agents={"codex": agent})
     for event in ("init", "develop", "validate", "debug"):
         loop.fire(event)
-    raw = loop.raw
+    raw = loop.data
     raw["skill_state"]["develop"]["tasks"].append(
         {"id": "later", "description": "later", "status": "pending"}
     )

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop.model import LoopState
 
+from fsm.executor import AgentCommand
 from fsm.inspect import replay
 from tests.conftest import fsm_process
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID, MACHINE_YAML
@@ -34,6 +35,19 @@ ADD_MUL = {
     "command": "printf '\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py",
     "on_error": "continue",
 }
+
+
+def _fix_add_agent(folder: Path) -> AgentCommand:
+    """A real program for an agent in fsm.toml: a prompt about test_add repairs the bug."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "fix_add.py"
+    script.write_text(
+        "import pathlib, sys\n"
+        "if 'test_add' in sys.argv[1]:\n"
+        "    calc = pathlib.Path('calc.py')\n"
+        "    calc.write_text(calc.read_text().replace('a - b', 'a + b'))\n"
+    )
+    return AgentCommand((sys.executable, str(script), "{prompt}"))
 
 
 def _long_task(marker: Path) -> dict[str, Any]:
@@ -67,7 +81,7 @@ def test_dashboard_created_loop_runs_to_completed(loop_ws: Any) -> None:
     """fsm run drives a dashboard-written created file and its task list through a real bug fix
     to completed; every File Sync file is written and the dashboard's extra fields survive."""
     loop_ws.write_project(bug=True)
-    loop_ws.write_config(codex=loop_ws.write_agent(loop_ws.fix_add))
+    loop_ws.write_config(codex=_fix_add_agent(loop_ws.bin_dir))
     loop_ws.write_tasks([ADD_MUL])
     loop_ws.new_loop(tags=["calc"], priority="high", notes="", board={"column": 2})
     process = _fsm_run(loop_ws.root)

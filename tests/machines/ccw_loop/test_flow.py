@@ -91,7 +91,7 @@ def test_bug_is_debugged_fixed_and_validated(loop_ws: Any) -> None:
         ["calc.py"],
     )
     assert fix.extra("fixes") == "H1"
-    assert "test_calc.py::test_add" in loop_ws.agent_calls()[0]["prompt"]
+    assert "test_calc.py::test_add" in loop_ws.agent_calls()[0].text
     assert loop.doc.status == "completed"
     assert loop_ws.progress("debug.log").read_text().count("\n") == 1
     assert loop_ws.missing_progress(*FILE_SYNC) == []

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import LoopState
+from fsm_machines.ccw_loop.options import LoopOptions
 
 from fsm.errors import DocumentInputError
 from tests.machines.ccw_loop.conftest import LOOP_ID, MACHINE_YAML, ccw_loop
@@ -153,7 +154,8 @@ def test_on_error_appends_to_errors(
     loop = started()
     loop.fire("init")
     ctx = replace(
-        loop.ctx.for_transition("validate", "init", "validate"), failed_action=failed_action
+        loop.context(LoopOptions).for_transition("validate", "init", "validate"),
+        failed_action=failed_action,
     )
     update = functions.record_error(loop.doc, ctx, OSError("disk"))
     assert set(update) == {"skill_state.errors", "skill_state.consecutive_errors", "updated_at"}
@@ -183,7 +185,7 @@ def test_init_persists_the_error_limit(loop_ws: Any, started: Any) -> None:
     loop_ws.write_tasks([{**BASH, "command": "true"}])
     loop = started(max_errors=4)
     loop.fire("init")
-    assert loop.raw["skill_state"]["max_errors"] == 4
+    assert loop.data["skill_state"]["max_errors"] == 4
     assert "- Max errors: 4" in loop_ws.progress("develop.md").read_text()
 
 
@@ -197,7 +199,7 @@ def test_persisted_error_limit_outlives_the_option(loop_ws: Any, started: Any) -
     result = loop.run()
     assert (result.outcome, loop.events()) == ("failed", ["init", "develop", "give_up"])
     assert "(max_errors 1)" in (loop.doc.failure_reason or "")
-    LoopState.model_validate(loop.raw)
+    LoopState.model_validate(loop.data)
 
 
 def test_summary_hook_lines(loop_ws: Any, started: Any) -> None:

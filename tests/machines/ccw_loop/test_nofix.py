@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import AGENT_TOOLS
+from fsm_machines.ccw_loop.options import LoopOptions
 
 from fsm.errors import MissingRequirementError
 from fsm.inspect import status
@@ -52,7 +53,7 @@ def test_bash_loop_without_any_agent_completes(loop_ws: Any, started: Any) -> No
     loop_ws.write_project()
     loop_ws.write_tasks([ADD_MUL, _test_mul(6)])
     loop = started(agents={}, fix_tool="none")
-    assert functions.check_requirements(loop.doc, loop.ctx) == []
+    assert functions.check_requirements(loop.doc, loop.context(LoopOptions)) == []
     result = loop.run()
     reason = "all 2 tasks done; validation passed: 3 tests passed"
     assert (result.outcome, result.exit_code, result.message) == ("completed", 0, reason)
@@ -177,14 +178,14 @@ def test_preflight_names_a_task_without_tool(loop_ws: Any, started: Any) -> None
     path = loop_ws.write_tasks([ADD_MUL, {"task_id": "t2", "description": "Refactor calc"}])
     loop = started(agents={}, fix_tool="none")
     source = path.relative_to(loop_ws.root).as_posix()
-    assert functions.check_requirements(loop.doc, loop.ctx) == [
+    assert functions.check_requirements(loop.doc, loop.context(LoopOptions)) == [
         f"task t2 in {source} names no tool and fix_tool is none: give the task a tool "
         '("tool": "bash" with a "command", or an agent) or set fix_tool'
     ]
-    before = loop.raw
+    before = loop.data
     with pytest.raises(MissingRequirementError, match=r"task t2 in .* names no tool"):
         loop.run()
-    assert loop.raw == before
+    assert loop.data == before
 
 
 def test_preflight_names_a_loop_without_task_list(loop_ws: Any, started: Any) -> None:
@@ -192,7 +193,7 @@ def test_preflight_names_a_loop_without_task_list(loop_ws: Any, started: Any) ->
     preflight says to give it a task list or set fix_tool."""
     loop_ws.write_project()
     loop = started(agents={}, fix_tool="none")
-    assert functions.check_requirements(loop.doc, loop.ctx) == [
+    assert functions.check_requirements(loop.doc, loop.context(LoopOptions)) == [
         "the loop has no task list, so its description is its one task (task-001), for "
         "fix_tool, and fix_tool is none: give the loop a task list (option task_list, or "
         f".workflow/.loop/{LOOP_ID}.tasks.jsonl) or set fix_tool"
@@ -245,6 +246,6 @@ def test_default_fix_tool_is_codex(loop_ws: Any, started: Any) -> None:
     loop_ws.write_project()
     loop_ws.write_tasks([ADD_MUL])
     loop = started(agents={})
-    (line,) = functions.check_requirements(loop.doc, loop.ctx)
+    (line,) = functions.check_requirements(loop.doc, loop.context(LoopOptions))
     assert line.startswith("agent 'codex' (option fix_tool, which implements fix tasks)")
     assert "-o fix_tool=none" in line

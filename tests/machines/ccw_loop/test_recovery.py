@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.options import LoopOptions
 from fsm_machines.ccw_loop.recovery import salvage_api_fields
 
 from fsm.recovery import recover
@@ -55,16 +56,16 @@ def _skill(raw: dict[str, Any]) -> dict[str, Any]:
 
 def test_skill_state_is_rebuilt_from_progress_files(finished: Any) -> None:
     """Tasks, action history, debug and validation come back as they were."""
-    recovery = functions.recover(finished.ctx, "{ not json")
+    recovery = functions.recover(finished.context(LoopOptions), "{ not json")
     rebuilt = recovery.document.model_dump(mode="json", exclude_unset=True)
-    assert _skill(rebuilt) == _skill(finished.raw)
-    assert rebuilt["current_iteration"] == finished.raw["current_iteration"]
-    assert rebuilt["title"] == finished.raw["title"]
+    assert _skill(rebuilt) == _skill(finished.data)
+    assert rebuilt["current_iteration"] == finished.data["current_iteration"]
+    assert rebuilt["title"] == finished.data["title"]
 
 
 def test_unrecoverable_api_fields_are_reported(finished: Any) -> None:
     """max_iterations and the error history cannot be rebuilt, and the notes say so."""
-    recovery = functions.recover(finished.ctx, None)
+    recovery = functions.recover(finished.context(LoopOptions), None)
     notes = "\n".join(recovery.notes)
     assert "max_iterations: could not be recovered" in notes
     assert "title: not in the corrupt file; taken from develop.md" in notes
@@ -75,14 +76,14 @@ def test_unrecoverable_api_fields_are_reported(finished: Any) -> None:
 
 def test_api_fields_are_salvaged_from_a_truncated_file(finished: Any) -> None:
     """The readable start of a half-written master file still gives the API fields."""
-    text = json.dumps({**finished.raw, "max_iterations": 7}, indent=2)
+    text = json.dumps({**finished.data, "max_iterations": 7}, indent=2)
     truncated = text[: text.index('"skill_state"') + 40]
-    recovery = functions.recover(finished.ctx, truncated)
+    recovery = functions.recover(finished.context(LoopOptions), truncated)
     doc = recovery.document
     assert (doc.max_iterations, doc.status, doc.created_at) == (
         7,
         "completed",
-        finished.raw["created_at"],
+        finished.data["created_at"],
     )  # type: ignore[attr-defined]
     assert not any(n.startswith("max_iterations") for n in recovery.notes)
 
@@ -94,7 +95,7 @@ def test_unstarted_work_is_pending_and_status_paused(loop_ws: Any, started: Any)
     loop = started()
     loop.step()
     loop.step()
-    recovery = functions.recover(loop.ctx, "")
+    recovery = functions.recover(loop.context(LoopOptions), "")
     doc = recovery.document
     state = doc.skill_state  # type: ignore[attr-defined]
     assert [(t.id, t.status) for t in state.develop.tasks] == [
@@ -129,7 +130,7 @@ def test_salvage_api_fields(raw: str, expected: dict[str, Any]) -> None:
 
 def test_error_limit_is_recovered_from_develop_md(finished: Any) -> None:
     """The persisted max_errors comes back from develop.md's header."""
-    recovery = functions.recover(finished.ctx, None)
+    recovery = functions.recover(finished.context(LoopOptions), None)
     assert recovery.document.skill_state.max_errors == 3  # type: ignore[attr-defined]
     assert not any(n.startswith("skill_state.max_errors") for n in recovery.notes)
 

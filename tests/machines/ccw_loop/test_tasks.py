@@ -142,7 +142,7 @@ def test_init_writes_the_seed_shape(loop_ws: Any, started: Any) -> None:
     path.write_text(path.read_text() + "{oops\n")
     driver = started()
     driver.fire("init")
-    state = driver.raw["skill_state"]
+    state = driver.data["skill_state"]
     assert (state["current_action"], state["last_action"], state["completed_actions"]) == (
         "init",
         None,
@@ -151,7 +151,7 @@ def test_init_writes_the_seed_shape(loop_ws: Any, started: Any) -> None:
     assert state["develop"]["total"] == 1
     assert state["debug"]["hypotheses"] == [] and state["validate"]["passed"] is False
     assert [e["action"] for e in state["errors"]] == ["INIT"]
-    assert driver.raw["current_iteration"] == 0
+    assert driver.data["current_iteration"] == 0
     assert "- [ ] a (bash/write): do a" in loop_ws.progress("develop.md").read_text()
 
 

@@ -17,6 +17,7 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.verdict import loop_outcome
 
 from fsm.errors import MissingRequirementError
+from fsm.executor import AgentCommand
 from tests.machines.ccw_loop.conftest import LOOP_ID
 
 TEST_ADD = "tests/test_calc.py::test_add"
@@ -162,7 +163,7 @@ def test_wrong_fixes_are_given_up_after_max_fix_attempts(loop_ws: Any, started: 
     assert doc.failure_reason == (
         f"Gave up on {TEST_ADD} after 2 fix attempts (H1); it still fails: assert -1 == 5"
     )
-    assert loop_ws.scripted_calls() == 2
+    assert len(loop_ws.agent_calls()) == 2
     assert "Reason: Gave up on" in loop_ws.progress("summary.md").read_text()
 
 
@@ -255,9 +256,9 @@ def test_coverage_is_null_until_measured(loop_ws: Any, started: Any) -> None:
     loop_ws.write_tasks([ADD_MUL])
     loop = started()
     loop.step()
-    assert loop.raw["skill_state"]["validate"]["coverage"] is None
+    assert loop.data["skill_state"]["validate"]["coverage"] is None
     assert loop.run().outcome == "completed"
-    raw = loop.raw["skill_state"]
+    raw = loop.data["skill_state"]
     assert raw["validate"]["coverage"] is None
     assert raw["summary"]["validate"]["coverage"] is None
     test_results = json.loads(loop_ws.progress("test-results.json").read_text())
@@ -271,11 +272,17 @@ def test_secret_in_agent_command_is_never_recorded(loop_ws: Any, started: Any) -
     secret = "sk-live-0123456789abcdef"
     loop_ws.write_project(bug=True)
     loop_ws.write_tasks([{**ADD_MUL, "tool": "codex"}, NOTE])
-    agent = loop_ws.write_scripted_agent(
-        {"file": "calc.py", "append": "\n", "stderr": f"auth with {secret} refused", "exit": 1},
-        argv=("--token", secret, f"--key={secret}"),
+    # A real program, configured as fsm.toml would: what is redacted is its command line.
+    loop_ws.bin_dir.mkdir()
+    script = loop_ws.bin_dir / "agent.py"
+    script.write_text(
+        "import sys\n"
+        "open('calc.py', 'a').write('\\n')\n"
+        f"print('auth with {secret} refused', file=sys.stderr)\n"
+        "sys.exit(1)\n"
     )
-    loop = started(agents={"codex": agent})
+    argv = (sys.executable, str(script), "--token", secret, f"--key={secret}", "{prompt}")
+    loop = started(agents={"codex": AgentCommand(argv)})
     _drive(loop)
     task = loop.doc.skill_state.develop.tasks[0]
     assert task.status == "failed"
@@ -288,7 +295,7 @@ def test_secret_in_agent_command_is_never_recorded(loop_ws: Any, started: Any) -
         if path.is_file() and secret in path.read_text(errors="replace")
     ]
     assert leaks == []
-    assert loop_ws.scripted_calls() == 1
+    assert len(loop_ws.agent_calls()) == 1
 
 
 def test_added_task_that_cannot_run_fails_the_loop(loop_ws: Any, started: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import LoopState
+from fsm_machines.ccw_loop.options import LoopOptions
 from fsm_machines.ccw_loop.verdict import program_of
 
 from fsm.errors import MissingRequirementError
@@ -63,7 +64,7 @@ def test_preflight_names_every_missing_requirement(loop_ws: Any, started: Any) -
         ]
     )
     loop = started(fix_tool="gemini", test_command="no-such-runner-xyz -q")
-    missing = functions.check_requirements(loop.doc, loop.ctx)
+    missing = functions.check_requirements(loop.doc, loop.context(LoopOptions))
     source = path.relative_to(loop_ws.root).as_posix()
     assert missing == [
         f'task t2 (tool bash) has no command: add "command" to its line in {source}',
@@ -86,11 +87,11 @@ def test_refused_run_changes_nothing(loop_ws: Any, started: Any) -> None:
     loop_ws.write_project()
     loop_ws.write_tasks([{**ADD_MUL, "tool": "claude"}])
     loop = started()
-    before = loop.raw
+    before = loop.data
     records = len(loop.instance.journal.read().records)
     with pytest.raises(MissingRequirementError, match="agent 'claude' \\(task t1\\)"):
         loop.run()
-    assert loop.raw == before
+    assert loop.data == before
     assert len(loop.instance.journal.read().records) == records
 
 
@@ -101,11 +102,12 @@ def test_tasks_still_in_the_file_are_checked_on_resume(loop_ws: Any, started: An
     path = loop_ws.write_tasks([ADD_MUL])
     loop = started()
     loop.step()
-    assert functions.check_requirements(loop.doc, loop.ctx) == []
+    assert functions.check_requirements(loop.doc, loop.context(LoopOptions)) == []
     with path.open("a") as handle:
         handle.write(json.dumps({**BASH, "task_id": "t9", "tool": "qwen"}) + "\n")
     assert [
-        line.split(" is not")[0] for line in functions.check_requirements(loop.doc, loop.ctx)
+        line.split(" is not")[0]
+        for line in functions.check_requirements(loop.doc, loop.context(LoopOptions))
     ] == ["agent 'qwen' (task t9)"]
 
 
@@ -131,7 +133,7 @@ def test_unsplittable_test_command_is_reported(loop_ws: Any, started: Any) -> No
     loop_ws.write_project()
     loop_ws.write_tasks([ADD_MUL])
     loop = started(test_command="pytest 'unbalanced")
-    (line,) = functions.check_requirements(loop.doc, loop.ctx)
+    (line,) = functions.check_requirements(loop.doc, loop.context(LoopOptions))
     assert line.startswith('test_command "pytest \'unbalanced" cannot be split into words')
 
 
@@ -188,7 +190,7 @@ def test_completed_status_without_the_goal_is_a_failure(
     loop_ws.write_tasks([ADD_MUL])
     loop = started()
     assert loop.run().outcome == "completed"
-    raw = loop.raw
+    raw = loop.data
     change(raw)
     verdict = functions.judge_outcome(LoopState.model_validate(raw))
     assert (verdict.success, verdict.reason) == (False, reason)

@@ -145,14 +145,7 @@ class SampleWorkspace:
     def write_fsm_toml(self, **options: Any) -> None:
         """Write fsm.toml: the stand-in agents as ``[agent.<tool>]`` tables, and ``options``
         as the ``[machine.issue-manager]`` table."""
-        lines = []
-        for tool, command in sorted(self.agents.items()):
-            argv = ", ".join(json.dumps(part) for part in command.command)
-            lines += [f"[agent.{tool}]", f"command = [{argv}]", ""]
-        if options:
-            lines.append("[machine.issue-manager]")
-            lines += [f"{key} = {json.dumps(value)}" for key, value in sorted(options.items())]
-        (self.root / "fsm.toml").write_text("\n".join(lines), encoding="utf-8")
+        Harness(MACHINE_YAML, self.root).write_config(options, self.agents)
 
 
 @pytest.fixture
