@@ -10,8 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fsm.context import Context
-from fsm.registry import Registry, Update
+from fsm import Context, Registry, Update
 
 registry = Registry()
 

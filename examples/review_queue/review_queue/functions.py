@@ -5,9 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from fsm.context import Context
-from fsm.outcome import Verdict
-from fsm.registry import Registry, Update
+from fsm import Context, Registry, Update, Verdict
 
 from .model import Item, ReviewInputs, ReviewOptions, ReviewQueue
 

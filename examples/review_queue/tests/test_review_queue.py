@@ -8,7 +8,7 @@ import pytest
 from review_queue.functions import review_next
 from review_queue.model import ReviewOptions, ReviewQueue
 
-from fsm.errors import DocumentInputError, MissingRequirementError
+from fsm import DocumentInputError, MissingRequirementError
 from fsm.testing import Call, Harness, Reply, ScriptedExecutor, applied
 
 MACHINE = Path(__file__).parents[1] / "review_queue" / "machine.yaml"
@@ -46,6 +46,19 @@ def test_requested_changes_fail_the_queue_naming_the_file(harness: Harness[Revie
     queue.assert_outcome("failed", "1 of 2 files approved; util.py: changes (guard x)")
 
 
+def test_the_reviewer_reads_each_file_in_the_workspace(harness: Harness[ReviewQueue]) -> None:
+    """The prompt names one file, and the reviewer runs where that file is."""
+
+    def reads_the_file(call: Call) -> Reply:
+        text = (call.cwd / call.text.split()[3]).read_text()
+        return Reply(stdout="CHANGES: x may be a string" if "x / 2" in text else "APPROVE")
+
+    harness.executor.on_agent("claude", reads_the_file)
+    queue = harness.create({"files": ["app.py", "util.py"]})
+    queue.run()
+    queue.assert_outcome("failed", "1 of 2 files approved; util.py: changes (x may be a string)")
+
+
 def test_a_failing_check_sends_the_file_back_without_a_review(tmp_path: Path) -> None:
     """With check_command set, a file that fails it is not shown to the reviewer."""
     executor = ScriptedExecutor(programs={"lint"})
@@ -66,11 +79,7 @@ def test_a_failing_check_sends_the_file_back_without_a_review(tmp_path: Path) ->
 def test_an_answer_without_a_verdict_is_a_failed_review(harness: Harness[ReviewQueue]) -> None:
     """A reviewer that exits 0 without APPROVE or CHANGES has not reviewed the file."""
 
-    def wanders_off(call: Call) -> Reply:
-        (call.cwd / "notes.md").write_text("I rewrote it all")
-        return Reply(stdout="Here is a poem instead.")
-
-    harness.executor.on_agent("claude", wanders_off)
+    harness.executor.on_agent("claude", Reply(stdout="Here is a poem instead."))
     queue = harness.create({"files": ["app.py"]})
     queue.run()
     assert queue.doc.items[0].note == "no verdict in the answer: Here is a poem instead."
