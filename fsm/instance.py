@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -356,6 +357,12 @@ class Instance:
         initial = self.machine.spec.initial
         if self.machine.codec.read(doc) != initial:
             data = apply_update(data, self.machine.codec.write(doc, initial))
+        control = self.machine.spec.control
+        if control is not None and self.status_of(data) is None:
+            # The status is read from the file: a default the model fills in must be written.
+            default = _model_value(doc, control.field)
+            if default is not None:
+                data = apply_update(data, {control.field: default})
         with self.store.document_lock(self.id):
             if self.exists():
                 raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
@@ -371,3 +378,13 @@ class Instance:
             loaded = self.commit(data, record, base=None, locked=True)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)
         return loaded
+
+
+def _model_value(doc: BaseModel, path: str) -> Any:
+    """The value at dotted ``path`` of the validated ``doc`` (None when absent), as JSON."""
+    current: Any = doc
+    for part in path.split("."):
+        current = getattr(current, part, None)
+        if current is None:
+            return None
+    return current.value if isinstance(current, Enum) else current

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -423,3 +424,23 @@ def test_commit_that_cannot_take_the_lock_parks_the_result(
         instance.commit({**base.data, "count": 1}, {"kind": "transition"}, base=base)
     parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
     assert [json.loads(p.read_text())["count"] for p in parked] == [1]
+
+
+def test_a_status_the_model_defaults_is_written_at_creation(tmp_path: Path) -> None:
+    """A create hook that leaves the control status to the model's default still gives an
+    instance that can be started: the default is written into the file."""
+    from fsm.control import ControlPlane
+    from fsm.instance import Workspace
+    from fsm.machine import load_machine
+    from tests.conftest import ENGINE_MACHINES
+
+    machine = load_machine(ENGINE_MACHINES / "judged" / "machine.yaml")
+    instance = Workspace(tmp_path).instance(machine, "b1")
+    hooks = machine.hooks
+    machine.hooks = replace(hooks, create=lambda inputs, ctx: {"parts": []})
+    try:
+        instance.create({})
+    finally:
+        machine.hooks = hooks
+    assert json.loads(instance.paths.document.read_text())["status"] == "created"
+    assert ControlPlane(instance).apply("start").status == "running"
