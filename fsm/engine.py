@@ -41,7 +41,7 @@ from fsm.errors import (
     UnwritableDocumentError,
 )
 from fsm.instance import Instance, Loaded
-from fsm.machine import Machine, Transition, event_options
+from fsm.machine import FieldCodec, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
 from fsm.update import apply_update
 
@@ -77,6 +77,8 @@ class Kernel:
                 dest=transition.dest,
                 before=self._before,
             )
+        # Each transition's event, looked up once: a step triggers it directly.
+        self._events = {t.index: self._machine.events[f"_t{t.index}"] for t in machine.transitions}
         self._pending: Callable[[], None] | None = None
 
     def take(self, state: str, transition: Transition, run_actions: Callable[[], None]) -> str:
@@ -84,13 +86,15 @@ class Kernel:
 
         If ``run_actions`` raises, the exception propagates and the state does not change.
         """
-        self._machine.set_state(state, model=self.model)
+        model = self.model
+        if getattr(model, "state", None) != state:
+            self._machine.set_state(state, model=model)
         self._pending = run_actions
         try:
-            self.model.trigger(f"_t{transition.index}")  # type: ignore[attr-defined]
+            self._events[transition.index].trigger(model)
         finally:
             self._pending = None
-        return self.model.state
+        return model.state
 
     def _before(self, event: Any) -> None:
         if self._pending is not None:
@@ -116,6 +120,27 @@ class Engine:
         self.kernel = Kernel(self.machine)
         self.control = ControlPlane(instance)
         self._lock_held = False
+        # The context of this engine's steps and, per (transition, source), the copy its guards
+        # and actions see: what they hold is fixed for the instance, so they are built once.
+        self._ctx: Context | None = None
+        self._tctx: dict[tuple[int, str], Context] = {}
+        # A codec of the machine's own may read the document to write the state: it gets the
+        # validated result of the actions. The field codec only writes the state.
+        self._codec_reads_document = not isinstance(self.machine.codec, FieldCodec)
+
+    def context(self) -> Context:
+        """The context of this engine's guards, actions and hooks (built once)."""
+        if self._ctx is None:
+            self._ctx = self.instance.context(interactive=self.interactive)
+        return self._ctx
+
+    def _transition_context(self, transition: Transition, source: str) -> Context:
+        key = (transition.index, source)
+        tctx = self._tctx.get(key)
+        if tctx is None:
+            dest = transition.dest_from(source)
+            tctx = self._tctx[key] = self.context().for_transition(transition.event, source, dest)
+        return tctx
 
     def step(self, *, actor: str = "engine") -> StepResult:
         """Take the first enabled automatic transition of the current state.
@@ -177,7 +202,7 @@ class Engine:
             return []
         current = loaded or self.instance.load()
         try:
-            missing = hook(current.doc, self.instance.context(interactive=self.interactive))
+            missing = hook(current.doc, self.context())
         except Exception as exc:
             raise FsmError(
                 f"the preflight check of '{self.instance.id}' failed: {type(exc).__name__}: {exc}"
@@ -194,8 +219,7 @@ class Engine:
     def allowed_events(self, loaded: Loaded | None = None) -> list[Choice]:
         """Events of the current state whose guards hold now."""
         current = loaded or self.instance.load()
-        ctx = self.instance.context(interactive=self.interactive)
-        options = event_options(self.machine, current.state, current.doc, ctx)
+        options = event_options(self.machine, current.state, current.doc, self.context())
         return [Choice(o.event, o.description) for o in options if o.enabled]
 
     def run(
@@ -315,7 +339,7 @@ class Engine:
                     "until it is running"
                 )
             return StepResult("blocked", state, status)
-        ctx = instance.context(interactive=self.interactive)
+        ctx = self.context()
         candidates = self.machine.transitions_from(state, event)
         if event is None:
             candidates = [t for t in candidates if t.auto]
@@ -327,7 +351,7 @@ class Engine:
         evaluated: list[dict[str, Any]] = []
         chosen: Transition | None = None
         for transition in candidates:
-            tctx = ctx.for_transition(transition.event, state, transition.dest_from(state))
+            tctx = self._transition_context(transition, state)
             try:
                 holds = self._guards_hold(transition, current.doc, tctx, evaluated)
             except _ActionsFailed as failure:
@@ -385,21 +409,21 @@ class Engine:
 
         def run_actions() -> None:
             data, doc = current.data, current.doc
-            for name, action in transition.actions:
+            last = len(transition.actions) - 1
+            unchecked = False
+            for position, (name, action) in enumerate(transition.actions):
                 try:
                     update = action(doc, tctx)
                     if update:
                         data = apply_update(data, update)
-                        doc = instance.validate(data)
+                        # The next action (or a codec that reads the document) needs it now;
+                        # otherwise it is validated once, with the state written (below).
+                        unchecked = position == last and not self._codec_reads_document
+                        if not unchecked:
+                            doc = instance.validate(data)
                 except Exception as exc:
                     raise _ActionsFailed(name, exc) from exc
-            try:
-                data = apply_update(data, self.machine.codec.write(doc, dest))
-                data = instance.entered(data, dest)
-                instance.validate(data)
-            except ValidationError as exc:
-                raise _ActionsFailed(None, exc) from exc
-            outcome["data"] = data
+            outcome["data"] = self._entered(data, doc, dest, transition if unchecked else None)
 
         try:
             self.kernel.take(source, transition, run_actions)
@@ -431,6 +455,34 @@ class Engine:
         return StepResult(
             "applied", saved.state, saved.status, transition.event, source, saved.state
         )
+
+    def _entered(
+        self, data: dict[str, Any], doc: BaseModel, dest: str, unchecked: Transition | None
+    ) -> dict[str, Any]:
+        """``data`` with ``dest`` (and the control status it sets) written into it, validated.
+
+        ``unchecked`` is the transition whose last action's update is not validated yet: when
+        the result does not validate, the failure is that action's if its update alone already
+        broke the document (as validating after every action tells), else the validation's.
+        """
+        instance = self.instance
+        write = dict(self.machine.codec.write(doc, dest))
+        status = self.machine.states[dest].status
+        control = self.machine.spec.control
+        if status is not None and control is not None:
+            write.pop(control.field, None)  # applied last, as entering the state sets it
+            write[control.field] = status
+        result = apply_update(data, write) if write else data
+        try:
+            instance.validate(result)
+        except ValidationError as exc:
+            if unchecked is not None:
+                try:
+                    instance.validate(data)
+                except ValidationError as own:
+                    raise _ActionsFailed(unchecked.actions[-1][0], own) from own
+            raise _ActionsFailed(None, exc) from exc
+        return result
 
     def _failed(
         self,
