@@ -189,6 +189,16 @@ def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _history_arguments(p: argparse.ArgumentParser) -> None:
+    _instance_json_arguments(p)
+    p.add_argument(
+        "--tail",
+        type=int,
+        metavar="N",
+        help="only the last N records, read from the end of the journal, e.g. --tail 20",
+    )
+
+
 def _ls_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "machine", nargs="?", help="only this machine's instances (default: every machine)"
@@ -261,7 +271,7 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
         _instance_json_arguments,
     ),
     "ls": ("instances in the workspace, newest first", _ls_arguments),
-    "history": ("the journal of an instance", _instance_json_arguments),
+    "history": ("the journal of an instance", _history_arguments),
     "replay": ("check that the journal reproduces the document", _instance_arguments),
     "recover": ("rebuild a corrupt document where the machine supports it", _instance_arguments),
     "serve": ("a live web view of the workspace's machines and instances", _serve_arguments),

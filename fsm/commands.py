@@ -7,6 +7,7 @@ commands that need them, so that ``fsm status`` and ``fsm ls`` start quickly.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -236,18 +237,35 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Print the journal."""
+    """Print the journal as it is read (or only its last ``--tail`` records, read from its end).
+
+    Each record is one line: readable text (:func:`_history_line`), or with ``--json`` the
+    record as the journal holds it (compact JSON), characters a terminal would act on escaped.
+    """
     instance = instance_from(args, values)
-    read = instance.journal.read()
-    if args.json:
-        for record in read.records:
-            print(json_text(record))
-    else:
-        for record in read.records:
-            out(_history_line(record))
-    for line in read.bad_lines:
-        print(f"fsm: warning: journal line {line} is unreadable and was skipped", file=sys.stderr)
+    write = sys.stdout.write
+    if args.tail is not None:
+        if args.tail < 0:
+            raise InputError("--tail must be 0 or more")
+        records = list(itertools.islice(instance.journal.backwards(), args.tail))
+        for record in reversed(records):
+            write((_json_line(record) if args.json else _history_line(record)) + "\n")
+        return 0
+    for number, line, record in instance.journal.scan():
+        if record is None:
+            warning = f"fsm: warning: journal line {number} is unreadable and was skipped"
+            print(warning, file=sys.stderr)
+        elif not args.json:
+            write(_history_line(record) + "\n")
+        elif line.isascii() and line.isprintable():
+            write(line + "\n")  # as written: nothing to escape, nothing to encode again
+        else:
+            write(_json_line(record) + "\n")
     return 0
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    return json_text(record, separators=(",", ":"))
 
 
 def _history_line(record: dict[str, Any]) -> str:

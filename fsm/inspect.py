@@ -252,6 +252,10 @@ class ReplayReport:
     notes: list[str] = field(default_factory=list)
 
 
+MAX_REPORTED = 10
+"""Broken links of the state chain reported one by one; the rest are counted."""
+
+
 def replay(instance: Instance) -> ReplayReport:
     """Check that the journal reproduces the persisted document.
 
@@ -260,35 +264,81 @@ def replay(instance: Instance) -> ReplayReport:
     state and status must be the document's, and the last record's hash must be the document's
     hash; a document changed since by another writer (a dashboard edit) is reported as a note
     when only external fields differ, and as a problem otherwise.
+
+    The journal is read as a stream, one record at a time: memory does not grow with its length.
     """
     loaded = instance.load()
-    read = instance.journal.read()
-    report = ReplayReport(len(read.records), loaded.state, loaded.status)
-    if read.torn_tail:
-        report.notes.append(f"the last journal line ({read.last_line}) is torn and was skipped")
-    elif read.bad_lines:
-        report.problems.append(f"unreadable journal lines: {read.bad_lines}")
-    if not read.records:
+    report = ReplayReport(0, loaded.state, loaded.status)
+    chain = _Chain()
+    bad_lines: list[int] = []
+    bad_count = last_line = 0
+    for number, _, record in instance.journal.scan():
+        last_line = number
+        if record is None:
+            bad_count += 1
+            if len(bad_lines) < MAX_REPORTED:
+                bad_lines.append(number)
+            continue
+        report.records += 1
+        chain.follow(report.records, record)
+    if bad_count == 1 and bad_lines == [last_line]:
+        report.notes.append(f"the last journal line ({last_line}) is torn and was skipped")
+    elif bad_count:
+        more = f" (and {bad_count - len(bad_lines)} more)" if bad_count > len(bad_lines) else ""
+        report.problems.append(f"unreadable journal lines: {bad_lines}{more}")
+    if chain.last is None:
         report.problems.append("the journal is empty")
         return report
-    if read.records[0].get("kind") != "create" and read.records[0].get("kind") != "recover":
+    if not chain.starts_with_creation:
         report.notes.append("the journal does not start with the instance's creation")
-    state: str | None = None
-    for number, record in enumerate(read.records, start=1):
+    report.problems.extend(chain.problems)
+    if chain.unreported:
+        report.problems.append(f"and {chain.unreported} more records that break the chain")
+    _check_last(instance, loaded, chain.last, chain.state, report)
+    return report
+
+
+class _Chain:
+    """The state chain of a journal, followed one record at a time."""
+
+    def __init__(self) -> None:
+        self.state: str | None = None
+        self.last: dict[str, Any] | None = None
+        self.starts_with_creation = False
+        self.problems: list[str] = []
+        self.unreported = 0
+
+    def follow(self, number: int, record: dict[str, Any]) -> None:
         kind = record.get("kind")
+        if self.last is None:
+            self.starts_with_creation = kind in {"create", "recover"}
+        self.last = record
         if kind in {"create", "recover"}:
-            state = record.get("dest")
-            continue
+            self.state = record.get("dest")
+            return
         if kind == "repair":  # settles where the instance really is after a crash
-            state = record.get("state")
-            continue
+            self.state = record.get("state")
+            return
+        state = self.state
         if state is not None and record.get("source") != state and not record.get("merged"):
-            report.problems.append(
-                f"record {number} ({kind} {record.get('event')}) starts in "
-                f"'{record.get('source')}' but the previous record ended in '{state}'"
-            )
-        state = record.get("state", record.get("dest"))
-    last = read.records[-1]
+            if len(self.problems) < MAX_REPORTED:
+                self.problems.append(
+                    f"record {number} ({kind} {record.get('event')}) starts in "
+                    f"'{record.get('source')}' but the previous record ended in '{state}'"
+                )
+            else:
+                self.unreported += 1
+        self.state = record.get("state", record.get("dest"))
+
+
+def _check_last(
+    instance: Instance,
+    loaded: Any,
+    last: dict[str, Any],
+    state: str | None,
+    report: ReplayReport,
+) -> None:
+    """Compare where the journal ends with the document."""
     if state != loaded.state:
         report.problems.append(
             f"the journal ends in state '{state}' but the document is in '{loaded.state}'"
@@ -308,7 +358,6 @@ def replay(instance: Instance) -> ReplayReport:
             report.notes.append(
                 f"status changed outside fsm: '{last.get('status')}' -> '{loaded.status}'"
             )
-    return report
 
 
 def check_replay(instance: Instance) -> ReplayReport:

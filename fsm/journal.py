@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from json.scanner import make_scanner
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from fsm.files import append_bytes, open_nofollow
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog"]
 
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+_BLOCK = 1 << 20
+"""Bytes read at a time when a journal is scanned from its start."""
 
 
 @dataclass
@@ -132,26 +135,48 @@ class LineLog:
             os.close(fd)
 
     def read(self) -> JournalRead:
-        """Every record; unreadable lines are listed by number instead."""
+        """Every record; unreadable lines are listed by number instead (see :meth:`scan` for a
+        journal too long to hold in memory)."""
         result = JournalRead()
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return result
-        # Only "\n" ends a record: str.splitlines would also split at U+2028 or NEL inside one.
-        for number, line in enumerate(data.split(b"\n"), start=1):
-            if not line.strip():
-                continue
+        for number, _, record in self.scan():
             result.last_line = number
-            record = _parse(line)
             if record is None:
                 result.bad_lines.append(number)
             else:
                 result.records.append(record)
         return result
 
+    def scan(self) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
+        """``(line number, line, record)`` for every non-blank line, first to last; the record
+        is ``None`` when the line is unreadable. The file is read in blocks, so memory does not
+        grow with its length."""
+        try:
+            fd = open_nofollow(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            number = 0
+            carry = b""  # a line whose end lies in the next block
+            while True:
+                block = os.read(fd, _BLOCK)
+                if not block:
+                    break
+                # Only "\n" ends a record: str.splitlines would also split at U+2028 or NEL.
+                lines = (carry + block).split(b"\n")
+                carry = lines.pop()
+                for line in lines:
+                    number += 1
+                    if line.strip():
+                        text = line.decode("utf-8", errors="replace")
+                        yield number, text, _parse_text(text)
+            if carry.strip():
+                text = carry.decode("utf-8", errors="replace")
+                yield number + 1, text, _parse_text(text)
+        finally:
+            os.close(fd)
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.read().records)
+        return (record for _, _, record in self.scan() if record is not None)
 
 
 class RotatingLog(LineLog):
@@ -223,8 +248,29 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
     Bytes that are not UTF-8 become U+FFFD rather than costing the whole record.
     """
+    return _parse_text(line.decode("utf-8", errors="replace"))
+
+
+def _parse_text(text: str) -> dict[str, Any] | None:
+    """The record in ``text`` (see :func:`_parse`). A line that is plainly one JSON object
+    within the limits (every line fsm writes) is scanned directly; anything else gets
+    :func:`fsm.jsonio.loads`'s full checks and their verdict."""
     try:
-        record = jsonio.loads(line.decode("utf-8", errors="replace"))
-    except jsonio.JsonError:
-        return None
+        record, end = _scan_once(text, 0)
+    except Exception:  # torn, NaN, a number too long, nested too deep: the careful reading says
+        end = -1
+    if end != len(text) or text.count("[") + text.count("{") > jsonio.MAX_DEPTH:
+        try:
+            record = jsonio.loads(text)
+        except jsonio.JsonError:
+            return None
     return record if isinstance(record, dict) else None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_scan_once: Callable[[str, int], tuple[Any, int]] = make_scanner(
+    json.JSONDecoder(parse_constant=_refuse_constant)  # type: ignore[arg-type]
+)

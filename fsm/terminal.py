@@ -35,21 +35,27 @@ _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 def printable(text: str) -> str:
     """``text`` with every unsafe character escaped; newlines are kept."""
-    if _UNSAFE_KEEPING_NEWLINES.search(text) is None:
+    # Every unsafe character is unprintable for str.isprintable, which is much faster than a
+    # search: most text is answered by it.
+    if text.isprintable() or _UNSAFE_KEEPING_NEWLINES.search(text) is None:
         return text
     return _UNSAFE_KEEPING_NEWLINES.sub(_escape, text)
 
 
 def one_line(text: str) -> str:
     """``text`` with every unsafe character escaped, newlines included: it prints as one line."""
-    if _UNSAFE_WITH_NEWLINES.search(text) is None:
+    if text.isprintable() or _UNSAFE_WITH_NEWLINES.search(text) is None:
         return text
     return _UNSAFE_WITH_NEWLINES.sub(_escape, text)
 
 
-def json_text(value: Any, *, indent: int | None = None) -> str:
+def json_text(
+    value: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None
+) -> str:
     """``value`` as JSON that keeps non-ASCII text but escapes what a terminal would act on."""
-    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=False)
+    if text.isascii() and "\x7f" not in text:
+        return text  # JSON escapes the C0 controls itself
     # Outside strings JSON text is ASCII, so each match is inside a string: \uXXXX is exact.
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 

@@ -1,0 +1,116 @@
+"""Journals read as streams: `fsm replay` and `fsm history` do not hold a journal in memory,
+`history --tail N` reads only the end, and records split across read blocks read whole."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fsm import journal as journal_module
+from fsm.inspect import MAX_REPORTED, replay
+from fsm.instance import Workspace
+from fsm.journal import Journal
+from tests.conftest import COUNTER, CliResult
+
+Cli = Callable[..., CliResult]
+C = str(COUNTER)
+
+
+def _counted(cli: Cli, limit: int = 3) -> None:
+    assert cli("new", C, "--id", "c1", "--set", f"limit={limit}").code == 0
+    assert cli("run", C, "c1").code == 0
+
+
+def _journal(tmp_path: Path) -> Path:
+    return tmp_path / ".counters" / "c1.fsm" / "journal.ndjson"
+
+
+def _lengthen(path: Path, copies: int) -> None:
+    """Repeat the journal's middle record (a counting -> counting step) ``copies`` times, so the
+    chain still holds and the last record still describes the document."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    counting = next(line for line in lines if b'"source":"counting","dest":"counting"' in line)
+    path.write_bytes(b"".join([*lines[:-1], counting * copies, lines[-1]]))
+
+
+def test_history_tail_prints_the_last_records_in_order(cli: Cli, tmp_path: Path) -> None:
+    """`--tail 2` prints the last two records, oldest first, exactly as the full history does."""
+    _counted(cli)
+    full = cli("history", C, "c1").out.splitlines()
+    tail = cli("history", C, "c1", "--tail", "2")
+    assert tail.code == 0
+    assert tail.out.splitlines() == full[-2:]
+    as_json = cli("history", C, "c1", "--json", "--tail", "1").out.splitlines()
+    assert [json.loads(line)["dest"] for line in as_json] == ["done"]
+    assert cli("history", C, "c1", "--tail", "0").out == ""
+    assert cli("history", C, "c1", "--tail", "99").out.splitlines() == full
+
+
+def test_history_tail_must_not_be_negative(cli: Cli) -> None:
+    """A negative --tail is bad input: one error line, exit 2."""
+    _counted(cli)
+    result = cli("history", C, "c1", "--tail", "-1")
+    assert result.code == 2 and "--tail must be 0 or more" in result.err
+
+
+def test_history_json_prints_records_as_the_journal_holds_them(cli: Cli, tmp_path: Path) -> None:
+    """Each `--json` line is the journal's own line when nothing in it needs escaping."""
+    _counted(cli)
+    written = _journal(tmp_path).read_text().splitlines()
+    assert cli("history", C, "c1", "--json").out.splitlines() == written
+
+
+def test_records_split_across_read_blocks_read_whole(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With tiny read blocks every record still reads whole, with its line number; a torn last
+    line is still reported as the last line."""
+    _counted(cli)
+    path = _journal(tmp_path)
+    expected = Journal(path).read()
+    with path.open("ab") as handle:
+        handle.write(b'{"kind": "transi')
+    monkeypatch.setattr(journal_module, "_BLOCK", 7)
+    read = Journal(path).read()
+    assert read.records == expected.records
+    assert read.bad_lines == [expected.last_line + 1] and read.torn_tail
+
+
+def test_replay_does_not_hold_the_journal_in_memory(cli: Cli, tmp_path: Path) -> None:
+    """Replaying 20,000 records allocates far less than the records themselves take."""
+    _counted(cli)
+    path = _journal(tmp_path)
+    before = len(Journal(path).read().records)
+    _lengthen(path, 20_000)
+    instance = Workspace(tmp_path).instance(C, "c1")
+    tracemalloc.start()
+    try:
+        report = replay(instance)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.records == before + 20_000 and report.problems == []
+    assert path.stat().st_size > 10_000_000
+    # Blocks of 1 MiB are read at a time; the records as dicts would take about 50 MB.
+    assert peak < 8_000_000, peak
+
+
+def test_replay_reports_the_first_broken_links_and_counts_the_rest(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A journal whose chain breaks many times names the first few breaks and counts the rest."""
+    _counted(cli)
+    path = _journal(tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    stray = json.dumps({"kind": "transition", "event": "x", "source": "nowhere", "dest": "idle"})
+    broken = MAX_REPORTED + 5
+    path.write_text("".join([*lines[:-1], (stray + "\n") * broken, lines[-1]]))
+    result = cli("replay", C, "c1")
+    assert result.code == 6
+    assert result.err.count("starts in 'nowhere'") == MAX_REPORTED
+    # the last five strays, and the last record (which starts where the strays did not end)
+    assert "and 6 more records that break the chain" in result.err
