@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from json.scanner import make_scanner
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from json.scanner import make_scanner
 from pathlib import Path
 from typing import Any
 
