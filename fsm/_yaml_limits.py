@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_BYTES", "MAX_DEPTH", "first_problem"]
 
@@ -59,6 +61,8 @@ def first_problem(events: Iterable[yaml.Event]) -> tuple[int, str] | None:
 
     Stops reading events at the first problem: nothing after it is parsed.
     """
+    import yaml  # only when a machine file is parsed: a cached definition needs no YAML
+
     nodes = 0
     through_aliases = 0
     anchored: dict[str, tuple[int, int]] = {}  # anchor -> (nodes, levels) of what it names

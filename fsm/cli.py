@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fsm import commands
-from fsm.definition import did_you_mean
 from fsm.errors import FsmError
 from fsm.terminal import one_line
 
@@ -305,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     word = _command_word(arguments)
     if word is not None and word not in _COMMANDS:
+        from fsm.definition import did_you_mean
+
         _error(f"unknown command '{word}'{did_you_mean(word, _COMMANDS)}; 'fsm --help' lists them")
         return 2
     first = arguments[0] if arguments else None

@@ -11,13 +11,14 @@ import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fsm import jsonio, machine_commands
-from fsm.config import assignment_texts, parse_assignments
 from fsm.errors import DocumentInputError, InputError
-from fsm.instance import Instance, Workspace
 from fsm.terminal import emit_json, json_text, one_line, out
+
+if TYPE_CHECKING:
+    from fsm.instance import Instance, Workspace
 
 __all__ = ["dispatch", "instance_from"]
 
@@ -34,6 +35,10 @@ def dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 def _workspace(values: dict[str, Any]) -> Workspace:
+    # Imported here: fsm ls, when its index is current, needs neither pydantic nor a machine.
+    from fsm.config import assignment_texts, parse_assignments
+    from fsm.instance import Workspace
+
     items = values.get("options") or []
     options = parse_assignments(items, what="option")
     path = Path(values.get("workspace", "."))
@@ -71,6 +76,8 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
             raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
         if not isinstance(inputs, dict):
             raise DocumentInputError(f"{args.input} must hold a JSON object")
+    from fsm.config import parse_assignments
+
     _merge(inputs, parse_assignments(args.values, what="value"))
     # An empty --id is a mistake to report, not a request for a generated id.
     instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
@@ -218,13 +225,19 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """List instances."""
-    from fsm.discovery import open_machine, registered_machines
-    from fsm.inspect import list_instances
+    """List instances (rows of documents unchanged since the last listing come from its index:
+    see :mod:`fsm.listing_index`)."""
+    from fsm.discovery import registered_machines
+    from fsm.listing_index import list_indexed
 
-    workspace = _workspace(values)
+    path = Path(values.get("workspace", "."))
+    if not path.is_dir():
+        raise InputError(f"workspace {path} is not a folder")
     names = [args.machine] if args.machine else sorted(registered_machines())
-    rows = list_instances(workspace, [open_machine(n) for n in names], args.status_filter)
+    items = values.get("options") or []
+    rows = list_indexed(
+        path.resolve(), names, args.status_filter, items, lambda: _workspace(values)
+    )
     if args.json:
         emit_json([row.to_json() for row in rows])
         return 0

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic
-
-from pydantic import BaseModel
-from typing_extensions import TypeVar
-
-from fsm.clock import Clock
-from fsm.executor import Executor
+from typing import TYPE_CHECKING, Any, Generic
 
 __all__ = ["Context", "OptionsT_co", "TransitionInfo"]
 
-OptionsT_co = TypeVar("OptionsT_co", bound=BaseModel, covariant=True, default=BaseModel)
-"""The machine's options model: ``Context[LoopOptions]`` types ``ctx.options`` as LoopOptions."""
+# OptionsT_co is the machine's options model: Context[LoopOptions] types ctx.options as
+# LoopOptions.
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from typing_extensions import TypeVar
+
+    from fsm.clock import Clock
+    from fsm.executor import Executor
+
+    OptionsT_co = TypeVar("OptionsT_co", bound=BaseModel, covariant=True, default=BaseModel)
+else:
+    # At run time the bound is only a name: fsm ls imports this module and never needs pydantic.
+    from typing import TypeVar
+
+    OptionsT_co = TypeVar("OptionsT_co", bound="BaseModel", covariant=True)
 
 
 @dataclass(frozen=True)

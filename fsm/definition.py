@@ -46,6 +46,9 @@ automatic steps (it fires only by name). Transitions are tried in the order writ
 from __future__ import annotations
 
 import difflib
+import functools
+import pickle
+import sys
 import types
 import typing
 from pathlib import Path
@@ -53,6 +56,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from fsm import cache
 from fsm.errors import DefinitionError
 from fsm.yaml_loader import LoadedYaml, load_yaml, read_yaml_file
 
@@ -93,7 +97,9 @@ CONTROL_COMMANDS = ("start", "pause", "resume", "stop")
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # Validators are built when a machine file is first validated: a definition read back from
+    # the cache (see read_definition) is never validated again, and needs none.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class StateSpec(_Spec):
@@ -247,15 +253,51 @@ def describe_validation(exc: ValidationError, limit: int = 3) -> str:
 
 
 def read_definition(path: Path) -> tuple[MachineSpec, LoadedYaml]:
-    """Read and parse the machine file at ``path``; raise DefinitionError with every problem."""
+    """Read and parse the machine file at ``path``; raise DefinitionError with every problem.
+
+    A file checked before (the same text, checked by the same schema) is read back from the
+    cache (:mod:`fsm.cache`) instead of being parsed and validated again.
+    """
     try:
         text = read_yaml_file(path)
     except (OSError, ValueError) as exc:  # UnicodeDecodeError and the size limit included
         raise DefinitionError(str(path), [f"cannot read machine file: {exc}"]) from exc
+    key = cache.digest(_schema_fingerprint(), text)
+    cached = _cached(key)
+    if cached is not None:
+        return cached
     spec, loaded, problems = parse_definition(text)
     if spec is None or loaded is None:
         raise DefinitionError(str(path), [p.render(str(path)) for p in problems])
+    cache.write("definitions", key, pickle.dumps((spec, loaded), pickle.HIGHEST_PROTOCOL))
     return spec, loaded
+
+
+def _cached(key: str) -> tuple[MachineSpec, LoadedYaml] | None:
+    data = cache.read("definitions", key)
+    if data is None:
+        return None
+    try:
+        spec, loaded = pickle.loads(data)
+    except Exception:  # an entry from another version of the classes: parse again
+        return None
+    if not isinstance(spec, MachineSpec) or not isinstance(loaded, LoadedYaml):
+        return None
+    return spec, loaded
+
+
+@functools.cache
+def _schema_fingerprint() -> str:
+    """What decides how a machine file reads: the source of the modules that parse and check
+    it, and the versions of Python and pydantic."""
+    import pydantic
+
+    here = Path(__file__).parent
+    sources = [(here / name).read_bytes() for name in _SCHEMA_SOURCES]
+    return cache.digest(sys.version, pydantic.VERSION, *sources)
+
+
+_SCHEMA_SOURCES = ("definition.py", "yaml_loader.py", "_yaml_limits.py")
 
 
 def parse_definition(text: str) -> tuple[MachineSpec | None, LoadedYaml | None, list[Problem]]:

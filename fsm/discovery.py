@@ -16,10 +16,12 @@ import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from fsm.definition import did_you_mean
 from fsm.errors import DefinitionError, UnknownMachineError
-from fsm.machine import Machine, load_machine
+
+if TYPE_CHECKING:  # finding a machine needs neither pydantic nor the machine's module
+    from fsm.machine import Machine
 
 __all__ = ["MachineEntry", "find_machine", "open_machine", "registered_machines"]
 
@@ -96,6 +98,8 @@ def find_machine(target: str) -> MachineEntry:
         return machines[target]
     if path.is_dir():
         return _machine_file(path / "machine.yaml")
+    from fsm.definition import did_you_mean
+
     raise UnknownMachineError(
         f"unknown machine '{target}'{did_you_mean(target, machines)}; "
         "'fsm machines' lists the registered ones"
@@ -113,6 +117,8 @@ _CACHE: dict[Path, Machine] = {}
 
 def open_machine(target: str) -> Machine:
     """Load the machine named (or at) ``target``, once per process."""
+    from fsm.machine import load_machine
+
     entry = find_machine(target)
     key = entry.path.resolve()
     if key not in _CACHE:

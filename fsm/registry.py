@@ -44,11 +44,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from pydantic import BaseModel
-
 from fsm.errors import DefinitionError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: fsm ls imports this module and never needs pydantic
+    from pydantic import BaseModel
+
     from fsm.context import Context
     from fsm.outcome import Verdict
 
@@ -71,7 +71,7 @@ Guard = Callable[[Any, "Context"], bool]
 Action = Callable[[Any, "Context"], "Update | None"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-_M = TypeVar("_M", bound=type[BaseModel])
+_M = TypeVar("_M", bound="type[BaseModel]")
 
 
 class Codec(Protocol):

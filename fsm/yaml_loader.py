@@ -14,15 +14,17 @@ is built, so a machine file never hangs, crashes or runs code while it is read.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from fsm import _yaml_limits
 from fsm._yaml_limits import MAX_ALIAS_NODES, MAX_BYTES, MAX_DEPTH
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "MAX_ALIAS_NODES",
@@ -39,25 +41,32 @@ Location = tuple[str | int, ...]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-# libyaml when PyYAML was built with it, else the pure-Python loader.
-_Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+@functools.cache
+def _strict_loader() -> type[yaml.SafeLoader]:
+    """SafeLoader (libyaml's when available) whose booleans are only ``true``/``false``.
 
+    Made (and PyYAML imported) when a machine file is first parsed: a command that finds the
+    definition checked already (:mod:`fsm.cache`) never needs YAML.
+    """
+    import yaml
 
-class _StrictLoader(_Base):  # type: ignore[valid-type,misc]
-    """SafeLoader (libyaml's when available) whose booleans are only ``true``/``false``."""
+    base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+    class _StrictLoader(base):  # type: ignore[valid-type,misc]
+        """SafeLoader whose booleans are only ``true``/``false``."""
 
-# YAML 1.1's "value" tag (a bare ``=``) has no constructor: it stays text, like ``dest: "="``.
-_DROPPED = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:value"}
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
+    # YAML 1.1's "value" tag (a bare ``=``) has no constructor: it stays text, like ``dest: "="``.
+    dropped = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:value"}
+    _StrictLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in dropped]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    _StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    )
+    return _StrictLoader
 
 
 @dataclass(frozen=True)
@@ -105,13 +114,16 @@ def load_yaml(text: str) -> tuple[LoadedYaml | None, list[YamlProblem]]:
     The data is None when the text cannot be read at all: malformed YAML or a broken limit
     (one problem then says which).
     """
+    import yaml
+
     if len(text) > MAX_BYTES:  # characters: the readers check the bytes before decoding
         return None, [YamlProblem(1, f"larger than the limit of {MAX_BYTES} bytes")]
+    strict = _strict_loader()
     try:
-        limit = _yaml_limits.first_problem(yaml.parse(text, Loader=_StrictLoader))
+        limit = _yaml_limits.first_problem(yaml.parse(text, Loader=strict))
         if limit is not None:
             return None, [YamlProblem(*limit)]
-        loader = _StrictLoader(text)
+        loader = strict(text)
         try:
             node = loader.get_single_node()
         finally:
@@ -138,7 +150,7 @@ class _Builder:
     aliases are built at most ``MAX_ALIAS_NODES`` extra times.
     """
 
-    def __init__(self, loader: _StrictLoader) -> None:
+    def __init__(self, loader: yaml.SafeLoader) -> None:
         self.loader = loader
         self.lines: dict[Location, int] = {}
         self.problems: list[YamlProblem] = []
@@ -147,6 +159,8 @@ class _Builder:
         self._own_keys: dict[int, set[int]] = {}
 
     def build(self, node: yaml.Node, location: Location, lines: dict[Location, int]) -> Any:
+        import yaml
+
         lines[location] = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, location, lines)
@@ -170,6 +184,8 @@ class _Builder:
     def _mapping(
         self, node: yaml.MappingNode, location: Location, lines: dict[Location, int]
     ) -> dict[Any, Any]:
+        import yaml
+
         # Keys merged in by ``<<: *anchor`` may be overridden by the mapping's own keys (YAML's
         # merge rule); only a key written twice in the mapping itself is a duplicate.
         own_keys = self._own_keys.get(id(node))

@@ -24,6 +24,19 @@ COUNTER = ENGINE_MACHINES / "counter" / "machine.yaml"
 BARE = ENGINE_MACHINES / "bare" / "machine.yaml"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """fsm's cache (checked definitions, ls indexes) in a folder of this test session, never
+    the user's: processes the tests start inherit it."""
+    previous = os.environ.get("FSM_CACHE_DIR")
+    os.environ["FSM_CACHE_DIR"] = str(tmp_path_factory.mktemp("fsm-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("FSM_CACHE_DIR", None)
+    else:
+        os.environ["FSM_CACHE_DIR"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _quiet_logs() -> Iterator[None]:
     """Keep structlog's default console output out of test output."""

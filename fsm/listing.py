@@ -1,0 +1,212 @@
+"""Listing instances (``fsm ls``): one row per instance of the given machines, newest first.
+
+A row says what loading the instance would find: its control status, its FSM state, whether
+the document is unreadable or invalid (it does not validate with the machine's model, or names
+an unknown state), and for an instance in a final state the machine's verdict. Rows do not
+change while the document and the journal do not: the command line keeps them in an index
+(:mod:`fsm.listing_index`) and reads only the documents that changed since.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from fsm import jsonio
+from fsm.clock import iso_utc
+from fsm.errors import FsmError, OptionsError
+from fsm.files import read_file
+from fsm.terminal import one_line
+
+if TYPE_CHECKING:
+    from fsm.instance import Workspace
+    from fsm.machine import Machine
+
+__all__ = ["ListedInstance", "Row", "list_instances", "matches", "row_of"]
+
+
+@dataclass(frozen=True)
+class ListedInstance:
+    """One line of ``fsm ls``."""
+
+    machine: str
+    id: str
+    status: str | None
+    state: str | None
+    updated: str
+    error: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A listed instance, the modification time it is sorted by (0 when unreadable), and the
+    stamps of the document and journal it was read from (None when it must be read again)."""
+
+    listed: ListedInstance
+    modified: int
+    stamps: tuple[list[int], list[int] | None] | None
+
+
+def matches(listed: ListedInstance, status_filter: str | None) -> bool:
+    """Whether ``listed`` passes ``--status``: an unreadable or invalid document has no status
+    to trust, so it matches no filter."""
+    return status_filter is None or (listed.error is None and listed.status == status_filter)
+
+
+def list_instances(
+    workspace: Workspace, machines: list[Machine], status_filter: str | None = None
+) -> list[ListedInstance]:
+    """Instances of ``machines`` in ``workspace``, newest first (by document modification)."""
+    rows: list[Row] = []
+    for machine in machines:
+        try:
+            store = workspace.store_for(machine)
+        except OptionsError as exc:
+            if len(machines) == 1:
+                raise
+            # One machine's bad options must not hide the other machines' instances.
+            rows.append(options_error_row(machine.name, exc))
+            continue
+        for instance_id in store.list_ids():
+            document, journal = store.locations(instance_id)
+            row = row_of(machine, instance_id, document, journal)
+            if row is not None:
+                rows.append(row)
+    return newest_first(rows, status_filter)
+
+
+def options_error_row(machine: str, exc: OptionsError) -> Row:
+    """The row standing for a machine whose options are bad."""
+    return Row(ListedInstance(machine, "-", None, None, "", one_line(str(exc))), 0, None)
+
+
+def newest_first(rows: list[Row], status_filter: str | None) -> list[ListedInstance]:
+    """The rows passing ``status_filter``, newest first (ties by id, descending)."""
+    kept = [row for row in rows if matches(row.listed, status_filter)]
+    kept.sort(key=lambda row: (row.modified, row.listed.id), reverse=True)
+    return [row.listed for row in kept]
+
+
+def row_of(machine: Machine, instance_id: str, document: str, journal: str) -> Row | None:
+    """The row of one instance; None when its journal says another machine created it."""
+    journal_stamp = stamp_of(journal)
+    if not _belongs_to(machine, journal):
+        return None
+    try:
+        raw, info = read_file(document)
+        data = jsonio.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError, FsmError) as exc:
+        row = ListedInstance(machine.name, instance_id, None, None, "", f"unreadable: {exc}")
+        return Row(row, 0, None)
+    state, invalid, doc = _checked(machine, data)
+    updated = iso_utc(datetime.fromtimestamp(info.st_mtime, UTC))
+    listed = ListedInstance(
+        machine.name, instance_id, _status_of(machine, data), state, updated, invalid
+    )
+    if invalid is None and state is not None and machine.is_final(state):
+        listed = _with_verdict(machine, listed, doc)
+    return Row(listed, info.st_mtime_ns, (_stamp(info), journal_stamp))
+
+
+def stamp_of(path: str) -> list[int] | None:
+    """What changes when the file at ``path`` changes (None when it does not exist)."""
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+def _stamp(info: os.stat_result) -> list[int]:
+    return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInstance:
+    """``row`` with the outcome and reason of an instance that ended."""
+    assert row.state is not None
+    verdict = machine.verdict(row.state, doc)
+    if verdict is None:
+        return row
+    return replace(row, outcome="success" if verdict.success else "failure", reason=verdict.reason)
+
+
+def _belongs_to(machine: Machine, journal: str) -> bool:
+    """False when the journal's first record says another machine created the instance.
+
+    Machines may share a storage layout (issue-manager and skill-tuning both keep
+    ``.workflow/.scratchpad/{id}/state.json``); documents written by other programs (the CCW
+    dashboard) have no journal yet and are listed.
+    """
+    try:
+        first = _first_line(journal)
+    except OSError:
+        return True
+    try:
+        record = jsonio.loads(first.decode("utf-8", errors="replace"))
+    except jsonio.JsonError:
+        return True
+    owner = record.get("machine") if isinstance(record, dict) else None
+    return owner is None or owner == machine.name
+
+
+def _first_line(path: str) -> bytes:
+    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance).
+
+    Read no further than jsonio's size limit: a journal that is one endless line is not read
+    to its end (what is returned then does not parse).
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= jsonio.MAX_BYTES and (chunk := os.read(fd, 4096)):
+            line, newline, _ = chunk.partition(b"\n")
+            chunks.append(line)
+            size += len(line)
+            if newline:
+                break
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:
+    control = machine.spec.control
+    if control is None:
+        return None
+    current: Any = data
+    for part in control.field.split("."):
+        current = current.get(part) if isinstance(current, dict) else None
+    return None if current is None else str(current)
+
+
+def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None, Any]:
+    """The state of ``data``, ``"invalid: <reason>"`` when it would not load, and the validated
+    document (None when invalid).
+
+    The same checks as :meth:`fsm.instance.Instance.load`: the document validates with the
+    machine's model (which also knows its statuses), and its state is one of the machine's.
+    """
+    from pydantic import ValidationError
+
+    from fsm.definition import describe_validation
+    from fsm.machine import FieldCodec
+
+    try:
+        doc = machine.document_model.model_validate(data)
+    except ValidationError as exc:
+        as_read = machine.codec.read(data) if isinstance(machine.codec, FieldCodec) else ""
+        return as_read or None, f"invalid: {describe_validation(exc, 1)}", None
+    state = machine.codec.read(doc)
+    if state not in machine.states:
+        return None, f"invalid: unknown state '{state}'", None
+    return state, None, doc
