@@ -28,7 +28,7 @@ control:
 states:
   a: {description: First.}
   b: {description: Second.}
-  bad: {description: Sets a status the model refuses., final: true, status: nonsense}
+  bad: {description: A state the model refuses for a counted document., final: true}
   ok: {description: Done., final: true, tags: [success], status: done}
 transitions:
   - {event: go, source: a, dest: b, actions: [first, second], description: Two actions.}
@@ -40,7 +40,7 @@ transitions:
 FUNCTIONS = """\
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from fsm.registry import Registry
 
@@ -54,6 +54,12 @@ class Doc(BaseModel):
     phase: str = "a"
     count: int = Field(0, ge=0)
     seen: list[str] = []
+
+    @model_validator(mode="after")
+    def bad_only_uncounted(self):
+        if self.phase == "bad" and self.count > 0:
+            raise ValueError("phase 'bad' holds no count")
+        return self
 
 
 @registry.action
@@ -115,13 +121,13 @@ def test_an_invalid_update_of_the_last_action_is_that_actions_failure(tmp_path: 
     assert "count" not in instance.load().data  # unchanged
 
 
-def test_a_state_whose_status_the_model_refuses_is_a_validation_failure(tmp_path: Path) -> None:
+def test_a_state_the_model_refuses_is_a_validation_failure(tmp_path: Path) -> None:
     """Actions that are fine, then a destination that breaks the document: 'validation' failed."""
     instance = _instance(tmp_path)
     result = Engine(instance).fire("wreck")
     assert result.outcome == "failed"
     assert (result.error or "").startswith("validation failed: the step's result does not validate")
-    assert "status" in (result.error or "")
+    assert "phase 'bad' holds no count" in (result.error or "")
     assert _last(instance)["action"] == "validation"
     assert instance.load().state == "a"
 

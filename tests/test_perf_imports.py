@@ -62,10 +62,10 @@ def test_ls_of_unchanged_documents_imports_neither_pydantic_nor_the_machine(
     """Once the listed documents have settled, `fsm ls` answers from its index: it imports
     neither pydantic nor the machine's module (nor anything `fsm status` avoids)."""
     for instance_id in ("i1", "i2"):
-        argv = ["new", "ccw-loop", "--id", instance_id, "--set", "title=t", "--set", "description=d"]
-        _imported(tmp_path, argv, ())
+        inputs = ["--set", "title=t", "--set", "description=d"]
+        _imported(tmp_path, ["new", "ccw-loop", "--id", instance_id, *inputs], ())
     time.sleep(2.1)  # the index keeps rows of documents left alone for two seconds
-    watched = (*NEVER, "yaml", "pydantic", "machines.ccw_loop.functions")
+    watched = (*NEVER, "yaml", "pydantic", "fsm_machines.ccw_loop.functions")
     first = _imported(tmp_path, ["ls", "ccw-loop"], watched)
     assert "pydantic" in first  # the first listing reads and validates the documents
     assert _imported(tmp_path, ["ls", "ccw-loop"], watched) == []
