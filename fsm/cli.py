@@ -12,7 +12,6 @@ import argparse
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -330,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 6
     except Exception as exc:
         if os.environ.get("FSM_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         _error(f"internal error: {type(exc).__name__}: {exc} (set FSM_DEBUG=1 for the traceback)")
         return 1

@@ -10,7 +10,6 @@ machine's options model, and every problem is reported in one error.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +94,8 @@ def load_config(workspace: Path) -> WorkspaceConfig:
 
 def _parse_toml(path: Path, text: str) -> dict[str, Any]:
     """``text`` parsed; a problem is one line naming the file and, when known, the line."""
+    import tomllib  # only a workspace with fsm.toml needs it
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

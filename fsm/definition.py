@@ -45,7 +45,6 @@ automatic steps (it fires only by name). Transitions are tried in the order writ
 
 from __future__ import annotations
 
-import difflib
 import functools
 import pickle
 import sys
@@ -227,6 +226,8 @@ def guard_name(ref: str) -> tuple[str, bool]:
 
 def did_you_mean(word: str, candidates: typing.Iterable[str]) -> str:
     """A " (did you mean 'x'?)" suffix, or "" when nothing is close."""
+    import difflib  # only when something is misspelt
+
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

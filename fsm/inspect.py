@@ -9,20 +9,27 @@ from typing import Any
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError
 from fsm.instance import Instance
-from fsm.listing import ListedInstance, list_instances
 from fsm.machine import event_options
 from fsm.update import bytes_hash
 
 __all__ = [
     "EventInfo",
     "InstanceStatus",
-    "ListedInstance",
     "ReplayReport",
     "check_replay",
-    "list_instances",
     "replay",
     "status",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``ListedInstance`` and ``list_instances`` live in :mod:`fsm.listing` (imported when
+    asked for: ``fsm status`` does not list)."""
+    if name in {"ListedInstance", "list_instances"}:
+        from fsm import listing
+
+        return getattr(listing, name)
+    raise AttributeError(f"module 'fsm.inspect' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
