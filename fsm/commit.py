@@ -207,9 +207,12 @@ class Committer:
                 replace(tmp, path, folder_fd=self._folder_fd)
                 tmp = None
             except BaseException:
-                if appended:
+                # Interrupted once the file was replaced (SIGTERM while the folder is synced):
+                # the document is written, so its journal record stays.
+                written = tmp_fd is not None and same_file(tmp_fd, path)
+                if appended and not written:
                     journal.truncate(mark)
-                self._discard(tmp, tmp_fd, fd)
+                self._discard(None if written else tmp, tmp_fd, fd)
                 raise
             assert tmp_fd is not None  # the file just written
             if self._keeping:
