@@ -156,13 +156,35 @@ def _control_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
-    _instance_arguments(p)
+    p.add_argument(
+        "machine",
+        nargs="?",
+        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path; "
+        "with --all, only this machine's instances (default: every machine's)",
+    )
+    p.add_argument(
+        "id", nargs="?", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        dest="run_all",
+        help="run every runnable instance of the workspace (created or running; not paused, "
+        "not ended), one line each; exit 0 when all completed, 4 when any failed, else 5",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --all, run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
+    )
     p.add_argument(
         "--max-steps",
         type=int,
         metavar="N",
         help="stop after N steps (exit 5), e.g. --max-steps 20 (default: no limit but the "
-        "machine's own)",
+        "machine's own); with --all, for each instance",
     )
     p.add_argument(
         "--interactive",
@@ -173,7 +195,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "-q",
         "--quiet",
         action="store_true",
-        help="show no progress on stderr (only the result line on stdout)",
+        help="show no progress on stderr (only the result line on stdout; --all shows none)",
     )
 
 
@@ -259,7 +281,8 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
     "resume": ("control: resume a paused instance", _control_arguments),
     "stop": ("control: stop an instance for good", _control_arguments),
     "run": (
-        "drive an instance until a final state, a pause or stop, or the limit",
+        "drive an instance (or with --all every runnable one) until a final state, a pause or "
+        "stop, or the limit",
         _run_arguments,
     ),
     "step": ("take one automatic step", _instance_arguments),

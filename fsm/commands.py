@@ -105,13 +105,20 @@ def cmd_control(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Drive an instance, showing each step on stderr (see :mod:`fsm.progress`)."""
+    """Drive an instance, showing each step on stderr (see :mod:`fsm.progress`); with ``--all``
+    drive every runnable instance (see :mod:`fsm.fleet`)."""
+    if args.max_steps is not None and args.max_steps < 0:
+        raise InputError("--max-steps must be 0 or more")
+    if args.run_all:
+        return _run_all(args, values)
+    if args.machine is None or args.id is None:
+        raise InputError("fsm run needs MACHINE and ID (or --all to run every runnable instance)")
+    if args.jobs != 1:
+        raise InputError("--jobs goes with --all (one instance runs in one process)")
     from fsm.engine import Engine
     from fsm.progress import RunProgress
 
     instance = instance_from(args, values)
-    if args.max_steps is not None and args.max_steps < 0:
-        raise InputError("--max-steps must be 0 or more")
     engine = Engine(instance, interactive=args.interactive)
     chooser = _menu if args.interactive else None
     progress = None
@@ -130,6 +137,37 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if result.outcome == "error":
         print(f"fsm: error: {one_line(result.message)}", file=sys.stderr)
     return result.exit_code
+
+
+def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """``fsm run --all [MACHINE] [--jobs N]``: one line per instance as it ends, totals on
+    stderr, the fleet's exit code."""
+    from fsm.discovery import open_machine, registered_machines
+    from fsm.fleet import Driven, drive_all, exit_code
+
+    if args.id is not None:
+        raise InputError("--all runs every runnable instance: give no ID (only a MACHINE)")
+    if args.interactive:
+        raise InputError("--all cannot be --interactive (a menu serves one instance)")
+    if args.jobs < 1:
+        raise InputError("--jobs must be 1 or more")
+    workspace = _workspace(values)
+    names = [args.machine] if args.machine else sorted(registered_machines())
+    machines = [open_machine(name) for name in names]
+
+    def show(driven: Driven) -> None:
+        out(driven.line())
+        sys.stdout.flush()  # a line as each instance ends, also into a pipe
+
+    results = drive_all(
+        workspace, machines, jobs=args.jobs, max_steps=args.max_steps, on_result=show
+    )
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    print(f"fsm: {len(results)} instances run: {shown or 'none was runnable'}", file=sys.stderr)
+    return exit_code(results)
 
 
 def _menu(state: str, choices: Sequence[Any]) -> str | None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from fsm.instance import Workspace
     from fsm.machine import Machine
 
-__all__ = ["ListedInstance", "Row", "list_instances", "matches", "row_of"]
+__all__ = ["ListedInstance", "Row", "belongs_to", "list_instances", "matches", "row_of"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def newest_first(rows: list[Row], status_filter: str | None) -> list[ListedInsta
 def row_of(machine: Machine, instance_id: str, document: str, journal: str) -> Row | None:
     """The row of one instance; None when its journal says another machine created it."""
     journal_stamp = stamp_of(journal)
-    if not _belongs_to(machine, journal):
+    if not belongs_to(machine, journal):
         return None
     try:
         raw, info = read_file(document)
@@ -139,7 +139,7 @@ def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInst
     return replace(row, outcome="success" if verdict.success else "failure", reason=verdict.reason)
 
 
-def _belongs_to(machine: Machine, journal: str) -> bool:
+def belongs_to(machine: Machine, journal: str) -> bool:
     """False when the journal's first record says another machine created the instance.
 
     Machines may share a storage layout (issue-manager and skill-tuning both keep

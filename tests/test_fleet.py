@@ -1,0 +1,243 @@
+"""`fsm run --all`: every runnable instance of a workspace driven to a stop, N at a time, each
+under its own run lock, one line each, and an exit code that says whether any failed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fsm.files import FileLock
+from fsm.fleet import Driven, exit_code
+from tests.conftest import COUNTER, CliResult, fsm_process
+
+Cli = Callable[..., CliResult]
+C = str(COUNTER)
+
+
+def _new(cli: Cli, instance_id: str, *values: str) -> None:
+    sets = [item for value in values for item in ("--set", value)]
+    assert cli("new", C, "--id", instance_id, *sets).code == 0
+
+
+def _document(tmp_path: Path, instance_id: str) -> dict[str, object]:
+    path = tmp_path / ".counters" / f"{instance_id}.json"
+    data: dict[str, object] = json.loads(path.read_text())
+    return data
+
+
+def _lines(result: CliResult) -> dict[str, str]:
+    """The output lines by instance id (each line is ``counter <id>: ...``)."""
+    lines = result.out.strip().splitlines()
+    by_id = {line.split()[1].rstrip(":"): line for line in lines}
+    assert len(by_id) == len(lines), lines  # one line per instance
+    return by_id
+
+
+@pytest.fixture
+def fleet(cli: Cli) -> None:
+    """Two created counters, a running one, a paused one and one that has ended."""
+    _new(cli, "c1", "limit=2")
+    _new(cli, "c2", "limit=3")
+    _new(cli, "r1", "limit=1")
+    assert cli("start", C, "r1").code == 0
+    _new(cli, "p1", "limit=2")
+    assert cli("start", C, "p1").code == 0
+    assert cli("pause", C, "p1").code == 0
+    _new(cli, "d1", "limit=0")
+    assert cli("run", C, "d1").code == 0
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_every_runnable_instance_is_driven_to_its_end(
+    cli: Cli, tmp_path: Path, fleet: None, jobs: str
+) -> None:
+    """Created and running counters complete (exit 0), one line each; the paused and the
+    ended one are neither driven nor listed, and their documents are untouched."""
+    untouched = {i: _document(tmp_path, i) for i in ("p1", "d1")}
+    result = cli("run", "--all", C, "--jobs", jobs)
+    assert result.code == 0, result
+    lines = _lines(result)
+    assert sorted(lines) == ["c1", "c2", "r1"]
+    assert lines["c2"] == (
+        "counter c2: completed in state 'done' after 4 steps: ended in success state 'done'"
+    )
+    assert all(_document(tmp_path, i)["status"] == "done" for i in ("c1", "c2", "r1"))
+    assert {i: _document(tmp_path, i) for i in ("p1", "d1")} == untouched
+    assert "3 instances run: 3 completed" in result.err
+
+
+def test_one_failed_instance_makes_the_fleet_exit_4(cli: Cli, tmp_path: Path) -> None:
+    """A counter that fails ends failed with its reason; the others still complete."""
+    _new(cli, "ok", "limit=1")
+    _new(cli, "bad", "limit=3", "fail_at=1", "max_errors=1")
+    result = cli("run", "--all", C, "--jobs", "2")
+    assert result.code == 4
+    lines = _lines(result)
+    assert lines["bad"].startswith("counter bad: failed in state 'failed' after ")
+    assert lines["bad"].endswith(": ended in failure state 'failed'")
+    assert lines["ok"].startswith("counter ok: completed")
+    assert _document(tmp_path, "bad")["status"] == "failed"
+
+
+def test_a_step_limit_leaves_instances_running_and_exits_5(cli: Cli, tmp_path: Path) -> None:
+    """--max-steps applies to each instance: stopped before a final state is exit 5."""
+    _new(cli, "a1", "limit=3")
+    _new(cli, "a2", "limit=3")
+    result = cli("run", "--all", C, "--max-steps", "1")
+    assert result.code == 5
+    lines = _lines(result).values()
+    assert all(": limit in state 'counting' after 1 steps" in line for line in lines)
+    assert _document(tmp_path, "a1")["count"] == 1
+
+
+def test_an_instance_run_elsewhere_is_skipped(cli: Cli, tmp_path: Path) -> None:
+    """An instance whose run lock is held is not touched and gets a line saying so (exit 5);
+    the others are driven."""
+    _new(cli, "held", "limit=2")
+    _new(cli, "free", "limit=2")
+    lock = FileLock(tmp_path / ".counters" / "held.fsm" / "run.lock")
+    assert lock.acquire(blocking=False)
+    try:
+        result = cli("run", "--all", C)
+    finally:
+        lock.release()
+    assert result.code == 5
+    lines = _lines(result)
+    assert lines["held"] == (
+        "counter held: skipped: another run holds its lock (it is being run elsewhere)"
+    )
+    assert lines["free"].startswith("counter free: completed")
+    assert _document(tmp_path, "held")["status"] == "created"
+
+
+def test_it_composes_with_fsm_run_in_another_process(cli: Cli, tmp_path: Path) -> None:
+    """While `fsm run ID` drives a slow counter, `fsm run --all` skips it and drives the rest;
+    the other run still completes its instance."""
+    _new(cli, "slow", "limit=3")
+    _new(cli, "quick", "limit=1")
+    other = fsm_process(tmp_path, "run", C, "slow", "-o", "delay=0.4", "-q")
+    try:
+        _wait_until_locked(tmp_path / ".counters" / "slow.fsm" / "run.lock")
+        result = cli("run", "--all", C, "--jobs", "2")
+    finally:
+        _, errors = other.communicate(timeout=60)
+    assert other.returncode == 0, errors
+    lines = _lines(result)
+    assert lines["slow"].startswith("counter slow: skipped")
+    assert lines["quick"].startswith("counter quick: completed")
+    assert result.code == 5
+    assert _document(tmp_path, "slow")["status"] == "done"
+
+
+def _wait_until_locked(path: Path) -> None:
+    probe = FileLock(path)
+    for _ in range(600):
+        if path.exists() and not probe.acquire(blocking=False):
+            return
+        probe.release()
+        time.sleep(0.01)
+    raise AssertionError(f"{path} was never locked")
+
+
+def test_nothing_runnable_is_success_with_a_note(cli: Cli) -> None:
+    """A workspace with nothing to run prints no line, says so on stderr, and exits 0."""
+    result = cli("run", "--all", C)
+    assert (result.code, result.out) == (0, "")
+    assert "none was runnable" in result.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["run", C], "needs MACHINE and ID", id="no-id"),
+        pytest.param(["run", "--all", C, "c1"], "give no ID", id="all-with-id"),
+        pytest.param(["run", "--all", C, "--jobs", "0"], "--jobs must be 1 or more", id="jobs"),
+        pytest.param(["run", C, "c1", "--jobs", "2"], "--jobs goes with --all", id="jobs-one"),
+        pytest.param(["run", "--all", C, "--interactive"], "cannot be --interactive", id="menu"),
+    ],
+)
+def test_bad_fleet_arguments_are_one_error_line(cli: Cli, argv: list[str], message: str) -> None:
+    """Each mistake is exit 2 with one line saying what to do."""
+    _new(cli, "c1")
+    result = cli(*argv)
+    assert result.code == 2
+    assert len(result.err.strip().splitlines()) == 1 and message in result.err
+
+
+def _driven(*outcomes: str) -> list[Driven]:
+    return [Driven("m", f"i{n}", outcome, None, 0, "") for n, outcome in enumerate(outcomes)]
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "code"),
+    [
+        pytest.param((), 0, id="none"),
+        pytest.param(("completed", "completed"), 0, id="all-completed"),
+        pytest.param(("completed", "paused"), 5, id="paused"),
+        pytest.param(("completed", "skipped"), 5, id="skipped"),
+        pytest.param(("limit", "waiting", "stopped"), 5, id="stopped-kinds"),
+        pytest.param(("paused", "failed"), 4, id="failed-wins"),
+        pytest.param(("completed", "error"), 4, id="error-is-failure"),
+    ],
+)
+def test_exit_code_precedence(outcomes: tuple[str, ...], code: int) -> None:
+    """Failure (4) wins over stopping early (5); 0 only when everything completed."""
+    assert exit_code(_driven(*outcomes)) == code
+
+
+def test_sigterm_stops_the_fleet_and_frees_every_instance(cli: Cli, tmp_path: Path) -> None:
+    """SIGTERM to `fsm run --all --jobs 2` abandons the steps in progress (exit 130); no
+    instance is left locked or half-written: the next fleet run drives them all to the end."""
+    for number in range(4):
+        _new(cli, f"s{number}", "limit=20")
+    run = fsm_process(tmp_path, "run", "--all", C, "--jobs", "2", "-o", "delay=0.2")
+    try:
+        _wait_until(lambda: any(_document(tmp_path, f"s{n}").get("count") for n in range(4)))
+        run.send_signal(signal.SIGTERM)
+        _, errors = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 130, errors
+    assert "Traceback" not in errors
+    after = cli("run", "--all", C, "--jobs", "2")
+    assert after.code == 0, after
+    assert sorted(_lines(after)) == [f"s{n}" for n in range(4)]
+    assert cli("replay", C, "s0").code == 0
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+def test_an_interrupt_just_after_the_document_is_replaced_keeps_its_record(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM may land while the folder is synced after the replace: the document is then
+    written, and its journal record must stay (the replay check still passes)."""
+    from fsm import commit
+
+    _new(cli, "c1", "limit=3")
+    assert cli("start", C, "c1").code == 0
+    real_replace = commit.replace
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        real_replace(*args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commit, "replace", interrupted)
+    assert cli("step", C, "c1").code == 130
+    monkeypatch.undo()
+    assert _document(tmp_path, "c1")["count"] == 1
+    assert cli("replay", C, "c1").code == 0
+    assert cli("run", C, "c1").code == 0
