@@ -28,6 +28,8 @@ __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog"]
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 _BLOCK = 1 << 20
 """Bytes read at a time when a journal is scanned from its start."""
+_BLANK = " \t\r\x0b\x0c"
+"""What ``bytes.strip`` strips: a line of nothing else is blank, not unreadable."""
 
 
 @dataclass
@@ -157,20 +159,21 @@ class LineLog:
         try:
             number = 0
             carry = b""  # a line whose end lies in the next block
-            while True:
-                block = os.read(fd, _BLOCK)
-                if not block:
-                    break
-                # Only "\n" ends a record: str.splitlines would also split at U+2028 or NEL.
-                lines = (carry + block).split(b"\n")
-                carry = lines.pop()
-                for line in lines:
+            while block := os.read(fd, _BLOCK):
+                data = carry + block
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    carry = data
+                    continue
+                carry = data[cut + 1 :]
+                # Decoded a block at a time ("\n" never is part of another UTF-8 character);
+                # only "\n" ends a record: str.splitlines would also split at U+2028 or NEL.
+                for text in data[:cut].decode("utf-8", errors="replace").split("\n"):
                     number += 1
-                    if line.strip():
-                        text = line.decode("utf-8", errors="replace")
+                    if text.strip(_BLANK):
                         yield number, text, _parse_text(text)
-            if carry.strip():
-                text = carry.decode("utf-8", errors="replace")
+            text = carry.decode("utf-8", errors="replace")
+            if text.strip(_BLANK):
                 yield number + 1, text, _parse_text(text)
         finally:
             os.close(fd)
