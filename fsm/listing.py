@@ -9,7 +9,9 @@ change while the document and the journal do not: the command line keeps them in
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,8 @@ from fsm.files import read_file
 from fsm.terminal import one_line
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from fsm.instance import Workspace
     from fsm.machine import Machine
 
@@ -95,9 +99,12 @@ def newest_first(rows: list[Row], status_filter: str | None) -> list[ListedInsta
     return [row.listed for row in kept]
 
 
-def row_of(machine: Machine, instance_id: str, document: str, journal: str) -> Row | None:
-    """The row of one instance; None when its journal says another machine created it."""
-    journal_stamp = stamp_of(journal)
+def row_of(
+    machine: Machine, instance_id: str, document: str, journal: str, *, stamped: bool = False
+) -> Row | None:
+    """The row of one instance; None when its journal says another machine created it. With
+    ``stamped`` the row carries the stamps of its files (for the index of ``fsm ls``)."""
+    journal_stamp = stamp_of(journal) if stamped else None
     if not belongs_to(machine, journal):
         return None
     try:
@@ -115,7 +122,7 @@ def row_of(machine: Machine, instance_id: str, document: str, journal: str) -> R
     )
     if invalid is None and state is not None and machine.is_final(state):
         listed = _with_verdict(machine, listed, doc)
-    return Row(listed, info.st_mtime_ns, (_stamp(info), journal_stamp))
+    return Row(listed, info.st_mtime_ns, (_stamp(info), journal_stamp) if stamped else None)
 
 
 def stamp_of(path: str) -> list[int] | None:
@@ -196,17 +203,25 @@ def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | 
     The same checks as :meth:`fsm.instance.Instance.load`: the document validates with the
     machine's model (which also knows its statuses), and its state is one of the machine's.
     """
+    validation_error, describe, field_codec = _validation()
+    try:
+        doc = machine.document_model.model_validate(data)
+    except validation_error as exc:
+        as_read = machine.codec.read(data) if isinstance(machine.codec, field_codec) else ""
+        return as_read or None, f"invalid: {describe(exc, 1)}", None
+    state = machine.codec.read(doc)
+    if state not in machine.states:
+        return None, f"invalid: unknown state '{state}'", None
+    return state, None, doc
+
+
+@functools.cache
+def _validation() -> tuple[type[ValidationError], Callable[[ValidationError, int], str], type]:
+    """What checking a document takes, imported once, when a document is first checked (a
+    listing answered from its index imports neither pydantic nor the machine)."""
     from pydantic import ValidationError
 
     from fsm.definition import describe_validation
     from fsm.machine import FieldCodec
 
-    try:
-        doc = machine.document_model.model_validate(data)
-    except ValidationError as exc:
-        as_read = machine.codec.read(data) if isinstance(machine.codec, FieldCodec) else ""
-        return as_read or None, f"invalid: {describe_validation(exc, 1)}", None
-    state = machine.codec.read(doc)
-    if state not in machine.states:
-        return None, f"invalid: unknown state '{state}'", None
-    return state, None, doc
+    return ValidationError, describe_validation, FieldCodec

@@ -169,7 +169,7 @@ class _Index:
                     rows.append(_indexed_row(entry, instance_id))
                 continue
             loaded = loaded or machine()
-            row = row_of(loaded, instance_id, document, journal)
+            row = row_of(loaded, instance_id, document, journal, stamped=True)
             if row is None:
                 entry = [None, stamp_of(journal), False]
             else:

@@ -106,9 +106,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The ids of the instances whose documents a listing reads."""
     seen: list[str] = []
 
-    def counting(machine, instance_id, document, journal):  # type: ignore[no-untyped-def]
+    def counting(machine, instance_id, document, journal, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(instance_id)
-        return row_of(machine, instance_id, document, journal)
+        return row_of(machine, instance_id, document, journal, **kwargs)
 
     monkeypatch.setattr(listing_index, "row_of", counting)
     return seen
