@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError
 from fsm.instance import Instance
 from fsm.machine import event_options
 from fsm.update import bytes_hash
-
-if TYPE_CHECKING:
-    from fsm.listing import ListedInstance, list_instances
 
 __all__ = [
     "EventInfo",
