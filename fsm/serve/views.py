@@ -18,8 +18,8 @@ from fsm import diagram, jsonio
 from fsm.definition import did_you_mean
 from fsm.errors import FsmError, UnknownInstanceError, UnknownMachineError
 from fsm.inspect import status
-from fsm.listing import ListedInstance, list_instances
 from fsm.instance import Instance, Workspace
+from fsm.listing import ListedInstance, list_instances
 from fsm.machine import Machine
 from fsm.settings import input_settings, option_settings
 from fsm.store import FileStore, read_file
