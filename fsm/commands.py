@@ -294,25 +294,35 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     record as the journal holds it (compact JSON), characters a terminal would act on escaped.
     """
     instance = instance_from(args, values)
-    write = sys.stdout.write
+    show = _json_line if args.json else _history_line
     if args.tail is not None:
         if args.tail < 0:
             raise InputError("--tail must be 0 or more")
         records = list(itertools.islice(instance.journal.backwards(), args.tail))
-        for record in reversed(records):
-            write((_json_line(record) if args.json else _history_line(record)) + "\n")
+        sys.stdout.writelines(show(record) + "\n" for record in reversed(records))
         return 0
+    lines: list[str] = []
     for number, line, record in instance.journal.scan():
         if record is None:
+            sys.stdout.writelines(lines)  # the warning comes after the lines before it
+            lines.clear()
             warning = f"fsm: warning: journal line {number} is unreadable and was skipped"
             print(warning, file=sys.stderr)
-        elif not args.json:
-            write(_history_line(record) + "\n")
-        elif line.isascii() and line.isprintable():
-            write(line + "\n")  # as written: nothing to escape, nothing to encode again
+        elif args.json and _safe_as_written(line):
+            lines.append(line + "\n")  # nothing to escape, nothing to encode again
         else:
-            write(_json_line(record) + "\n")
+            lines.append(show(record) + "\n")
+        if len(lines) >= 4096:
+            sys.stdout.writelines(lines)
+            lines.clear()
+    sys.stdout.writelines(lines)
     return 0
+
+
+def _safe_as_written(line: str) -> bool:
+    """True when a journal line that parsed can be printed as it is: ASCII, so its only raw
+    characters a terminal acts on can be JSON's tab and carriage return, and DEL."""
+    return line.isascii() and "\t" not in line and "\r" not in line and "\x7f" not in line
 
 
 def _json_line(record: dict[str, Any]) -> str:
