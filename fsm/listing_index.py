@@ -43,6 +43,7 @@ FORMAT = "1"
 """The shape of an index; an index of another shape is not read."""
 
 SETTLED_NS = 2_000_000_000
+"""A row is kept once its document and journal have not changed for this long."""
 MAX_CODE_FILES = 500
 """A machine whose package has more Python files than this is listed without an index."""
 
@@ -65,7 +66,7 @@ def list_indexed(
     for target in targets:
         entry = find_machine(target)
         name = cache.digest(str(workspace_path), str(entry.path.resolve()), entry.name)
-        key = cache.digest(FORMAT, settings, *option_items)
+        key = cache.digest(FORMAT, sys.version, settings, *option_items)
         index = _Index.load(name, key)
         if index is None:
             machine = open_machine(target)
