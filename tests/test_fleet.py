@@ -17,11 +17,14 @@ from tests.conftest import COUNTER, CliResult, fsm_process
 
 Cli = Callable[..., CliResult]
 C = str(COUNTER)
+"""The engine tests' counter: it can be told to fail (fail_at) or to be slow (delay)."""
+EXAMPLE = str(Path(__file__).parent.parent / "examples" / "counter" / "machine.yaml")
+"""The example counter, as a user has it."""
 
 
-def _new(cli: Cli, instance_id: str, *values: str) -> None:
+def _new(cli: Cli, instance_id: str, *values: str, machine: str = C) -> None:
     sets = [item for value in values for item in ("--set", value)]
-    assert cli("new", C, "--id", instance_id, *sets).code == 0
+    assert cli("new", machine, "--id", instance_id, *sets).code == 0
 
 
 def _document(tmp_path: Path, instance_id: str) -> dict[str, object]:
@@ -40,16 +43,16 @@ def _lines(result: CliResult) -> dict[str, str]:
 
 @pytest.fixture
 def fleet(cli: Cli) -> None:
-    """Two created counters, a running one, a paused one and one that has ended."""
-    _new(cli, "c1", "limit=2")
-    _new(cli, "c2", "limit=3")
-    _new(cli, "r1", "limit=1")
-    assert cli("start", C, "r1").code == 0
-    _new(cli, "p1", "limit=2")
-    assert cli("start", C, "p1").code == 0
-    assert cli("pause", C, "p1").code == 0
-    _new(cli, "d1", "limit=0")
-    assert cli("run", C, "d1").code == 0
+    """Example counters: two created, a running one, a paused one and one that has ended."""
+    _new(cli, "c1", "limit=2", machine=EXAMPLE)
+    _new(cli, "c2", "limit=3", machine=EXAMPLE)
+    _new(cli, "r1", "limit=1", machine=EXAMPLE)
+    assert cli("start", EXAMPLE, "r1").code == 0
+    _new(cli, "p1", "limit=2", machine=EXAMPLE)
+    assert cli("start", EXAMPLE, "p1").code == 0
+    assert cli("pause", EXAMPLE, "p1").code == 0
+    _new(cli, "d1", "limit=0", machine=EXAMPLE)
+    assert cli("run", EXAMPLE, "d1").code == 0
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
@@ -59,7 +62,7 @@ def test_every_runnable_instance_is_driven_to_its_end(
     """Created and running counters complete (exit 0), one line each; the paused and the
     ended one are neither driven nor listed, and their documents are untouched."""
     untouched = {i: _document(tmp_path, i) for i in ("p1", "d1")}
-    result = cli("run", "--all", C, "--jobs", jobs)
+    result = cli("run", "--all", EXAMPLE, "--jobs", jobs)
     assert result.code == 0, result
     lines = _lines(result)
     assert sorted(lines) == ["c1", "c2", "r1"]
