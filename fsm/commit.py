@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -41,17 +42,20 @@ from pydantic import ValidationError
 
 from fsm import jsonio
 from fsm.definition import describe_validation
-from fsm.errors import CorruptDocumentError, StoreError, UnwritableDocumentError
+from fsm.errors import CorruptDocumentError, FsmError, StoreError, UnwritableDocumentError
 from fsm.files import (
     atomic_write_text,
+    exchange,
     leftover_temporaries,
     open_nofollow,
     read_fd,
+    read_file,
     replace,
+    sync_folder,
     write_temporary,
 )
 from fsm.merge import merge_concurrent
-from fsm.update import bytes_hash
+from fsm.update import MISSING, apply_update, bytes_hash, get_path
 
 if TYPE_CHECKING:
     from fsm.instance import Instance, Loaded
@@ -114,7 +118,11 @@ class Committer:
     def _commit(
         self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
     ) -> Loaded:
-        self._settle_replaced()
+        settled = self._settle_replaced()
+        if settled is not None and base is not None:
+            # A change re-applied just now is newer than the step's base: build on it.
+            data = merge_concurrent(self.instance, data, base, dict(settled.data), settled.raw)
+            base, record = settled, {**record, "merged": True}
         return self._until_settled(*self._write_round(data, record, base))
 
     def _until_settled(self, saved: Loaded, lost: _Lost | None) -> Loaded:
@@ -145,7 +153,8 @@ class Committer:
                 merged, entry_record = dict(data), record
                 if base is not None and current is not None and current != base.raw:
                     theirs = self._their_data(current, data)
-                    merged = merge_concurrent(instance, data, base, theirs, current)
+                    their_base = self._read_by(current, base)
+                    merged = merge_concurrent(instance, data, their_base, theirs, current)
                     entry_record = {**record, "merged": True}
                 final = instance.touched(merged)
                 doc = self._validated(final)
@@ -168,8 +177,12 @@ class Committer:
                 if not self._unchanged(fd, path, current):
                     journal.truncate(mark)  # another writer was quicker: merge again
                     appended = False
+                    tmp.unlink()
+                    tmp = None
+                    if fd is not None:
+                        os.close(fd)
                     continue
-                replace(tmp, path)
+                foreign = self._install(tmp, path, fd)
                 tmp = None
             except BaseException:
                 if appended:
@@ -184,7 +197,7 @@ class Committer:
 
             loaded = Loaded(final, raw, doc, state, status)
             self.recent.append((loaded, core))
-            lost = self._keep_replaced(fd, current)
+            lost = self._keep_replaced(fd, current, foreign)
             instance.after_save(loaded)
             return loaded, lost
         raise StoreError(
@@ -246,23 +259,62 @@ class Committer:
 
     # --- writers that lost the race --------------------------------------------------------
 
-    def _keep_replaced(self, fd: int | None, before: bytes | None) -> _Lost | None:
+    @staticmethod
+    def _install(tmp: Path, path: Path, fd: int | None) -> bytes | None:
+        """Put the temporary file ``tmp`` in place of the document (read through ``fd``).
+
+        The two are swapped (:func:`fsm.files.exchange`), so the file replaced stays reachable:
+        when it is not the one fsm read, another program renamed its version over the document
+        after the last check, and its bytes are returned (else None) to be merged, not lost.
+        """
+        if fd is None or not exchange(tmp, path):
+            replace(tmp, path)
+            return None
+        # The new version is visible now: nothing below may fail the commit.
+        foreign: bytes | None = None
+        with contextlib.suppress(OSError, FsmError):
+            info, mine = os.lstat(tmp), os.fstat(fd)
+            if (info.st_ino, info.st_dev) != (mine.st_ino, mine.st_dev) and stat.S_ISREG(
+                info.st_mode
+            ):
+                foreign = read_file(tmp)[0]
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        with contextlib.suppress(OSError):
+            sync_folder(path.parent)
+        return foreign
+
+    def _keep_replaced(
+        self, fd: int | None, before: bytes | None, foreign: bytes | None
+    ) -> _Lost | None:
         """Keep the replaced file open (see :meth:`settle`); when another writer already wrote
-        into it, return that lost change."""
+        into it, or renamed its own version over it (``foreign``), return that lost change."""
+        if self._replaced is not None:  # the file of a change being re-applied right now
+            os.close(self._replaced.fd)
+            self._replaced = None
         if fd is None or before is None:
             return None
         after = read_fd(fd)
         self._replaced = _Replaced(fd, after, before)
+        if foreign is not None:
+            return self._lost(before, foreign)
         if after == before:
             return None
         return self._lost(before, self._settled_bytes(fd, after))
 
     def _lost(self, before: bytes, raw: bytes) -> _Lost | None:
-        """The change from ``before`` to ``raw`` (None when ``before`` is no valid version)."""
+        """The change another writer made in ``raw``, which it wrote where ``before`` was
+        (None when ``before`` is no valid version). Its base is the version of fsm's it is a
+        copy of when one fits (a writer that read an older version), else ``before``."""
         try:
-            return _Lost(self.instance.loaded_from(before), raw)
+            base = self.instance.loaded_from(before)
         except StoreError:
             return None
+        try:
+            theirs = self.instance.loaded_from(raw)
+        except StoreError:
+            return _Lost(base, raw)  # unreadable: logged when re-applied
+        return _Lost(self._written_over(theirs, also=base) or base, raw)
 
     def _settled_bytes(self, fd: int, raw: bytes) -> bytes:
         """The bytes of a file another writer is rewriting in place, once they parse."""
@@ -276,23 +328,34 @@ class Committer:
                 raw = read_fd(fd)
         return raw
 
-    def _settle_replaced(self) -> None:
+    def _settle_replaced(self) -> Loaded | None:
         """Look at the file the last commit replaced: a change written into it since is
-        re-applied to the current document. Close it either way."""
+        re-applied to the current document (the version written is returned). Close it either
+        way."""
         replaced, self._replaced = self._replaced, None
         if replaced is None:
-            return
+            return None
         try:
             now = read_fd(replaced.fd)
             if now == replaced.raw:
-                return
+                return None
             now = self._settled_bytes(replaced.fd, now)
         finally:
             os.close(replaced.fd)
         lost = self._lost(replaced.before, now)
-        if lost is not None:
-            current = self.instance.load_unchecked()
-            self._until_settled(*self._reapply(current, lost.before, lost.raw, on_disk=current))
+        if lost is None:
+            return None
+        current = self.instance.load_unchecked()
+        return self._until_settled(*self._reapply(current, lost.before, lost.raw, on_disk=current))
+
+    def _read_by(self, raw: bytes, base: Loaded) -> Loaded:
+        """The version another writer read before it wrote ``raw``: the step's ``base``, unless
+        it wrote back a copy of another version of fsm's (see :meth:`_written_over`)."""
+        try:
+            theirs = self.instance.loaded_from(raw)
+        except StoreError:
+            return base
+        return self._written_over(theirs, also=base) or base
 
     def settle(self) -> None:
         """End of an operation: re-apply a change written into the replaced file, close it."""
@@ -329,23 +392,104 @@ class Committer:
 
     def reconcile(self, loaded: Loaded) -> Loaded:
         """``loaded``, or, when another writer wrote back an older version of fsm's work along
-        with its own change, a new version keeping both (journaled as a ``merge``)."""
+        with its own change, a new version keeping both (journaled as a ``merge``).
+
+        Another program's change on top of fsm's latest version that moved the state or the
+        status (a dashboard's stop or pause between two steps) is journaled as an external
+        ``control`` record, so that the journal still ends where the document is.
+        """
         if not self.recent or loaded.raw == self.recent[-1][0].raw:
             return loaded
-        core = self.instance.core_hash(loaded.data)
-        if core == self.recent[-1][1]:
-            return loaded  # only fields other programs own changed: an ordinary edit
-        older = [version for version, version_core in self.recent if version_core == core]
-        if not older:
-            return loaded  # not a version fsm wrote: somebody else's edit, left to replay
         with self.instance.store.document_lock(self.instance.id):
+            self._settle_replaced()
             current = self.instance.load_unchecked()
-            if current.raw != loaded.raw:
-                return current
             newest = self.recent[-1][0]
-            return self._until_settled(
-                *self._reapply(newest, older[-1], loaded.raw, on_disk=loaded)
-            )
+            if current.raw == newest.raw:
+                return current
+            base = self._written_over(current)
+            if base is None:
+                return current  # not a version fsm wrote: somebody else's edit, left to replay
+            if base is not newest:
+                return self._until_settled(
+                    *self._reapply(newest, base, current.raw, on_disk=current)
+                )
+            self._journal_seen(newest, current)
+            self.recent.append((current, self.instance.core_hash(current.data)))
+            return current
+
+    def _written_over(self, loaded: Loaded, also: Loaded | None = None) -> Loaded | None:
+        """The version fsm wrote (or ``also``) that ``loaded`` is a copy of, changed only in
+        other programs' fields, or also moved into a state a control command moves to (a
+        dashboard's stop); another move of the state is no program's right but fsm's.
+
+        Versions that differ only in other programs' fields (fsm merged their earlier change)
+        all fit: the one differing from ``loaded`` in the fewest such fields is the one the
+        writer read, the newest among equals.
+        """
+        instance = self.instance
+        control = instance.machine.spec.control
+        commanded = control is not None and any(
+            command.state == loaded.state for command in control.commands.values()
+        )
+        core = instance.core_hash(loaded.data)
+        candidates = [*reversed(self.recent)]
+        if also is not None:
+            candidates.append((also, instance.core_hash(also.data)))
+        best: tuple[int, Loaded] | None = None
+        for version, version_core in candidates:
+            data = version.data
+            if version_core != core:
+                if not commanded or version.state == loaded.state:
+                    continue
+                try:
+                    update = instance.machine.codec.write(version.doc, loaded.state)
+                    data = instance.entered(apply_update(version.data, update), loaded.state)
+                except Exception:  # a codec that cannot write the state: no match
+                    continue
+                if instance.core_hash(data) != core:
+                    continue
+            distance = self._distance(data, loaded.data)
+            if best is None or distance < best[0]:
+                best = (distance, version)
+        return None if best is None else best[1]
+
+    def _distance(self, one: Mapping[str, Any], other: Mapping[str, Any]) -> int:
+        """How many fields other programs own differ between two documents."""
+        paths = self.instance.external_paths
+        theirs = (one.keys() | other.keys()) - self.instance.machine.document_keys
+        differing = [p for p in paths if get_path(one, p) != get_path(other, p)]
+        differing += [key for key in theirs if one.get(key, MISSING) != other.get(key, MISSING)]
+        return len(differing)
+
+    def _journal_seen(self, newest: Loaded, current: Loaded) -> None:
+        """Journal the state or status another program set on fsm's latest version."""
+        if (current.state, current.status) == (newest.state, newest.status):
+            return  # only its own fields: an edit the journal need not know of
+        instance = self.instance
+        doc_hash = bytes_hash(current.raw)
+        last = instance.journal.last()
+        if last is not None and last.get("doc_hash") == doc_hash:
+            return  # fsm's control plane, in another process, journaled it
+        instance.journal.append(
+            {
+                "time": instance.clock.iso(),
+                "kind": "control",
+                "event": "external",
+                "source": newest.state,
+                "dest": current.state,
+                "status_from": newest.status,
+                "status_to": current.status,
+                "actor": "external",
+                "reason": "changed by another program between steps",
+                "state": current.state,
+                "status": current.status,
+                "doc_hash": doc_hash,
+                "core_hash": instance.core_hash(current.data),
+            }
+        )
+        instance.log.info(
+            "external_control_seen", status_from=newest.status, status_to=current.status
+        )
 
     # --- failures and parking --------------------------------------------------------------
 

@@ -20,11 +20,14 @@ the write (a race only someone with write access to the workspace can run) is no
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
+import functools
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fsm.errors import UnsafePathError
@@ -35,12 +38,14 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "ensure_folder",
+    "exchange",
     "leftover_temporaries",
     "open_nofollow",
     "read_fd",
     "read_file",
     "recheck_folders",
     "replace",
+    "sync_folder",
     "write_temporary",
 ]
 
@@ -193,7 +198,47 @@ def replace(tmp: Path, path: Path) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
+    sync_folder(path.parent)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_CANNOT_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.ENOENT, errno.EOPNOTSUPP, errno.EXDEV}
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """The C library's ``renameat2`` (Linux, glibc 2.28 or later), or None."""
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+def exchange(tmp: Path, path: Path) -> bool:
+    """Swap the files named ``tmp`` and ``path`` in one atomic step (``renameat2`` with
+    ``RENAME_EXCHANGE``): ``path`` then names the new file and ``tmp`` the one it replaced, which
+    the caller can still look at. False, with nothing done, where the system cannot (not Linux,
+    a file system without it) or ``path`` does not exist; the caller then uses :func:`replace`.
+
+    Unlike a rename, nothing is destroyed unseen: a file another program renamed over ``path``
+    just before is found under ``tmp`` instead of vanishing.
+    """
+    function = _renameat2()
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _CANNOT_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(path))
+
+
+def sync_folder(folder: Path) -> None:
+    """``fsync`` a folder, making the renames and removals in it durable."""
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:
