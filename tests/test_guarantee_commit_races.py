@@ -140,9 +140,9 @@ def test_a_stale_write_after_the_replace_survives(
     engine = Engine(instance)
     with engine._run_lock():
         writer.prepare()
-        engine._step(None, "test")
+        engine.step()
         writer.write(CHANGES[change])
-        engine._run_steps(None, None, "test")
+        engine.run()
     _assert_both_kept(instance, change, counted=2)
 
 
@@ -167,10 +167,10 @@ def test_a_write_between_two_steps_is_kept_and_journaled(
     writer = Writer(writer_kind, instance.paths.document)
     engine = Engine(instance)
     with engine._run_lock():
-        engine._step(None, "test")
+        engine.step()
         writer.prepare()
         writer.write(CHANGES[change])
-        engine._run_steps(None, None, "test")
+        engine.run()
     _assert_both_kept(instance, change, counted=2)
     if change in ("pause", "stop"):
         last = instance.journal.read().records[-1]
@@ -205,14 +205,14 @@ def test_a_change_in_the_replaced_file_is_not_undone_by_a_later_write(
 
     with engine._run_lock():
         first.prepare()
-        engine._step(None, "test")  # replaces the file the first writer holds open
+        engine.step()  # replaces the file the first writer holds open
         first.write(CHANGES["note"])
         second.prepare()  # sees the document without the note
         if moment == "before":
             second.write(CHANGES["title"])
         else:
             monkeypatch.setattr(Committer, "_settle_replaced", settle_then_second_write)
-        engine._run_steps(None, None, "test")
+        engine.run()
     doc = json.loads(instance.paths.document.read_text())
     assert (doc["title"], doc.get("dashboard_note"), doc["count"]) == ("edited", "theirs", 4)
     check_replay(instance)
