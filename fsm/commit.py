@@ -45,6 +45,7 @@ from fsm.definition import describe_validation
 from fsm.errors import CorruptDocumentError, FsmError, StoreError, UnwritableDocumentError
 from fsm.files import (
     atomic_write_text,
+    dead_temporaries,
     exchange,
     leftover_temporaries,
     open_nofollow,
@@ -547,11 +548,25 @@ class Committer:
                     tmp.unlink()
             if temporaries:
                 notes.append(f"removed {len(temporaries)} leftover temporary file(s)")
+            notes.extend(self._remove_dead_side_temporaries())
             if notes:
                 self._journal_repair(notes)
         for note in notes:
             instance.log.warning("instance_repaired", note=note)
         return notes
+
+    def _remove_dead_side_temporaries(self) -> list[str]:
+        """Remove what killed writes of side files left in the instance's own folders: its meta
+        folder, and its document's folder when that one holds this instance alone."""
+        paths = self.instance.paths
+        folders = [paths.meta]
+        if self.instance.id in paths.document.parent.parts:
+            folders.append(paths.document.parent)
+        dead = [tmp for folder in folders for tmp in dead_temporaries(folder)]
+        for tmp in dead:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        return [f"removed {len(dead)} temporary file(s) of killed side-file writes"] if dead else []
 
     def _settle_unwritten(self, temporaries: list[Path]) -> list[str]:
         """Settle a last journal record whose document is not the one on disk."""
@@ -577,6 +592,8 @@ class Committer:
             if bytes_hash(content) == last["doc_hash"]:
                 replace(tmp, instance.paths.document)
                 temporaries.remove(tmp)
+                with contextlib.suppress(StoreError):  # its after_save never ran
+                    instance.after_save(instance.loaded_from(content))
                 return [
                     f"completed the write of the last journal record ({last.get('kind')} "
                     f"{last.get('event')}): the process was killed before the document was "

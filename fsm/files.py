@@ -25,6 +25,7 @@ import errno
 import fcntl
 import functools
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ __all__ = [
     "append_bytes",
     "atomic_write_bytes",
     "atomic_write_text",
+    "dead_temporaries",
     "ensure_folder",
     "exchange",
     "leftover_temporaries",
@@ -44,6 +46,7 @@ __all__ = [
     "read_fd",
     "read_file",
     "recheck_folders",
+    "remove_dead_temporaries",
     "replace",
     "sync_folder",
     "write_temporary",
@@ -148,6 +151,7 @@ def atomic_write_bytes(
     """Replace ``path`` with ``data`` atomically and durably (see :func:`atomic_write_text`)."""
     tmp = write_temporary(path, data, mode=mode, root=root)
     replace(tmp, path)
+    remove_dead_temporaries(path)
 
 
 def write_temporary(
@@ -255,6 +259,42 @@ def leftover_temporaries(path: Path) -> list[Path]:
     return sorted(
         path.parent / name for name in names if name.startswith(prefix) and name.endswith(".tmp")
     )
+
+
+_TEMPORARY = re.compile(r"\A\..+\.(\d+)\.\d+\.tmp\Z", re.S)
+
+
+def dead_temporaries(folder: Path, prefix: str = ".") -> list[Path]:
+    """The temporary files of :func:`write_temporary` in ``folder`` (those of one file: its
+    ``prefix``) whose writing process has died: left by a crash, never to be renamed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    dead = []
+    for name in names:
+        match = _TEMPORARY.match(name) if name.startswith(prefix) else None
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            dead.append(folder / name)
+    return sorted(dead)
+
+
+def remove_dead_temporaries(path: Path) -> None:
+    """Remove the temporary files of ``path`` left by writers killed before renaming them: each
+    successful write of a file cleans up after the writes of it that crashed."""
+    for tmp in dead_temporaries(path.parent, f".{path.name}."):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def append_bytes(path: Path, data: bytes, *, root: Path | None = None) -> int:

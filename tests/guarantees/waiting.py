@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
-__all__ = ["is_running", "wait_until"]
+__all__ = ["DEADLINE", "is_running", "memory_folder", "wait_until"]
 
 DEADLINE = 60.0
 """Seconds a condition may take on a busy machine before the test fails. Conditions that hold
@@ -40,3 +43,16 @@ def is_running(pid: int) -> bool:
         return True
     state = stat[stat.rfind(")") + 2 :].split(" ", 1)[0]
     return state not in ("Z", "X")
+
+
+def memory_folder() -> Iterator[Path]:
+    """A fresh folder in memory (``/dev/shm``) where there is one, else on disk: the crash tests
+    kill thousands of runs, and on a disk most of their time would go to ``fsync``, which a
+    SIGKILL does not need (the page cache survives it). Removed afterwards."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+    folder = Path(tempfile.mkdtemp(prefix="fsm-guarantee-", dir=base))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
