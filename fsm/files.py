@@ -13,6 +13,10 @@ link to ``/etc``), so every file fsm creates, writes or locks is checked:
   the folder); a replaced file keeps its permission bits (a document made ``chmod 600`` stays
   private), and new files get ``0o666`` minus the umask, like any program's.
 
+While the engine runs an instance's code (:func:`confined_to`), a write given no ``root`` is
+confined to the workspace when it lies inside it: a machine's side files get the same checks
+without naming the workspace.
+
 The checks are made when a path is used, so a folder swapped for a link between the check and
 the write (a race only someone with write access to the workspace can run) is not covered.
 """
@@ -28,7 +32,8 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from fsm.errors import UnsafePathError
@@ -36,8 +41,10 @@ from fsm.errors import UnsafePathError
 __all__ = [
     "FileLock",
     "append_bytes",
+    "append_text",
     "atomic_write_bytes",
     "atomic_write_text",
+    "confined_to",
     "dead_temporaries",
     "ensure_folder",
     "exchange",
@@ -57,6 +64,30 @@ _checked: set[str] = set()
 """Folders known to lie inside their root, checked since the last :func:`recheck_folders`."""
 
 
+_confinement: ContextVar[Path | None] = ContextVar("fsm_files_confinement", default=None)
+
+
+@contextlib.contextmanager
+def confined_to(root: Path) -> Iterator[None]:
+    """Within this block, writes of this module given no ``root`` whose path lies inside
+    ``root`` are confined to it (the engine wraps the code of machines in it)."""
+    token = _confinement.set(root)
+    try:
+        yield
+    finally:
+        _confinement.reset(token)
+
+
+def _root_for(path: Path, root: Path | None) -> Path | None:
+    """``root``, else the confinement of :func:`confined_to` when ``path`` lies inside it."""
+    if root is not None:
+        return root
+    confined = _confinement.get()
+    if confined is not None and _is_inside(os.path.abspath(path), os.path.abspath(confined)):
+        return confined
+    return None
+
+
 def recheck_folders() -> None:
     """Forget which folders were checked: the next use checks them again. Every new instance
     handle calls it, so a long-lived process notices a folder replaced by a link."""
@@ -66,8 +97,10 @@ def recheck_folders() -> None:
 def ensure_folder(folder: Path, root: Path | None) -> None:
     """Create ``folder`` and its missing parents; refuse links that lead out of ``root``.
 
-    Without a ``root`` the folder is only created (callers that write outside any workspace).
+    Without a ``root`` (and outside :func:`confined_to`) the folder is only created (callers
+    that write outside any workspace).
     """
+    root = _root_for(folder, root)
     key = f"{root}\0{folder}"
     if key in _checked:
         return
@@ -109,6 +142,7 @@ def open_nofollow(path: Path, flags: int, *, root: Path | None = None) -> int:
     """``os.open`` that refuses a symbolic link as the file itself, creating the folder (inside
     ``root``) when it is missing and ``flags`` create the file."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    root = _root_for(path, root)
     if root is not None:
         ensure_folder(path.parent, root)  # remembered: one set lookup after the first time
     try:
@@ -307,6 +341,12 @@ def append_bytes(path: Path, data: bytes, *, root: Path | None = None) -> int:
     finally:
         os.close(fd)
     return before
+
+
+def append_text(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Append ``text`` to ``path`` in one write, creating it (and its folders, inside ``root``)
+    when missing; never through a symbolic link. Machines use it for their logs."""
+    append_bytes(path, text.encode("utf-8"), root=root)
 
 
 def read_file(path: str | Path) -> tuple[bytes, os.stat_result]:

@@ -21,6 +21,7 @@ import json
 from typing import Any, cast
 
 from fsm.context import Context
+from fsm.files import ensure_folder
 from fsm.registry import Registry, Update
 from machines.issue_manager.execution import execute_issue
 from machines.issue_manager.files import write_json_atomic, write_text_atomic
@@ -120,7 +121,7 @@ def reset_error_streak(doc: IssueManagerState, ctx: Context) -> Update:
 def initialize(doc: IssueManagerState, ctx: Context) -> Update:
     """Create the work folders (``snapshots/``, ``solutions/``)."""
     for name in ("snapshots", "solutions"):
-        (ctx.instance_dir / name).mkdir(parents=True, exist_ok=True)
+        ensure_folder(ctx.instance_dir / name, ctx.workspace)
     return done_update(doc, ctx, "action-init")
 
 
