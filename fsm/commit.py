@@ -1,28 +1,30 @@
 """Committing a new version of an instance document without losing anyone's change.
 
 Other programs write the document too, some without any lock (the CCW dashboard rewrites a loop's
-file in place when a person presses pause). A commit, under the instance's document lock:
+file in place when a person presses pause), some by renaming their own copy over it. A commit,
+under the instance's document lock:
 
-1. reads the file as it is now (keeping the file open) and, when another writer changed it since
-   the step read it, merges their change into the step's result (:mod:`fsm.merge`);
-2. validates and renders the result and writes it to a temporary file (``fsync``);
-3. appends the journal record first (write-ahead: a record never goes missing after a crash);
+1. re-applies what another writer wrote into the file the previous commit replaced (step 5),
+   and builds the step's result on that version;
+2. reads the file as it is now (keeping the file open) and, when another writer changed it since
+   the step read it, merges their change into the step's result (:mod:`fsm.merge`), taking as
+   their base the version of fsm's they had read (:mod:`fsm.versions`);
+3. validates and renders the result and writes it to a temporary file (``fsync``), then appends
+   the journal record (write-ahead: a document is never visible without its record);
 4. looks at the file once more; if another writer changed it in the meantime, the journal record
-   and the temporary file are taken back and the commit starts over from 1;
-5. replaces the file, then reads the file it replaced through the descriptor kept open: a writer
-   that opened it before the replace and wrote into it afterwards would otherwise be lost, so its
-   change is merged into a new version at once (a ``merge`` record). The replaced file stays open
-   until the next commit or the end of the operation, which looks at it again, so a write that
-   lands even later is caught too;
+   and the temporary file are taken back and the commit starts over from 2;
+5. swaps the temporary file and the document (``renameat2`` exchange, a plain rename where the
+   system has none), so the file replaced is still at hand: a version another program renamed
+   over the document after step 4 is merged at once instead of being destroyed, and the
+   replaced file, read through the descriptor kept open, shows a write of a program that had
+   opened it before; such a change is merged into a new version (a ``merge`` record). The
+   replaced file stays open until the next commit or the end of the operation;
 6. remembers the last versions it wrote: a writer that read an older version and wrote it back
    over a newer one (undoing fsm's work while making its own change) is detected at the next
-   load and both changes are kept (:meth:`Committer.reconcile`).
+   load and both changes are kept (:meth:`Committer.reconcile`), and a stop or pause another
+   program wrote between two steps is journaled.
 
-After a crash (SIGKILL) the next command that opens the instance (:meth:`Committer.repair`)
-removes a torn last journal line and leftover temporary files, and settles a journal record
-whose document never became visible: the write is completed when the temporary file holding it
-survived and nothing changed since, else the instance stays where it was; either way a
-``repair`` record says what happened.
+After a crash (SIGKILL) the next command that opens the instance repairs it (:mod:`fsm.repair`).
 """
 
 from __future__ import annotations
@@ -45,9 +47,7 @@ from fsm.definition import describe_validation
 from fsm.errors import CorruptDocumentError, FsmError, StoreError, UnwritableDocumentError
 from fsm.files import (
     atomic_write_text,
-    dead_temporaries,
     exchange,
-    leftover_temporaries,
     open_nofollow,
     read_fd,
     read_file,
@@ -56,7 +56,9 @@ from fsm.files import (
     write_temporary,
 )
 from fsm.merge import merge_concurrent
-from fsm.update import MISSING, apply_update, bytes_hash, get_path
+from fsm.repair import repair as repair_instance
+from fsm.update import bytes_hash
+from fsm.versions import journal_seen, written_over
 
 if TYPE_CHECKING:
     from fsm.instance import Instance, Loaded
@@ -315,7 +317,7 @@ class Committer:
             theirs = self.instance.loaded_from(raw)
         except StoreError:
             return _Lost(base, raw)  # unreadable: logged when re-applied
-        return _Lost(self._written_over(theirs, also=base) or base, raw)
+        return _Lost(written_over(self.instance, self._versions(), theirs, also=base) or base, raw)
 
     def _settled_bytes(self, fd: int, raw: bytes) -> bytes:
         """The bytes of a file another writer is rewriting in place, once they parse."""
@@ -356,7 +358,7 @@ class Committer:
             theirs = self.instance.loaded_from(raw)
         except StoreError:
             return base
-        return self._written_over(theirs, also=base) or base
+        return written_over(self.instance, self._versions(), theirs, also=base) or base
 
     def settle(self) -> None:
         """End of an operation: re-apply a change written into the replaced file, close it."""
@@ -407,90 +409,20 @@ class Committer:
             newest = self.recent[-1][0]
             if current.raw == newest.raw:
                 return current
-            base = self._written_over(current)
+            base = written_over(self.instance, self._versions(), current)
             if base is None:
                 return current  # not a version fsm wrote: somebody else's edit, left to replay
             if base is not newest:
                 return self._until_settled(
                     *self._reapply(newest, base, current.raw, on_disk=current)
                 )
-            self._journal_seen(newest, current)
+            journal_seen(self.instance, newest, current)
             self.recent.append((current, self.instance.core_hash(current.data)))
             return current
 
-    def _written_over(self, loaded: Loaded, also: Loaded | None = None) -> Loaded | None:
-        """The version fsm wrote (or ``also``) that ``loaded`` is a copy of, changed only in
-        other programs' fields, or also moved into a state a control command moves to (a
-        dashboard's stop); another move of the state is no program's right but fsm's.
-
-        Versions that differ only in other programs' fields (fsm merged their earlier change)
-        all fit: the one differing from ``loaded`` in the fewest such fields is the one the
-        writer read, the newest among equals.
-        """
-        instance = self.instance
-        control = instance.machine.spec.control
-        commanded = control is not None and any(
-            command.state == loaded.state for command in control.commands.values()
-        )
-        core = instance.core_hash(loaded.data)
-        candidates = [*reversed(self.recent)]
-        if also is not None:
-            candidates.append((also, instance.core_hash(also.data)))
-        best: tuple[int, Loaded] | None = None
-        for version, version_core in candidates:
-            data = version.data
-            if version_core != core:
-                if not commanded or version.state == loaded.state:
-                    continue
-                try:
-                    update = instance.machine.codec.write(version.doc, loaded.state)
-                    data = instance.entered(apply_update(version.data, update), loaded.state)
-                except Exception:  # a codec that cannot write the state: no match
-                    continue
-                if instance.core_hash(data) != core:
-                    continue
-            distance = self._distance(data, loaded.data)
-            if best is None or distance < best[0]:
-                best = (distance, version)
-        return None if best is None else best[1]
-
-    def _distance(self, one: Mapping[str, Any], other: Mapping[str, Any]) -> int:
-        """How many fields other programs own differ between two documents."""
-        paths = self.instance.external_paths
-        theirs = (one.keys() | other.keys()) - self.instance.machine.document_keys
-        differing = [p for p in paths if get_path(one, p) != get_path(other, p)]
-        differing += [key for key in theirs if one.get(key, MISSING) != other.get(key, MISSING)]
-        return len(differing)
-
-    def _journal_seen(self, newest: Loaded, current: Loaded) -> None:
-        """Journal the state or status another program set on fsm's latest version."""
-        if (current.state, current.status) == (newest.state, newest.status):
-            return  # only its own fields: an edit the journal need not know of
-        instance = self.instance
-        doc_hash = bytes_hash(current.raw)
-        last = instance.journal.last()
-        if last is not None and last.get("doc_hash") == doc_hash:
-            return  # fsm's control plane, in another process, journaled it
-        instance.journal.append(
-            {
-                "time": instance.clock.iso(),
-                "kind": "control",
-                "event": "external",
-                "source": newest.state,
-                "dest": current.state,
-                "status_from": newest.status,
-                "status_to": current.status,
-                "actor": "external",
-                "reason": "changed by another program between steps",
-                "state": current.state,
-                "status": current.status,
-                "doc_hash": doc_hash,
-                "core_hash": instance.core_hash(current.data),
-            }
-        )
-        instance.log.info(
-            "external_control_seen", status_from=newest.status, status_to=current.status
-        )
+    def _versions(self) -> list[tuple[Loaded, str]]:
+        """The versions this process wrote lately, with their core hashes, newest first."""
+        return [*reversed(self.recent)]
 
     # --- failures and parking --------------------------------------------------------------
 
@@ -534,95 +466,5 @@ class Committer:
     # --- after a crash ---------------------------------------------------------------------
 
     def repair(self) -> list[str]:
-        """Make journal and document agree after a crash; return what was repaired (each
-        repair is also journaled). Takes the document lock."""
-        instance = self.instance
-        with instance.store.document_lock(instance.id):
-            notes: list[str] = []
-            if instance.journal.drop_torn_tail():
-                notes.append("removed a torn last journal line (a crash while appending)")
-            temporaries = leftover_temporaries(instance.paths.document)
-            notes.extend(self._settle_unwritten(temporaries))
-            for tmp in temporaries:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-            if temporaries:
-                notes.append(f"removed {len(temporaries)} leftover temporary file(s)")
-            notes.extend(self._remove_dead_side_temporaries())
-            if notes:
-                self._journal_repair(notes)
-        for note in notes:
-            instance.log.warning("instance_repaired", note=note)
-        return notes
-
-    def _remove_dead_side_temporaries(self) -> list[str]:
-        """Remove what killed writes of side files left in the instance's own folders: its meta
-        folder, and its document's folder when that one holds this instance alone."""
-        paths = self.instance.paths
-        folders = [paths.meta]
-        if self.instance.id in paths.document.parent.parts:
-            folders.append(paths.document.parent)
-        dead = [tmp for folder in folders for tmp in dead_temporaries(folder)]
-        for tmp in dead:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        return [f"removed {len(dead)} temporary file(s) of killed side-file writes"] if dead else []
-
-    def _settle_unwritten(self, temporaries: list[Path]) -> list[str]:
-        """Settle a last journal record whose document is not the one on disk."""
-        instance = self.instance
-        records = instance.journal.backwards()
-        last = next(records, None)
-        if last is None or "doc_hash" not in last:
-            return []
-        try:
-            raw = instance.store.read_raw_bytes(instance.id)
-        except OSError:
-            return []
-        if raw is None or bytes_hash(raw) == last["doc_hash"]:
-            return []
-        previous = next((r for r in records if "doc_hash" in r), None)
-        if previous is None or previous["doc_hash"] != bytes_hash(raw):
-            return []  # changed by another program since: merged by the next commit
-        for tmp in temporaries:
-            try:
-                content = tmp.read_bytes()
-            except OSError:
-                continue
-            if bytes_hash(content) == last["doc_hash"]:
-                replace(tmp, instance.paths.document)
-                temporaries.remove(tmp)
-                with contextlib.suppress(StoreError):  # its after_save never ran
-                    instance.after_save(instance.loaded_from(content))
-                return [
-                    f"completed the write of the last journal record ({last.get('kind')} "
-                    f"{last.get('event')}): the process was killed before the document was "
-                    "replaced"
-                ]
-        return [
-            f"the document of the last journal record ({last.get('kind')} {last.get('event')}) "
-            "was never written (the process was killed): the instance stays in "
-            f"'{previous.get('state')}'"
-        ]
-
-    def _journal_repair(self, notes: list[str]) -> None:
-        instance = self.instance
-        try:
-            current = instance.load_unchecked()
-        except StoreError:
-            return
-        instance.journal.append(
-            {
-                "time": instance.clock.iso(),
-                "kind": "repair",
-                "event": None,
-                "source": current.state,
-                "dest": current.state,
-                "actor": "fsm",
-                "reason": "; ".join(notes),
-                "state": current.state,
-                "status": current.status,
-                "doc_hash": bytes_hash(current.raw),
-                "core_hash": instance.core_hash(current.data),
-            }
-        )
+        """Make journal and document agree after a crash (see :func:`fsm.repair.repair`)."""
+        return repair_instance(self.instance)
