@@ -64,14 +64,14 @@ _checked: set[str] = set()
 """Folders known to lie inside their root, checked since the last :func:`recheck_folders`."""
 
 
-_confinement: ContextVar[Path | None] = ContextVar("fsm_files_confinement", default=None)
+_confinement: ContextVar[tuple[Path, str] | None] = ContextVar("fsm_confinement", default=None)
 
 
 @contextlib.contextmanager
 def confined_to(root: Path) -> Iterator[None]:
     """Within this block, writes of this module given no ``root`` whose path lies inside
     ``root`` are confined to it (the engine wraps the code of machines in it)."""
-    token = _confinement.set(root)
+    token = _confinement.set((root, os.path.join(os.path.abspath(root), "")))
     try:
         yield
     finally:
@@ -83,9 +83,12 @@ def _root_for(path: Path, root: Path | None) -> Path | None:
     if root is not None:
         return root
     confined = _confinement.get()
-    if confined is not None and _is_inside(os.path.abspath(path), os.path.abspath(confined)):
-        return confined
-    return None
+    if confined is None:
+        return None
+    text = os.fspath(path)
+    if not text.startswith(os.sep):
+        text = os.path.abspath(text)
+    return confined[0] if text.startswith(confined[1]) else None
 
 
 def recheck_folders() -> None:
@@ -142,7 +145,8 @@ def open_nofollow(path: Path, flags: int, *, root: Path | None = None) -> int:
     """``os.open`` that refuses a symbolic link as the file itself, creating the folder (inside
     ``root``) when it is missing and ``flags`` create the file."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
-    root = _root_for(path, root)
+    if root is None and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        root = _root_for(path, None)
     if root is not None:
         ensure_folder(path.parent, root)  # remembered: one set lookup after the first time
     try:
