@@ -78,6 +78,23 @@ def scenarios() -> list[Scenario]:
             folder="ccw-loop-stubborn",
         ),
         Scenario(
+            "ccw-loop: no fix agent (fix_tool none): the bash tasks run, the confirmed failure "
+            "ends the loop for a person to fix",
+            "ccw-loop",
+            "ccw-loop",
+            {
+                "title": "Median of an even-length list (no agent)",
+                "description": "Cover the median of an even count with a test and make it pass",
+                "max_iterations": 10,
+            },
+            {
+                "test_command": f"{sys.executable} -m pytest -q -p no:cacheprovider",
+                "fix_tool": "none",
+            },
+            expect="failed",
+            folder="ccw-loop-no-agent",
+        ),
+        Scenario(
             "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
             "skill-tuning",
             "skill-tuning",

@@ -35,7 +35,7 @@ import os
 import stat
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,8 +52,9 @@ from fsm.files import (
     read_fd,
     read_file,
     replace,
+    same_file,
     sync_folder,
-    write_temporary,
+    write_temporary_open,
 )
 from fsm.merge import merge_concurrent
 from fsm.repair import repair as repair_instance
@@ -97,6 +98,38 @@ class Committer:
         self.instance = instance
         self.recent: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
         self._replaced: _Replaced | None = None
+        self._folder_fd: int | None = None
+        self._written: int | None = None
+        """The file this committer wrote last, kept open during a session (it is the document
+        until someone replaces it): loads and the next commit read it without an open."""
+        self._keeping = False
+
+    @contextlib.contextmanager
+    def files_kept_open(self) -> Iterator[None]:
+        """Keep the document's folder (to ``fsync`` it after each replace) and the document
+        written last open meanwhile."""
+        folder = self.instance.paths.document.parent
+        try:
+            self._folder_fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._folder_fd = None  # nothing written yet: each replace opens it itself
+        self._keeping = True
+        try:
+            yield
+        finally:
+            self._keeping = False
+            for fd in (self._folder_fd, self._written):
+                if fd is not None:
+                    os.close(fd)
+            self._folder_fd = self._written = None
+
+    def current_bytes(self) -> bytes | None:
+        """The document's bytes now (None when there is none), read through the file kept
+        open when it still is the document."""
+        fd = self._written
+        if fd is not None and same_file(fd, self.instance.paths.document):
+            return read_fd(fd)
+        return self.instance.store.read_raw_bytes(self.instance.id)
 
     # --- committing ------------------------------------------------------------------------
 
@@ -146,6 +179,7 @@ class Committer:
             mark = journal.size()
             fd, current = self._open_current(path)
             tmp: Path | None = None
+            tmp_fd: int | None = None
             appended = False
             try:
                 if base is None and current is not None:
@@ -162,7 +196,7 @@ class Committer:
                 final = instance.touched(merged)
                 doc = self._validated(final)
                 raw = self._render(final)
-                tmp = write_temporary(path, raw, root=instance.workspace.path)
+                tmp, tmp_fd = write_temporary_open(path, raw, root=instance.workspace.path)
                 state = instance.machine.codec.read(doc)
                 status = instance.status_of(final)
                 core = instance.core_hash(final)
@@ -180,22 +214,20 @@ class Committer:
                 if not self._unchanged(fd, path, current):
                     journal.truncate(mark)  # another writer was quicker: merge again
                     appended = False
-                    tmp.unlink()
-                    tmp = None
-                    if fd is not None:
-                        os.close(fd)
+                    self._discard(tmp, tmp_fd, fd)
                     continue
                 foreign = self._install(tmp, path, fd)
                 tmp = None
             except BaseException:
                 if appended:
                     journal.truncate(mark)
-                if tmp is not None:
-                    with contextlib.suppress(OSError):
-                        tmp.unlink()
-                if fd is not None:
-                    os.close(fd)
+                self._discard(tmp, tmp_fd, fd)
                 raise
+            assert tmp_fd is not None  # the file just written
+            if self._keeping:
+                self._written = tmp_fd
+            else:
+                os.close(tmp_fd)
             from fsm.instance import Loaded
 
             loaded = Loaded(final, raw, doc, state, status)
@@ -209,8 +241,23 @@ class Committer:
         )
 
     @staticmethod
-    def _open_current(path: Path) -> tuple[int | None, bytes | None]:
-        """The document's file, opened, and its bytes (None, None when there is none yet)."""
+    def _discard(tmp: Path | None, tmp_fd: int | None, fd: int | None) -> None:
+        """Remove a temporary file that will not be used, and close what a round opened."""
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for opened in (tmp_fd, fd):
+            if opened is not None:
+                os.close(opened)
+
+    def _open_current(self, path: Path) -> tuple[int | None, bytes | None]:
+        """The document's file, opened, and its bytes (None, None when there is none yet):
+        the file kept open from the last commit when it still is the document."""
+        written, self._written = self._written, None
+        if written is not None:
+            if same_file(written, path):
+                return written, read_fd(written)
+            os.close(written)
         try:
             fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -262,8 +309,7 @@ class Committer:
 
     # --- writers that lost the race --------------------------------------------------------
 
-    @staticmethod
-    def _install(tmp: Path, path: Path, fd: int | None) -> bytes | None:
+    def _install(self, tmp: Path, path: Path, fd: int | None) -> bytes | None:
         """Put the temporary file ``tmp`` in place of the document (read through ``fd``).
 
         The two are swapped (:func:`fsm.files.exchange`), so the file replaced stays reachable:
@@ -271,7 +317,7 @@ class Committer:
         after the last check, and its bytes are returned (else None) to be merged, not lost.
         """
         if fd is None or not exchange(tmp, path):
-            replace(tmp, path)
+            replace(tmp, path, folder_fd=self._folder_fd)
             return None
         # The new version is visible now: nothing below may fail the commit.
         foreign: bytes | None = None
@@ -284,7 +330,7 @@ class Committer:
         with contextlib.suppress(OSError):
             tmp.unlink()
         with contextlib.suppress(OSError):
-            sync_folder(path.parent)
+            sync_folder(path.parent, self._folder_fd)
         return foreign
 
     def _keep_replaced(
@@ -362,7 +408,12 @@ class Committer:
 
     def settle(self) -> None:
         """End of an operation: re-apply a change written into the replaced file, close it."""
-        if self._replaced is None:
+        replaced = self._replaced
+        if replaced is None:
+            return
+        if read_fd(replaced.fd) == replaced.raw:  # the usual case, no lock needed to see it
+            self._replaced = None
+            os.close(replaced.fd)
             return
         with self.instance.store.document_lock(self.instance.id):
             self._settle_replaced()

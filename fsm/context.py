@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from fsm.clock import Clock
 from fsm.executor import Executor
 
-__all__ = ["Context", "TransitionInfo"]
+__all__ = ["Context", "OptionsT", "TransitionInfo"]
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel, covariant=True, default=BaseModel)
+"""The machine's options model: ``Context[LoopOptions]`` types ``ctx.options`` as LoopOptions."""
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,14 @@ class TransitionInfo:
 
 
 @dataclass(frozen=True)
-class Context:
+class Context(Generic[OptionsT]):
     """Everything an action may use besides the document.
 
     ``workspace`` is the folder the instance works on; ``document_path`` is where its document is
     persisted and ``meta_dir`` where fsm keeps its journal, log and locks. ``options`` is the
-    machine's validated options model. ``log`` is a structlog logger bound with machine, instance
+    machine's validated options model (an instance of the class the machine registered, so a
+    function annotated ``ctx: Context[MyOptions]`` reads ``ctx.options.x`` typed, without a
+    cast). ``log`` is a structlog logger bound with machine, instance
     and state. ``transition`` is set while an action or guard runs for a transition.
     ``interactive`` is true when a person drives the run (``fsm run --interactive``).
     ``failed_action`` names the action (or ``guard <name>``, or ``validation``) whose failure an
@@ -41,7 +47,7 @@ class Context:
     workspace: Path
     document_path: Path
     meta_dir: Path
-    options: BaseModel
+    options: OptionsT
     clock: Clock
     log: Any
     executor: Executor
@@ -49,7 +55,7 @@ class Context:
     interactive: bool = False
     failed_action: str | None = None
 
-    def for_transition(self, event: str, source: str, dest: str) -> Context:
+    def for_transition(self, event: str, source: str, dest: str) -> Context[OptionsT]:
         """A copy of this context for one transition."""
         return replace(self, transition=TransitionInfo(event, source, dest))
 

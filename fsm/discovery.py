@@ -1,12 +1,13 @@
-"""Finding machines: bundled ones, third-party ones, and machine files named by path.
+"""Finding machines: registered ones (bundled or third-party), and machine files named by path.
 
-Bundled machines are the packages listed in ``machines.BUNDLED``; their name is the package name
-with ``_`` written as ``-`` (``ccw_loop`` is ``ccw-loop``). Third-party machines register an entry
-point in the ``fsm.machines`` group whose name is the machine name and whose object is the module
-(or package) holding ``machine.yaml`` beside it, or the path of the machine file itself::
+Every registered machine, the three bundled with fsm included, is an entry point in the
+``fsm.machines`` group whose name is the machine name and whose object is the module (or
+package) holding ``machine.yaml`` beside it, or the path of the machine file itself::
 
     [project.entry-points."fsm.machines"]
     my-machine = "my_package.my_machine"
+
+The engine imports no machine package itself: it only follows entry points.
 """
 
 from __future__ import annotations
@@ -35,29 +36,30 @@ class MachineEntry:
 
 
 def registered_machines() -> dict[str, MachineEntry]:
-    """Every registered machine by name: bundled first, then entry points."""
-    found = _bundled_machines()
+    """Every registered machine by name: fsm's own entry points first, then the others."""
+    found = _own_machines()
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name in found:
-            continue
-        found[entry.name] = MachineEntry(
-            entry.name, _entry_path(entry), f"entry point {entry.value}"
-        )
+        if entry.name not in found:
+            found[entry.name] = _entry(entry, f"entry point {entry.value}")
     return found
 
 
-def _bundled_machines() -> dict[str, MachineEntry]:
-    import machines
-
-    base = Path(machines.__file__).parent
+def _own_machines() -> dict[str, MachineEntry]:
+    """The machines fsm's own distribution registers (one distribution read, not every one
+    installed: naming a bundled machine stays cheap)."""
+    try:
+        points = importlib.metadata.distribution("fsm").entry_points
+    except importlib.metadata.PackageNotFoundError:
+        return {}
     return {
-        package.replace("_", "-"): MachineEntry(
-            package.replace("_", "-"),
-            base / package / "machine.yaml",
-            f"bundled (machines.{package})",
-        )
-        for package in machines.BUNDLED
+        entry.name: _entry(entry, f"bundled ({entry.value})")
+        for entry in points
+        if entry.group == ENTRY_POINT_GROUP
     }
+
+
+def _entry(entry: importlib.metadata.EntryPoint, source: str) -> MachineEntry:
+    return MachineEntry(entry.name, _entry_path(entry), source)
 
 
 def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
@@ -83,9 +85,9 @@ def find_machine(target: str) -> MachineEntry:
     third-party entry points: a machine name has no ``.``, so no registered machine can be
     named like a machine file.
     """
-    bundled = _bundled_machines()
-    if target in bundled:
-        return bundled[target]
+    own = _own_machines()
+    if target in own:
+        return own[target]
     path = Path(target)
     if path.suffix in {".yaml", ".yml"}:
         return _machine_file(path)

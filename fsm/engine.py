@@ -148,7 +148,10 @@ class Engine:
         instance = self.instance
         lock = instance.store.run_lock(instance.id)
         self._lock_held = True
+        session = contextlib.ExitStack()
         try:
+            if instance.exists():
+                session.enter_context(instance.session())
             with confined_to(instance.workspace.path):
                 for command in orphans.reap(instance.paths.meta / "running"):
                     instance.log.warning(
@@ -166,6 +169,7 @@ class Engine:
             except FsmError as exc:
                 instance.log.error("settle_failed", error=str(exc))
             finally:
+                session.close()
                 lock.release()
 
     def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:

@@ -55,8 +55,10 @@ __all__ = [
     "recheck_folders",
     "remove_dead_temporaries",
     "replace",
+    "same_file",
     "sync_folder",
     "write_temporary",
+    "write_temporary_open",
 ]
 
 _NEW_FILE_MODE = 0o666
@@ -111,6 +113,7 @@ def ensure_folder(folder: Path, root: Path | None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         _checked.add(key)
         return
+    os.makedirs(root, exist_ok=True)  # the workspace itself is the caller's choice
     real_root = os.path.realpath(root)
     try:
         relative = folder.relative_to(root)
@@ -200,8 +203,18 @@ def write_temporary(
     The temporary file gets ``mode``, else the permission bits of the file it will replace. Its
     name, ``.<name>.<pid>.<ns>.tmp``, lets :func:`leftover_temporaries` find it after a crash.
     """
+    tmp, fd = write_temporary_open(path, data, mode=mode, root=root)
+    os.close(fd)
+    return tmp
+
+
+def write_temporary_open(
+    path: Path, data: bytes, *, mode: int | None = None, root: Path | None = None
+) -> tuple[Path, int]:
+    """:func:`write_temporary`, returning the file still open (for reading and writing): once
+    it replaces ``path`` the caller can look at the document without opening it again."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root)
+    fd = open_nofollow(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, root=root)
     try:
         if mode is None:
             mode = _mode_of(path)
@@ -216,8 +229,7 @@ def write_temporary(
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    os.close(fd)
-    return tmp
+    return tmp, fd
 
 
 def _mode_of(path: Path) -> int | None:
@@ -232,15 +244,16 @@ def _mode_of(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
-def replace(tmp: Path, path: Path) -> None:
-    """Move the temporary file ``tmp`` over ``path`` and make the rename durable."""
+def replace(tmp: Path, path: Path, *, folder_fd: int | None = None) -> None:
+    """Move the temporary file ``tmp`` over ``path`` and make the rename durable
+    (``folder_fd``: the folder, already open, to ``fsync``)."""
     try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    sync_folder(path.parent)
+    sync_folder(path.parent, folder_fd)
 
 
 _AT_FDCWD = -100
@@ -278,8 +291,12 @@ def exchange(tmp: Path, path: Path) -> bool:
     raise OSError(code, os.strerror(code), str(path))
 
 
-def sync_folder(folder: Path) -> None:
-    """``fsync`` a folder, making the renames and removals in it durable."""
+def sync_folder(folder: Path, folder_fd: int | None = None) -> None:
+    """``fsync`` a folder (``folder_fd``: already open), making the renames and removals in it
+    durable."""
+    if folder_fd is not None:
+        os.fsync(folder_fd)
+        return
     dir_fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
@@ -364,14 +381,18 @@ def read_file(path: str | Path) -> tuple[bytes, os.stat_result]:
     except OSError as exc:
         raise _link_error(Path(path), exc) from exc
     try:
-        return read_fd(fd), os.fstat(fd)
+        stat = os.fstat(fd)
+        return _read_sized(fd, stat.st_size), stat
     finally:
         os.close(fd)
 
 
 def read_fd(fd: int) -> bytes:
     """Everything in the open file ``fd``, read from its start (the offset is not moved)."""
-    size = os.fstat(fd).st_size
+    return _read_sized(fd, os.fstat(fd).st_size)
+
+
+def _read_sized(fd: int, size: int) -> bytes:
     # One byte more than the size: a short read is the end of the file, in one call.
     data = os.pread(fd, size + 1, 0)
     if len(data) > size:  # the file grew meanwhile: read the rest
@@ -385,37 +406,64 @@ def read_fd(fd: int) -> bytes:
 
 
 class FileLock:
-    """An advisory ``flock`` on a file; a second holder in any process is refused or waits."""
+    """An advisory ``flock`` on a file; a second holder in any process is refused or waits.
 
-    def __init__(self, path: Path, root: Path | None = None) -> None:
+    With ``keep_open`` the lock file stays open between uses (a run takes the document lock
+    once per step: opening the file every time would cost more than the lock itself);
+    :meth:`close` closes it.
+    """
+
+    def __init__(self, path: Path, root: Path | None = None, *, keep_open: bool = False) -> None:
         self.path = path
         self.root = root
+        self.keep_open = keep_open
         self._fd: int | None = None
+        self._locked = False
 
     def acquire(self, *, blocking: bool, timeout: float = 10.0) -> bool:
         """Take the lock; return False when not ``blocking`` and another holder has it."""
-        fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
+        if self._fd is None:
+            self._fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
         deadline = time.monotonic() + timeout
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if not blocking or time.monotonic() >= deadline:
-                    os.close(fd)
+                    if not self.keep_open:
+                        self.close()
                     return False
                 time.sleep(0.002)
                 continue
-            self._fd = fd
+            self._locked = True
             return True
 
     def release(self) -> None:
-        """Give the lock back."""
-        if self._fd is not None:
+        """Give the lock back (the file stays open with ``keep_open``)."""
+        if self._fd is not None and self._locked:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._locked = False
+        if not self.keep_open:
+            self.close()
+
+    def close(self) -> None:
+        """Close the lock file (which also gives the lock back)."""
+        if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            self._locked = False
 
     @property
     def held(self) -> bool:
         """True while this object holds the lock."""
-        return self._fd is not None
+        return self._locked
+
+
+def same_file(fd: int, path: Path) -> bool:
+    """True when ``path`` (not followed if a link) is the file open as ``fd``."""
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (found.st_ino, found.st_dev) == (held.st_ino, held.st_dev)

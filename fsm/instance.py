@@ -9,11 +9,12 @@ hook). The engine (:mod:`fsm.engine`) and the control plane (:mod:`fsm.control`)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,7 @@ class Instance:
         actions is never handed out again, as a fresh read never would be.
         """
         committed, self._committed = self._committed, None
-        if committed is not None and self.store.read_raw_bytes(self.id) == committed.raw:
+        if committed is not None and self.committer.current_bytes() == committed.raw:
             return committed
         return self.committer.reconcile(self.load_unchecked())
 
@@ -210,7 +211,7 @@ class Instance:
         """The current version for display (progress lines): like :meth:`load`, but the version
         this process committed last is kept for the next :meth:`load`."""
         committed = self._committed
-        if committed is not None and self.store.read_raw_bytes(self.id) == committed.raw:
+        if committed is not None and self.committer.current_bytes() == committed.raw:
             return committed
         return self.load_unchecked()
 
@@ -305,6 +306,20 @@ class Instance:
     def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
         """Journal a failed step that changes no document (see :class:`fsm.commit.Committer`)."""
         return self.committer.journal_failure(record, base=base)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Keep the files a run uses at every step open meanwhile: the document lock, the
+        journal, the log and the document's folder (to ``fsync`` it). Opening them anew for
+        each step cost more than the rest of a step's bookkeeping."""
+        log_file = self.log.file
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.store.keeping_locks_open(self.id))
+            stack.enter_context(self.journal.kept_open())
+            if log_file is not None:
+                stack.enter_context(log_file.kept_open())
+            stack.enter_context(self.committer.files_kept_open())
+            yield
 
     def settle(self) -> None:
         """End of an operation: catch a write that another program made into the document

@@ -24,6 +24,8 @@ from fsm.files import append_bytes, open_nofollow
 
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog"]
 
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+
 
 @dataclass
 class JournalRead:
@@ -46,15 +48,37 @@ class LineLog:
     def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
         self.root = root
+        self._fd: int | None = None
 
     def append(self, record: Mapping[str, Any]) -> int:
         """Append one record as a line; return the file's size before it."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
         # Text from outside (argv, file names) may hold lone surrogates: keep them visible as
         # escapes rather than losing the record.
-        return append_bytes(
-            self.path, line.encode("utf-8", errors="backslashreplace"), root=self.root
-        )
+        data = line.encode("utf-8", errors="backslashreplace")
+        if self._fd is None:
+            return append_bytes(self.path, data, root=self.root)
+        if os.fstat(self._fd).st_nlink == 0:  # removed meanwhile: never write into the void
+            self._reopen()
+        before = os.lseek(self._fd, 0, os.SEEK_END)
+        os.write(self._fd, data)
+        return before
+
+    @contextlib.contextmanager
+    def kept_open(self) -> Iterator[None]:
+        """Keep the file open for appending meanwhile (one open per run, not per record)."""
+        self._fd = open_nofollow(self.path, _APPEND, root=self.root)
+        try:
+            yield
+        finally:
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
+
+    def _reopen(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = open_nofollow(self.path, _APPEND, root=self.root)
 
     def size(self) -> int:
         """The file's size in bytes (0 when it does not exist)."""
@@ -68,6 +92,18 @@ class LineLog:
         fd = open_nofollow(self.path, os.O_WRONLY)
         try:
             os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+
+    def has_torn_tail(self) -> bool:
+        """True when the file does not end with a newline (a crash while appending)."""
+        try:
+            fd = open_nofollow(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            size = os.fstat(fd).st_size
+            return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
         finally:
             os.close(fd)
 
@@ -134,6 +170,8 @@ class RotatingLog(LineLog):
         if before >= self.max_bytes:
             with contextlib.suppress(OSError):  # another process rotated it first
                 os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+            if self._fd is not None:
+                self._reopen()
         return before
 
 

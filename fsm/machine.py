@@ -278,24 +278,36 @@ def import_registry(spec: MachineSpec, path: Path) -> tuple[Registry | None, lis
 
 
 def _import(module: str, path: Path) -> ModuleType:
+    """Import the machine's module: a module name, or a ``.py`` file beside the machine file.
+
+    A file is imported as a module of a package made of its folder, so that it can import the
+    modules beside it relatively (``from .model import Counter``) without anything on
+    ``sys.path``.
+    """
     if not module.endswith(".py"):
         return importlib.import_module(module)
     file = (path.parent / module).resolve()
-    digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
-    name = f"_fsm_machine_{file.stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
+    folder = file.parent
+    package = f"_fsm_machine_{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
+    if package not in sys.modules:
+        spec = importlib.util.spec_from_loader(package, loader=None, is_package=True)
+        assert spec is not None  # spec_from_loader always makes one for a package
+        holder = importlib.util.module_from_spec(spec)
+        holder.__path__ = [str(folder)]
+        sys.modules[package] = holder
+    name = f"{package}.{file.stem}"
+    if not file.is_file():
         raise ImportError(f"no Python file at {file}")
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[name] = loaded
     try:
-        spec.loader.exec_module(loaded)
-    except BaseException:
-        del sys.modules[name]
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        sibling = folder / f"{exc.name}.py" if exc.name else None
+        if sibling is not None and sibling.is_file():
+            raise ImportError(
+                f"No module named '{exc.name}': {sibling.name} is beside {file.name}; import it "
+                f"relatively (from .{exc.name} import ...)"
+            ) from exc
         raise
-    return loaded
 
 
 def resolve(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -128,12 +129,16 @@ def _table(settings: list[Any], empty: str) -> None:
         out(empty)
         return
     width = max(len(s.name) for s in settings) + 2
-    kinds = min(max(len(s.type) for s in settings) + 2, 28)
+    kinds = min(max(len(s.type) for s in settings), 32) + 2
     for setting in settings:
         default = "required" if setting.required else f"default {setting.default}"
-        out(f"  {setting.name:<{width}}{setting.type:<{kinds}}{default}")
-        if setting.help:
-            out(f"  {'':<{width}}{setting.help}")
+        kind = f"{setting.type} ".ljust(kinds)  # a space even after the longest type
+        out(f"  {setting.name:<{width}}{kind}{default}")
+        indent = " " * (width + 2)
+        for line in textwrap.wrap(
+            setting.help, 100, initial_indent=indent, subsequent_indent=indent
+        ):
+            out(line)
 
 
 def cmd_schema(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -26,7 +26,9 @@ __all__ = ["repair"]
 
 def repair(instance: Instance) -> list[str]:
     """Make journal and document agree after a crash; return what was repaired (each
-    repair is also journaled). Takes the document lock."""
+    repair is also journaled). Takes the document lock when something looks amiss."""
+    if not _may_need_repair(instance):
+        return []
     with instance.store.document_lock(instance.id):
         notes: list[str] = []
         if instance.journal.drop_torn_tail():
@@ -38,7 +40,7 @@ def repair(instance: Instance) -> list[str]:
                 tmp.unlink()
         if temporaries:
             notes.append(f"removed {len(temporaries)} leftover temporary file(s)")
-        notes.extend(_remove_dead_side_temporaries(instance))
+        notes.extend(_remove(_dead_side_temporaries(instance)))
         if notes:
             _journal_repair(instance, notes)
     for note in notes:
@@ -46,14 +48,35 @@ def repair(instance: Instance) -> list[str]:
     return notes
 
 
-def _remove_dead_side_temporaries(instance: Instance) -> list[str]:
-    """Remove what killed writes of side files left in the instance's own folders: its meta
-    folder, and its document's folder when that one holds this instance alone."""
+def _may_need_repair(instance: Instance) -> bool:
+    """A look without the lock: a torn journal tail, a temporary file, or a last record whose
+    document is not on disk. False means nothing to repair (the common case); True is checked
+    again under the lock (a commit of another process may be midway)."""
+    if instance.journal.has_torn_tail() or leftover_temporaries(instance.paths.document):
+        return True
+    if _dead_side_temporaries(instance):
+        return True
+    last = instance.journal.last()
+    if last is None or "doc_hash" not in last:
+        return False
+    try:
+        raw = instance.store.read_raw_bytes(instance.id)
+    except OSError:
+        return False
+    return raw is not None and bytes_hash(raw) != last["doc_hash"]
+
+
+def _dead_side_temporaries(instance: Instance) -> list[Path]:
+    """What killed writes of side files left in the instance's own folders: its meta folder,
+    and its document's folder when that one holds this instance alone."""
     paths = instance.paths
     folders = [paths.meta]
     if instance.id in paths.document.parent.parts:
         folders.append(paths.document.parent)
-    dead = [tmp for folder in folders for tmp in dead_temporaries(folder)]
+    return [tmp for folder in folders for tmp in dead_temporaries(folder)]
+
+
+def _remove(dead: list[Path]) -> list[str]:
     for tmp in dead:
         with contextlib.suppress(OSError):
             tmp.unlink()

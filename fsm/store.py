@@ -139,6 +139,7 @@ class FileStore:
         self.retry_interval = retry_interval
         self.indent = indent
         self._paths: dict[str, InstancePaths] = {}
+        self._kept: dict[str, FileLock] = {}
         self._templates: tuple[str, str] | tuple[()] | None = None
 
     def paths(self, instance_id: str) -> InstancePaths:
@@ -282,9 +283,23 @@ class FileStore:
         return sorted(ids)
 
     @contextlib.contextmanager
+    def keeping_locks_open(self, instance_id: str) -> Iterator[None]:
+        """Keep the document lock file of ``instance_id`` open meanwhile (a run's steps each
+        take the lock: one open instead of one per step)."""
+        lock = FileLock(self.paths(instance_id).document_lock, self.workspace, keep_open=True)
+        self._kept[instance_id] = lock
+        try:
+            yield
+        finally:
+            del self._kept[instance_id]
+            lock.close()
+
+    @contextlib.contextmanager
     def document_lock(self, instance_id: str, timeout: float = 10.0) -> Iterator[None]:
         """Hold the document lock for a read-modify-write."""
-        lock = FileLock(self.paths(instance_id).document_lock, self.workspace)
+        lock = self._kept.get(instance_id) or FileLock(
+            self.paths(instance_id).document_lock, self.workspace
+        )
         if not lock.acquire(blocking=True, timeout=timeout):
             raise LockHeldError(
                 f"instance '{instance_id}': document lock not released within {timeout:.0f}s"

@@ -1,3 +1,5 @@
-"""Machines bundled with fsm. Only the packages listed in BUNDLED are registered."""
+"""The machines bundled with fsm, installed as ``fsm_machines``.
 
-BUNDLED: tuple[str, ...] = ("ccw_loop", "issue_manager", "skill_tuning")
+Each package holds a ``machine.yaml`` and the module it names; pyproject registers each one in
+the ``fsm.machines`` entry-point group, exactly as a third-party machine registers.
+"""

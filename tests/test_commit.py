@@ -47,17 +47,17 @@ def test_a_write_between_the_merge_and_the_replace_is_merged(
     """A pause written after the commit read the file but before it replaced it is kept: the
     commit notices the file changed, takes its journal record back and merges again."""
     instance = _started(make_counter, limit=5)
-    real = commit_module.write_temporary
+    real = commit_module.write_temporary_open
     calls = 0
 
-    def racing_write(path: Path, data: bytes, **kwargs: Any) -> Path:
+    def racing_write(path: Path, data: bytes, **kwargs: Any) -> tuple[Path, int]:
         nonlocal calls
         calls += 1
         if calls == 1:
             _dashboard_write(instance, status="paused", title="renamed")
         return real(path, data, **kwargs)
 
-    monkeypatch.setattr(commit_module, "write_temporary", racing_write)
+    monkeypatch.setattr(commit_module, "write_temporary_open", racing_write)
     result = Engine(instance).step()
     assert result.outcome == "applied"
     doc = _doc(instance)
@@ -76,17 +76,19 @@ def test_a_write_into_the_replaced_file_is_reapplied(
     instance = _started(make_counter, limit=5)
     real = Committer._install
 
-    def replace_while_dashboard_writes(tmp: Path, path: Path, fd: int | None) -> bytes | None:
-        monkeypatch.setattr(Committer, "_install", staticmethod(real))  # the step's only
+    def replace_while_dashboard_writes(
+        self: Committer, tmp: Path, path: Path, fd: int | None
+    ) -> bytes | None:
+        monkeypatch.setattr(Committer, "_install", real)  # only the step's own replace
         stale = json.loads(path.read_text())
         with path.open("r+") as handle:  # opened before the replace
-            foreign = real(tmp, path, fd)
+            foreign = real(self, tmp, path, fd)
             stale.update(status="paused", title="late")
             handle.truncate(0)
             handle.write(json.dumps(stale))
         return foreign
 
-    monkeypatch.setattr(Committer, "_install", staticmethod(replace_while_dashboard_writes))
+    monkeypatch.setattr(Committer, "_install", replace_while_dashboard_writes)
     Engine(instance).step()
     doc = _doc(instance)
     assert (doc["status"], doc["title"], doc["count"]) == ("paused", "late", 1)
@@ -104,11 +106,13 @@ def test_a_late_write_into_the_replaced_file_is_caught_when_the_run_ends(
     real = Committer._install
     handles = []
 
-    def replace_and_keep_a_stale_handle(tmp: Path, path: Path, fd: int | None) -> bytes | None:
+    def replace_and_keep_a_stale_handle(
+        self: Committer, tmp: Path, path: Path, fd: int | None
+    ) -> bytes | None:
         handles.append((path.open("r+"), json.loads(path.read_text())))
-        return real(tmp, path, fd)
+        return real(self, tmp, path, fd)
 
-    monkeypatch.setattr(Committer, "_install", staticmethod(replace_and_keep_a_stale_handle))
+    monkeypatch.setattr(Committer, "_install", replace_and_keep_a_stale_handle)
     engine = Engine(instance)
     with engine._run_lock():  # the step's own look at the replaced file happens at its end
         engine._step(None, "test")
@@ -223,20 +227,20 @@ def test_killed_before_the_journal_record_leaves_only_a_temporary_to_remove(
     """Killed between the temporary file and the record: nothing was journaled, the temporary
     file is removed by the next run, which says so."""
     instance = _started(make_counter, limit=2)
-    real = commit_module.write_temporary
+    real = commit_module.write_temporary_open
 
-    def write_then_die(path: Path, data: bytes, **kwargs: Any) -> Path:
-        tmp = real(path, data, **kwargs)
+    def write_then_die(path: Path, data: bytes, **kwargs: Any) -> tuple[Path, int]:
+        written = real(path, data, **kwargs)
         os.kill(os.getpid(), signal.SIGKILL)
-        return tmp
+        return written
 
-    monkeypatch.setattr(commit_module, "write_temporary", write_then_die)
+    monkeypatch.setattr(commit_module, "write_temporary_open", write_then_die)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child dies
         Engine(instance).step()
         os._exit(0)
     os.waitpid(pid, 0)
-    monkeypatch.setattr(commit_module, "write_temporary", real)
+    monkeypatch.setattr(commit_module, "write_temporary_open", real)
     assert len(list(instance.paths.document.parent.glob(".*.tmp"))) == 1
     assert Engine(instance).run().outcome == "completed"
     assert not list(instance.paths.document.parent.glob(".*.tmp"))

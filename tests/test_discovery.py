@@ -45,13 +45,31 @@ def test_a_path_names_a_machine_file_or_its_folder() -> None:
     assert find_machine(str(COUNTER.parent)).path == COUNTER
 
 
-def test_unknown_machine_suggests_a_close_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_machine_suggests_a_close_name() -> None:
     """An unknown name is an input error with a did-you-mean among registered machines."""
-    import machines
-
-    monkeypatch.setattr(machines, "BUNDLED", ("ccw_loop",))
     with pytest.raises(UnknownMachineError, match="did you mean 'ccw-loop'"):
         find_machine("ccw-lop")
+
+
+def test_bundled_machines_are_entry_points_of_fsm_itself() -> None:
+    """The three bundled machines register through the same entry-point group as third-party
+    ones, as packages of `fsm_machines` (not a generic top-level `machines`)."""
+    import importlib.metadata
+
+    points = {
+        e.name: e.value
+        for e in importlib.metadata.distribution("fsm").entry_points
+        if e.group == "fsm.machines"
+    }
+    assert points == {
+        "ccw-loop": "fsm_machines.ccw_loop",
+        "issue-manager": "fsm_machines.issue_manager",
+        "skill-tuning": "fsm_machines.skill_tuning",
+    }
+    registered = registered_machines()
+    assert {name: registered[name].source for name in points} == {
+        name: f"bundled ({value})" for name, value in points.items()
+    }
 
 
 def test_registered_name_must_match_the_file(tmp_path: Path, plugin: Path) -> None:

@@ -116,15 +116,15 @@ def test_a_write_during_the_step_survives(
     """A write landing while the step computes (after its read, before the commit's)."""
     instance = _instance(make_counter)
     writer = Writer(writer_kind, instance.paths.document)
-    real = commit_module.write_temporary
+    real = commit_module.write_temporary_open
 
-    def write_then_commit(path: Path, data: bytes, **kwargs: Any) -> Path:
-        monkeypatch.setattr(commit_module, "write_temporary", real)
+    def write_then_commit(path: Path, data: bytes, **kwargs: Any) -> tuple[Path, int]:
+        monkeypatch.setattr(commit_module, "write_temporary_open", real)
         writer.write(CHANGES[change])
         return real(path, data, **kwargs)
 
     writer.prepare()
-    monkeypatch.setattr(commit_module, "write_temporary", write_then_commit)
+    monkeypatch.setattr(commit_module, "write_temporary_open", write_then_commit)
     Engine(instance).step()
     _assert_both_kept(instance, change, counted=2)
 

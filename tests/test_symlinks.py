@@ -124,3 +124,15 @@ def test_ensure_folder_refuses_a_path_outside_its_root(tmp_path: Path, outside: 
         ensure_folder(outside / "x", tmp_path)
     assert not (outside / "x").exists()
     assert os.listdir(outside) == ["keep.txt"]
+
+
+def test_a_workspace_that_does_not_exist_yet_is_created(tmp_path: Path) -> None:
+    """The Python API may name a workspace folder that is not there yet: it is created."""
+    from fsm.engine import Engine
+    from fsm.instance import Workspace
+    from fsm.machine import load_machine
+
+    workspace = Workspace(tmp_path / "new" / "project")
+    instance = workspace.instance(load_machine(COUNTER), "c1")
+    instance.create({"limit": 1})
+    assert Engine(instance).run().outcome == "completed"

@@ -43,50 +43,49 @@ class CounterOptions(BaseModel):
 
 
 @registry.guard(budget=True)
-def below_limit(doc: Counter, ctx: Context) -> bool:
+def below_limit(doc: Counter, ctx: Context[CounterOptions]) -> bool:
     """True while the count is under the limit."""
     return doc.count < doc.limit
 
 
 @registry.guard(budget=True)
-def too_many_errors(doc: Counter, ctx: Context) -> bool:
+def too_many_errors(doc: Counter, ctx: Context[CounterOptions]) -> bool:
     """True once max_errors errors were recorded."""
     return len(doc.errors) >= doc.max_errors
 
 
 @registry.action
-def increment(doc: Counter, ctx: Context) -> Update:
+def increment(doc: Counter, ctx: Context[CounterOptions]) -> Update:
     """Add the step size; raise at ``fail_at`` (to test failures)."""
     if doc.fail_at is not None and doc.count == doc.fail_at:
         raise RuntimeError(f"cannot count past {doc.fail_at}")
     options = ctx.options
-    assert isinstance(options, CounterOptions)
     if options.delay:
         time.sleep(options.delay)
     return {"count": doc.count + options.step_size}
 
 
 @registry.action
-def corrupt(doc: Counter, ctx: Context) -> Update:
+def corrupt(doc: Counter, ctx: Context[CounterOptions]) -> Update:
     """Write a value the model refuses (a negative count)."""
     return {"count": -1}
 
 
 @registry.action
-def mark_stopped(doc: Counter, ctx: Context) -> Update:
+def mark_stopped(doc: Counter, ctx: Context[CounterOptions]) -> Update:
     """Say why the counter was stopped."""
     return {"failure_reason": "Manually stopped by user"}
 
 
 @registry.hook
-def record_error(doc: Counter, ctx: Context, error: BaseException) -> Update:
+def record_error(doc: Counter, ctx: Context[CounterOptions], error: BaseException) -> Update:
     """Append the failure to ``errors``."""
     entry = {"action": ctx.transition.event if ctx.transition else "?", "message": str(error)}
     return {"errors": [*doc.errors, entry]}
 
 
 @registry.hook
-def new_counter(inputs: dict[str, Any], ctx: Context) -> dict[str, Any]:
+def new_counter(inputs: dict[str, Any], ctx: Context[CounterOptions]) -> dict[str, Any]:
     """A counter document from ``fsm new`` inputs."""
     return {"status": "created", "phase": "idle", "count": 0, **inputs}
 
@@ -98,7 +97,7 @@ def summarize(doc: Counter) -> dict[str, str]:
 
 
 @registry.hook
-def rebuild(ctx: Context, raw_text: str | None) -> Recovery:
+def rebuild(ctx: Context[CounterOptions], raw_text: str | None) -> Recovery:
     """A fresh running counter; the count cannot be recovered from a corrupt file."""
     return Recovery(
         Counter(status="running", phase="counting", count=0),

@@ -8,7 +8,7 @@ seed says otherwise, what the user sees must be true, so these win:
 
 * **Success means the work was done.** A loop ends ``completed`` (exit 0) only when every task
   of its task list is done and a validation passed after the last change (``failed == 0 and
-  passed > 0``). The ``outcome`` hook (:mod:`~machines.ccw_loop.verdict`) judges the document,
+  passed > 0``). The ``outcome`` hook (:mod:`~fsm_machines.ccw_loop.verdict`) judges the document,
   so a status of ``completed`` written by someone else (the dashboard's ``PATCH /status``) over
   a failed task or an unvalidated change is reported as a failure naming what is missing. A
   success says what was achieved: ``all 2 tasks done, 1 fix attempt; validation passed: 10
@@ -36,11 +36,30 @@ seed says otherwise, what the user sees must be true, so these win:
   for bash tasks, and the program of ``test_command`` (its first word after ``NAME=value``
   assignments, ``~`` and ``$VARS`` expanded as bash would; not checked when the command starts
   with a shell word such as ``cd``). Anything listed makes the run refuse (exit 2) with the
-  loop unchanged. ``fsm step`` and ``fsm fire`` do not check: a missing agent there is a failed
-  task, as above.
+  loop unchanged; a missing ``fix_tool`` names ``-o fix_tool=NAME`` and ``-o fix_tool=none`` as
+  ways out. ``fsm step`` and ``fsm fire`` do not check: a missing agent there is a failed task,
+  as above.
+* **A loop may have no fix agent (``fix_tool = "none"``; issue 13).** A newcomer without any
+  agent CLI can then run a loop whose tasks are bash commands: the preflight asks for no agent
+  for fixes, and a pending task that names no tool (it would run on ``fix_tool``) is a problem
+  line of its own (``task T in tasks.jsonl names no tool and fix_tool is none: ...``; for a loop
+  without task list, whose description is its one task: give it a task list or set fix_tool);
+  stepped past the preflight such a task is a failed task. Validation passing completes the loop
+  as always. When it fails, **debug still runs first**: re-running each failing test alone tells
+  a flaky test (it passes alone: validate again, as with an agent) from a real failure, and
+  writes the evidence (debug.md) the person who takes over needs. Any failing test debug did not
+  find flaky (confirmed, or not judged) ends the loop ``failed`` at once (event ``hand_over``),
+  without a fix task: ``validation failed: 2 tests fail (a, b); debug confirmed 2 by running
+  them alone (see .workflow/.loop/<id>.progress/debug.md); no fix agent is configured (fix_tool
+  none): fix them by hand or set fix_tool``, which the outcome hook returns. A debug round then
+  reserves 2 iterations (itself and a validation), not 3, and the menu offers no fix. The
+  default stays ``codex``, as the SPEC says: the loop exists to get failing tests fixed, a loop
+  without task list needs an agent for its description, and a missing codex costs nothing (the
+  run is refused before it starts, naming ``fix_tool=none``), whereas a default of none would
+  turn every failing test into a failed loop without saying an agent could have fixed it.
 * **The iteration budget reserves what must follow.** A develop or fix starts only when an
   iteration is left for the validation after it, a debug round only when a fix and its
-  validation fit too (:data:`machines.ccw_loop.rules.COST`); otherwise the loop ends ``failed``
+  validation fit too (:data:`fsm_machines.ccw_loop.rules.COST`); otherwise the loop ends ``failed``
   at once (``exhaust``) with a reason saying what did not fit. So a fix applied on the last
   possible iteration is always validated, and three fix attempts fit in the default 10
   iterations with up to two tasks. The same holds in the menu (develop and fix need two
@@ -50,7 +69,7 @@ seed says otherwise, what the user sees must be true, so these win:
   ignores the workspace (the demo's output folder), from the size and modification time of
   every file of the workspace except fsm's state folders (``.workflow``, the loop's state
   folder), version-control folders, caches and virtual environments
-  (:mod:`~machines.ccw_loop.changes`). When changes cannot be known (a
+  (:mod:`~fsm_machines.ccw_loop.changes`). When changes cannot be known (a
   workspace of more than 20,000 files outside git) the fix counts as applied and its validation
   judges it. Tasks of the task list are judged by their exit code only: an analysis task or a
   check command may rightly change nothing.
@@ -67,9 +86,9 @@ seed says otherwise, what the user sees must be true, so these win:
   hypothesis the next (or current) fix is for. The seeds' debug.log instrumentation and
   ``WAITING_INPUT`` are not reproduced.
 * **Order of the endings.** ``complete``, then ``abort`` (failed task), ``abandon`` (fix
-  attempts spent), ``give_up`` (``max_errors`` failures in a row), ``exhaust`` (iterations):
-  the most specific reason wins when several hold (three failed fix attempts are also three
-  failures in a row).
+  attempts spent), ``hand_over`` (tests fail, no fix agent), ``give_up`` (``max_errors``
+  failures in a row), ``exhaust`` (iterations): the most specific reason wins when several hold
+  (three failed fix attempts are also three failures in a row).
 * **Tasks added after init are developed.** The loop's task list is both of its files (the
   documented ``{id}.tasks.jsonl`` first, then the dashboard's ``{id}/tasks.jsonl``), else the
   ``task_list`` option. Before every decision the rules look for ids the document does not hold

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.model import (
+
+from .model import (
     DevelopState,
     DevelopTask,
     ErrorEntry,
@@ -20,8 +20,8 @@ from machines.ccw_loop.model import (
     Phase,
     SkillState,
 )
-from machines.ccw_loop.options import LoopOptions
-from machines.ccw_loop.progress import ProgressFiles
+from .options import LoopContext
+from .progress import ProgressFiles
 
 __all__ = [
     "LoopActionError",
@@ -31,7 +31,6 @@ __all__ = [
     "loop_mode",
     "max_errors_of",
     "max_fix_attempts_of",
-    "options_of",
     "progress_of",
     "skill_state_of",
     "work_done",
@@ -42,37 +41,30 @@ class LoopActionError(RuntimeError):
     """An action asked to do something the document does not allow (e.g. develop with no task)."""
 
 
-def options_of(ctx: Context) -> LoopOptions:
-    """The loop options of ``ctx`` (defaults when the engine passed another options model)."""
-    if isinstance(ctx.options, LoopOptions):
-        return ctx.options
-    return LoopOptions.model_validate(ctx.options.model_dump())
-
-
-def loop_mode(ctx: Context) -> Literal["auto", "interactive"]:
+def loop_mode(ctx: LoopContext) -> Literal["auto", "interactive"]:
     """The mode a loop is initialised in: interactive when the option says so or when a person
     drives the run (``fsm run --interactive``), else auto."""
-    return "interactive" if ctx.interactive or options_of(ctx).mode == "interactive" else "auto"
+    return "interactive" if ctx.interactive or ctx.options.mode == "interactive" else "auto"
 
 
-def max_errors_of(doc: LoopState, ctx: Context) -> int:
+def max_errors_of(doc: LoopState, ctx: LoopContext) -> int:
     """The loop's error limit: persisted in ``skill_state.max_errors`` at init, else the option."""
     state = doc.skill_state
     if state is not None and state.max_errors is not None:
         return state.max_errors
-    return options_of(ctx).max_errors
+    return ctx.options.max_errors
 
 
-def max_fix_attempts_of(doc: LoopState, ctx: Context) -> int:
+def max_fix_attempts_of(doc: LoopState, ctx: LoopContext) -> int:
     """Fix attempts per failing test: persisted in ``skill_state.max_fix_attempts``, else the
     option."""
     state = doc.skill_state
     if state is not None and state.max_fix_attempts is not None:
         return state.max_fix_attempts
-    return options_of(ctx).max_fix_attempts
+    return ctx.options.max_fix_attempts
 
 
-def progress_of(doc: LoopState, ctx: Context) -> ProgressFiles:
+def progress_of(doc: LoopState, ctx: LoopContext) -> ProgressFiles:
     """The progress folder beside the loop's master file."""
     # the instance id, checked by the engine, names files; the document's loop_id is data another
     # program may have written ("../x" must not lead out of the state folder)

@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.registry import Update
-from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.rules import is_initialized, phase_of_action
+
+from .model import LoopState
+from .rules import is_initialized, phase_of_action
 
 __all__ = ["FINAL_STATES", "PHASE_STATES", "LoopCodec"]
 

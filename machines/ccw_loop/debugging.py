@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsm.executor import Executor
-from machines.ccw_loop.model import EvidenceCriteria, Hypothesis, TestResult
-from machines.ccw_loop.testrun import rerun_command
+
+from .model import EvidenceCriteria, Hypothesis, TestResult
+from .testrun import rerun_command
 
 __all__ = ["Location", "failure_location", "investigate"]
 

@@ -2,40 +2,40 @@
 
 A bash task runs its ``command`` through the executor's shell in the workspace; any other task
 runs an agent (``tool``, or ``fix_tool`` when the task names none) with its prompt as one
-argument. Either way the task gets a timeout, and a missing command, a missing agent, a non-zero
-exit or a timeout make a *failed task* with the reason recorded in the task and in
+argument; a task that names no tool while ``fix_tool`` is none cannot run. Either way the task
+gets a timeout, and a missing command, a missing agent, a non-zero exit or a timeout (or no tool
+at all) make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
-A fix task whose run changed no file (see :mod:`machines.ccw_loop.changes`) is failed as well:
+A fix task whose run changed no file (see :mod:`fsm_machines.ccw_loop.changes`) is failed as well:
 it fixed nothing. Agent runs are recorded by tool and the command as the executor redacted it
 (:mod:`fsm.redaction`).
 
 Before taking the next task, develop loads the tasks added to the task-list file since init (the
 dashboard's add-task button) at the end of the list. A failed task with ``on_error: pause``
 pauses the loop and becomes pending again, so that resuming retries it; other failed tasks are
-not retried (see :mod:`machines.ccw_loop.rules`).
+not retried (see :mod:`fsm_machines.ccw_loop.rules`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import (
+
+from .bookkeeping import (
     LoopActionError,
     develop_block,
     dump_task,
     loop_mode,
     max_errors_of,
     max_fix_attempts_of,
-    options_of,
     progress_of,
     skill_state_of,
     work_done,
 )
-from machines.ccw_loop.changes import changed_files, is_known, take_snapshot
-from machines.ccw_loop.hypotheses import failing_rows, fix_attempts, fix_target
-from machines.ccw_loop.model import (
+from .changes import changed_files, is_known, take_snapshot
+from .hypotheses import failing_rows, fix_attempts, fix_target
+from .model import (
     DebugState,
     DevelopTask,
     ErrorEntry,
@@ -44,13 +44,14 @@ from machines.ccw_loop.model import (
     SkillState,
     ValidateState,
 )
-from machines.ccw_loop.rules import next_pending_task
-from machines.ccw_loop.tasks import description_task, fallback_task_list, new_tasks, read_task_list
+from .options import LoopContext
+from .rules import next_pending_task
+from .tasks import description_task, fallback_task_list, new_tasks, read_task_list
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]
 
 
-def init_loop(doc: LoopState, ctx: Context) -> Update:
+def init_loop(doc: LoopState, ctx: LoopContext) -> Update:
     """Create ``skill_state``: the tasks (task list, else the description), empty phases, and
     the loop's error limit (persisted, so that it survives restarts)."""
     now = ctx.clock.iso()
@@ -93,7 +94,7 @@ def init_loop(doc: LoopState, ctx: Context) -> Update:
     return {"skill_state": skill_state, "updated_at": now}
 
 
-def add_fix_task(doc: LoopState, ctx: Context) -> Update:
+def add_fix_task(doc: LoopState, ctx: LoopContext) -> Update:
     """Insert a pending fix task for the next fix target (attempt N for its hypothesis)."""
     state = skill_state_of(doc)
     hypothesis = fix_target(state, max_fix_attempts_of(doc, ctx))
@@ -106,7 +107,7 @@ def add_fix_task(doc: LoopState, ctx: Context) -> Update:
         {
             "id": f"fix-{hypothesis.id}" + (f"-{attempt}" if attempt > 1 else ""),
             "description": f"Fix {hypothesis.id}: {hypothesis.description}"[:500],
-            "tool": options_of(ctx).fix_tool,
+            "tool": ctx.options.fix_tool,
             "mode": "write",
             "status": "pending",
             "files_changed": [],
@@ -147,7 +148,7 @@ def _latest_error(state: SkillState, hypothesis: Hypothesis) -> str | None:
     return row.error_message if row is not None else None
 
 
-def develop_task(doc: LoopState, ctx: Context) -> Update:
+def develop_task(doc: LoopState, ctx: LoopContext) -> Update:
     """Load tasks added to the task list, then run the first pending task and record its outcome,
     changed files and progress entry."""
     state = skill_state_of(doc)
@@ -163,7 +164,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
             "skill_state.errors": [e.model_dump(mode="json") for e in synced.errors],
             "updated_at": now,
         }
-    opts = options_of(ctx)
+    opts = ctx.options
     tool = task.tool or opts.fix_tool
     before = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
     output, error, recorded = _run(doc, task, tool, ctx, opts.task_timeout)
@@ -175,7 +176,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
     retry = error is not None and task.extra("on_error") == "pause"
     changes: dict[str, Any] = {
         **recorded,
-        "tool": tool,
+        "tool": tool if tool != "none" else None,  # the dashboard knows no tool "none"
         "status": "failed" if error else "completed",
         "files_changed": changed,
         "completed_at": now,
@@ -207,7 +208,7 @@ def develop_task(doc: LoopState, ctx: Context) -> Update:
     return update
 
 
-def _with_new_tasks(state: SkillState, ctx: Context, now: str) -> SkillState:
+def _with_new_tasks(state: SkillState, ctx: LoopContext, now: str) -> SkillState:
     """``state`` with the tasks added to the task-list file since init appended (the same object
     when there are none), and their problems as error entries."""
     known = [t.id for t in state.develop.tasks]
@@ -228,10 +229,13 @@ def _with_new_tasks(state: SkillState, ctx: Context, now: str) -> SkillState:
 
 
 def _run(
-    doc: LoopState, task: DevelopTask, tool: str, ctx: Context, timeout: float
+    doc: LoopState, task: DevelopTask, tool: str, ctx: LoopContext, timeout: float
 ) -> tuple[str, str | None, dict[str, Any]]:
     """Run ``task``: its output, why it failed (None when it did not), and what to record about
     the command besides the task's own fields."""
+    if tool == "none":
+        # fsm step and fsm fire do not run the preflight, which reports this before a run
+        return "", "the task names no tool and fix_tool is none: give it a tool or set fix_tool", {}
     if tool == "bash":
         command = task.extra("command")
         if not isinstance(command, str) or not command.strip():

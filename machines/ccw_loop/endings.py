@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.clock import iso_utc
-from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop import rules
-from machines.ccw_loop.bookkeeping import max_errors_of, progress_of, skill_state_of
-from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.rules import Next
-from machines.ccw_loop.summary import build_summary, summary_markdown
+
+from . import rules
+from .bookkeeping import max_errors_of, progress_of, skill_state_of
+from .model import LoopState
+from .options import LoopContext
+from .rules import Next
+from .summary import build_summary, summary_markdown
 
 __all__ = [
     "STOP_REASON",
@@ -29,7 +30,7 @@ __all__ = [
 STOP_REASON = "Manually stopped by user"
 
 
-def complete_loop(doc: LoopState, ctx: Context, reason: str) -> Update:
+def complete_loop(doc: LoopState, ctx: LoopContext, reason: str) -> Update:
     """Every task done and validation passed (``reason`` says so): write the summary and mark
     the COMPLETE action. A failure_reason left by an earlier attempt no longer holds."""
     state = skill_state_of(doc)
@@ -42,7 +43,7 @@ def complete_loop(doc: LoopState, ctx: Context, reason: str) -> Update:
 
 
 def end_loop(
-    doc: LoopState, ctx: Context, *, outcome: str, reason: str | None = None
+    doc: LoopState, ctx: LoopContext, *, outcome: str, reason: str | None = None
 ) -> dict[str, Any]:
     """``completed_at``, ``failure_reason`` (when given), the summary and summary.md."""
     moment = ctx.clock.now()
@@ -63,9 +64,11 @@ def end_loop(
     return update
 
 
-def iteration_limit_reason(doc: LoopState, upcoming: Next | None = None) -> str:
+def iteration_limit_reason(
+    doc: LoopState, upcoming: Next | None = None, *, can_fix: bool = True
+) -> str:
     """``failure_reason`` when the iteration budget ran out, or cannot hold ``upcoming`` and the
-    validation that must follow it."""
+    validation that must follow it (``can_fix`` False: the loop has no fix agent)."""
     reason = f"Reached max_iterations ({_number(doc.max_iterations)}) without a passing validation"
     state = doc.skill_state
     if state is not None and not state.validate_.passed and state.validate_.failed_tests:
@@ -78,10 +81,12 @@ def iteration_limit_reason(doc: LoopState, upcoming: Next | None = None) -> str:
     needs = {
         "develop": f"task {upcoming.task} and the validation after it",
         "fix": f"a fix for {upcoming.hypothesis} and its validation",
-        "debug": "a debug round, the fix it leads to and that fix's validation",
+        "debug": "a debug round, the fix it leads to and that fix's validation"
+        if can_fix
+        else "a debug round and the validation after it",
         "validate": "a validation",
     }.get(upcoming.work, upcoming.work)
-    cost = rules.COST[upcoming.work]
+    cost = rules.cost(upcoming.work, can_fix=can_fix)
     return f"{reason}: {needs} need {cost} iterations, {_number(left)} left"[:1000]
 
 
@@ -89,7 +94,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def error_limit_reason(doc: LoopState, ctx: Context) -> str:
+def error_limit_reason(doc: LoopState, ctx: LoopContext) -> str:
     """``failure_reason`` when ``max_errors`` actions in a row failed."""
     state = doc.skill_state
     streak = state.consecutive_errors if state is not None else 0

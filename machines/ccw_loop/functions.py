@@ -1,47 +1,50 @@
 """The names ``machine.yaml`` uses: document and options models, guards, actions, hooks, codec.
 
-Guards are thin: the automatic ones ask :func:`machines.ccw_loop.rules.next_work` which work is
+Guards are thin: the automatic ones ask :func:`fsm_machines.ccw_loop.rules.next_work` which work is
 next, the menu's ask whether one is possible. Actions do the real work in
-:mod:`~machines.ccw_loop.develop`, :mod:`~machines.ccw_loop.verify` and
-:mod:`~machines.ccw_loop.endings`, hooks in :mod:`~machines.ccw_loop.lifecycle`,
-:mod:`~machines.ccw_loop.status`, :mod:`~machines.ccw_loop.verdict` and
-:mod:`~machines.ccw_loop.recovery`; here they are only given their names.
+:mod:`~fsm_machines.ccw_loop.develop`, :mod:`~fsm_machines.ccw_loop.verify` and
+:mod:`~fsm_machines.ccw_loop.endings`, hooks in :mod:`~fsm_machines.ccw_loop.lifecycle`,
+:mod:`~fsm_machines.ccw_loop.status`, :mod:`~fsm_machines.ccw_loop.verdict` and
+:mod:`~fsm_machines.ccw_loop.recovery`; here they are only given their names.
 """
 
 from __future__ import annotations
 
-from fsm.context import Context
 from fsm.outcome import Verdict
 from fsm.registry import Recovery, Registry, Update
-from machines.ccw_loop import hypotheses, rules
-from machines.ccw_loop.bookkeeping import (
+
+from . import hypotheses, rules
+from .bookkeeping import (
     loop_mode,
     max_errors_of,
     max_fix_attempts_of,
+    progress_of,
 )
-from machines.ccw_loop.codec import LoopCodec
-from machines.ccw_loop.develop import add_fix_task, develop_task, init_loop
-from machines.ccw_loop.endings import (
+from .codec import LoopCodec
+from .develop import add_fix_task, develop_task, init_loop
+from .endings import (
     STOP_REASON,
     complete_loop,
     end_loop,
     error_limit_reason,
     iteration_limit_reason,
 )
-from machines.ccw_loop.lifecycle import new_loop, record_error
-from machines.ccw_loop.model import LoopState, SkillState
-from machines.ccw_loop.options import LoopOptions
-from machines.ccw_loop.recovery import recover_loop
-from machines.ccw_loop.status import status_lines
-from machines.ccw_loop.tasks import fallback_task_list, waiting_task_ids
-from machines.ccw_loop.verdict import loop_outcome, missing_requirements, success_reason
-from machines.ccw_loop.verify import debug_failures, validate_tests
+from .inputs import LoopInputs
+from .lifecycle import new_loop, record_error
+from .model import LoopState, SkillState
+from .options import LoopContext, LoopOptions
+from .recovery import recover_loop
+from .status import status_lines
+from .tasks import fallback_task_list, waiting_task_ids
+from .verdict import loop_outcome, missing_requirements, success_reason
+from .verify import debug_failures, validate_tests
 
 __all__ = ["registry"]
 
 registry = Registry()
 registry.document(LoopState)
 registry.options(LoopOptions)
+registry.inputs(LoopInputs)
 registry.codec("loop_phase", LoopCodec())
 
 
@@ -52,97 +55,114 @@ def _state(doc: LoopState) -> SkillState:
 # --- guards ----------------------------------------------------------------------------------
 
 
-def _next(doc: LoopState, ctx: Context) -> rules.Next:
+def _can_fix(ctx: LoopContext) -> bool:
+    """The loop has a fix agent (fix_tool is not none)."""
+    return ctx.options.fix_tool != "none"
+
+
+def _next(doc: LoopState, ctx: LoopContext) -> rules.Next:
     """The next work the phase rules choose (tasks added to the task-list file count)."""
     state = _state(doc)
     known = [task.id for task in state.develop.tasks]
     waiting = waiting_task_ids(
         ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
     )
-    return rules.next_work(state, waiting=waiting, max_attempts=max_fix_attempts_of(doc, ctx))
+    return rules.next_work(
+        state,
+        waiting=waiting,
+        max_attempts=max_fix_attempts_of(doc, ctx),
+        can_fix=_can_fix(ctx),
+    )
 
 
 @registry.guard(budget=True)
-def within_iteration_budget(doc: LoopState, ctx: Context) -> bool:
+def within_iteration_budget(doc: LoopState, ctx: LoopContext) -> bool:
     """The next work, and the validation that must follow it, fit in max_iterations."""
-    return rules.iteration_budget_left(doc, rules.COST[_next(doc, ctx).work])
+    cost = rules.cost(_next(doc, ctx).work, can_fix=_can_fix(ctx))
+    return rules.iteration_budget_left(doc, cost)
 
 
 @registry.guard(budget=True)
-def room_to_change(doc: LoopState, ctx: Context) -> bool:
+def room_to_change(doc: LoopState, ctx: LoopContext) -> bool:
     """Two iterations are left: one for a develop or fix, one for the validation after it."""
     return rules.iteration_budget_left(doc, 2)
 
 
 @registry.guard(budget=True)
-def room_to_run(doc: LoopState, ctx: Context) -> bool:
+def room_to_run(doc: LoopState, ctx: LoopContext) -> bool:
     """An iteration is left (fewer actions than max_iterations have run)."""
     return rules.iteration_budget_left(doc, 1)
 
 
 @registry.guard(budget=True)
-def within_error_budget(doc: LoopState, ctx: Context) -> bool:
+def within_error_budget(doc: LoopState, ctx: LoopContext) -> bool:
     """Fewer than max_errors (the loop's persisted limit) actions in a row have failed."""
     return rules.error_budget_left(doc, max_errors_of(doc, ctx))
 
 
 @registry.guard
-def auto_mode(doc: LoopState, ctx: Context) -> bool:
+def auto_mode(doc: LoopState, ctx: LoopContext) -> bool:
     """The loop follows the phase rules by itself."""
     return loop_mode(ctx) == "auto"
 
 
 @registry.guard
-def interactive_mode(doc: LoopState, ctx: Context) -> bool:
+def interactive_mode(doc: LoopState, ctx: LoopContext) -> bool:
     """The loop offers a menu after every action (option mode, or fsm run --interactive)."""
     return loop_mode(ctx) == "interactive"
 
 
 @registry.guard
-def develop_due(doc: LoopState, ctx: Context) -> bool:
+def develop_due(doc: LoopState, ctx: LoopContext) -> bool:
     """A task waits to be developed (in the document or added to the task-list file)."""
     return _next(doc, ctx).work == "develop"
 
 
 @registry.guard
-def fix_due(doc: LoopState, ctx: Context) -> bool:
+def fix_due(doc: LoopState, ctx: LoopContext) -> bool:
     """A failing test is understood (confirmed) and has fix attempts left."""
     return _next(doc, ctx).work == "fix"
 
 
 @registry.guard
-def validation_due(doc: LoopState, ctx: Context) -> bool:
+def validation_due(doc: LoopState, ctx: LoopContext) -> bool:
     """Nothing is pending and the code changed (or debug rejected the failures) since the tests
     last ran."""
     return _next(doc, ctx).work == "validate"
 
 
 @registry.guard
-def debug_due(doc: LoopState, ctx: Context) -> bool:
+def debug_due(doc: LoopState, ctx: LoopContext) -> bool:
     """The last validation failed and some failing test has no confirmed hypothesis yet."""
     return _next(doc, ctx).work == "debug"
 
 
 @registry.guard
-def validation_passed(doc: LoopState, ctx: Context) -> bool:
+def validation_passed(doc: LoopState, ctx: LoopContext) -> bool:
     """Every task is done and the last work was a passing validation."""
     return _next(doc, ctx).work == "complete"
 
 
 @registry.guard
-def task_failed(doc: LoopState, ctx: Context) -> bool:
+def task_failed(doc: LoopState, ctx: LoopContext) -> bool:
     """A fail_fast task failed, or nothing is pending and a task of the task list failed."""
     return _next(doc, ctx).work == "abort"
 
 
 @registry.guard
-def fix_attempts_spent(doc: LoopState, ctx: Context) -> bool:
+def fix_attempts_spent(doc: LoopState, ctx: LoopContext) -> bool:
     """A failing test still fails after max_fix_attempts fixes."""
     return _next(doc, ctx).work == "abandon"
 
 
 @registry.guard
-def has_pending_task(doc: LoopState, ctx: Context) -> bool:
+def fix_agent_missing(doc: LoopState, ctx: LoopContext) -> bool:
+    """fix_tool is none and the last validation failed on tests debug did not find flaky."""
+    return _next(doc, ctx).work == "hand_over"
+
+
+@registry.guard
+def has_pending_task(doc: LoopState, ctx: LoopContext) -> bool:
     """Some task waits to be developed (in the document or added to the task-list file)."""
     state = _state(doc)
     if rules.has_pending_task(state):
@@ -154,19 +174,21 @@ def has_pending_task(doc: LoopState, ctx: Context) -> bool:
 
 
 @registry.guard
-def has_unfixed_hypothesis(doc: LoopState, ctx: Context) -> bool:
-    """A failing test is understood (confirmed) and has fix attempts left."""
-    return hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx)) is not None
+def has_unfixed_hypothesis(doc: LoopState, ctx: LoopContext) -> bool:
+    """A failing test is understood (confirmed) and has fix attempts left, and fix_tool is an
+    agent."""
+    target = hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx))
+    return target is not None and _can_fix(ctx)
 
 
 @registry.guard
-def has_failing_tests(doc: LoopState, ctx: Context) -> bool:
+def has_failing_tests(doc: LoopState, ctx: LoopContext) -> bool:
     """The last validation reported failing tests to investigate."""
     return hypotheses.has_failing_tests(_state(doc))
 
 
 @registry.guard
-def fail_fast_task_failed(doc: LoopState, ctx: Context) -> bool:
+def fail_fast_task_failed(doc: LoopState, ctx: LoopContext) -> bool:
     """A task whose task-list entry says on_error fail_fast has failed."""
     return rules.fail_fast_task(_state(doc)) is not None
 
@@ -181,54 +203,67 @@ registry.action(name="debug")(debug_failures)
 
 
 @registry.action
-def complete(doc: LoopState, ctx: Context) -> Update:
+def complete(doc: LoopState, ctx: LoopContext) -> Update:
     """Every task is done and validation passed: write the summary, mark COMPLETE."""
     return complete_loop(doc, ctx, success_reason(_state(doc)))
 
 
 @registry.action
-def fail_on_iterations(doc: LoopState, ctx: Context) -> Update:
+def fail_on_iterations(doc: LoopState, ctx: LoopContext) -> Update:
     """End failed: the iteration budget cannot hold the next work and its validation."""
-    reason = iteration_limit_reason(doc, _next(doc, ctx))
+    reason = iteration_limit_reason(doc, _next(doc, ctx), can_fix=_can_fix(ctx))
     return end_loop(doc, ctx, outcome="failed: iteration limit", reason=reason)
 
 
 @registry.action
-def fail_on_errors(doc: LoopState, ctx: Context) -> Update:
+def fail_on_errors(doc: LoopState, ctx: LoopContext) -> Update:
     """End failed: max_errors actions in a row failed."""
     reason = error_limit_reason(doc, ctx)
     return end_loop(doc, ctx, outcome="failed: error limit", reason=reason)
 
 
 @registry.action
-def fail_on_task(doc: LoopState, ctx: Context) -> Update:
+def fail_on_task(doc: LoopState, ctx: LoopContext) -> Update:
     """End failed: a task failed (fail_fast at once, others once nothing is pending)."""
     reason = _next(doc, ctx).reason
     return end_loop(doc, ctx, outcome="failed: task failed", reason=reason or "a task failed")
 
 
 @registry.action
-def give_up_on_test(doc: LoopState, ctx: Context) -> Update:
+def give_up_on_test(doc: LoopState, ctx: LoopContext) -> Update:
     """End failed: a failing test still fails after max_fix_attempts fixes."""
     reason = _next(doc, ctx).reason or "a failing test still fails after every fix attempt"
     return end_loop(doc, ctx, outcome="failed: fix attempts spent", reason=reason)
 
 
 @registry.action
-def exit_loop(doc: LoopState, ctx: Context) -> Update:
+def hand_over(doc: LoopState, ctx: LoopContext) -> Update:
+    """End failed: tests fail and fix_tool is none, so no agent can fix them; name them."""
+    debug_file = progress_of(doc, ctx).path("debug.md")
+    shown = (
+        debug_file.relative_to(ctx.workspace)
+        if debug_file.is_relative_to(ctx.workspace)
+        else debug_file
+    )
+    reason = hypotheses.hand_over_reason(_state(doc), shown.as_posix())
+    return end_loop(doc, ctx, outcome="failed: tests fail, no fix agent", reason=reason)
+
+
+@registry.action
+def exit_loop(doc: LoopState, ctx: LoopContext) -> Update:
     """The user chose exit in the menu."""
     return end_loop(doc, ctx, outcome="user_exit: exited from the menu")
 
 
 @registry.action
-def record_stop(doc: LoopState, ctx: Context) -> Update:
+def record_stop(doc: LoopState, ctx: LoopContext) -> Update:
     """The dashboard's stop: failure_reason and completed_at."""
     now = ctx.clock.iso()
     return {"failure_reason": STOP_REASON, "completed_at": now, "updated_at": now}
 
 
 @registry.action
-def touch(doc: LoopState, ctx: Context) -> Update:
+def touch(doc: LoopState, ctx: LoopContext) -> Update:
     """Record the time of a control command in updated_at."""
     return {"updated_at": ctx.clock.iso()}
 
@@ -249,12 +284,12 @@ def judge_outcome(doc: LoopState) -> Verdict:
 
 
 @registry.hook
-def check_requirements(doc: LoopState, ctx: Context) -> list[str]:
+def check_requirements(doc: LoopState, ctx: LoopContext) -> list[str]:
     """The agents and programs the loop will need that cannot be run here, one line each."""
     return missing_requirements(doc, ctx)
 
 
 @registry.hook
-def recover(ctx: Context, raw_text: str | None) -> Recovery:
+def recover(ctx: LoopContext, raw_text: str | None) -> Recovery:
     """Rebuild skill_state from the progress files and task list; report what is lost."""
     return recover_loop(ctx, raw_text)

@@ -5,23 +5,29 @@ keeps failing keeps its hypothesis (and id) across rounds. A test is *understood
 hypothesis is confirmed: it is not debugged again, its next fix attempt is due instead, until
 ``max_fix_attempts`` fix tasks were made for it. Fix tasks name their hypothesis in ``fixes``.
 
+Without a fix agent (``fix_tool`` none) a failing test that debug did not find flaky is
+*unexplained* (:func:`unexplained_tests`): the loop hands it over to a person, with
+:func:`hand_over_reason` as its ``failure_reason``.
+
 Documents written without those links (by the seeds' skills, or fsm before it kept them) still
 work: their ``confirmed_hypothesis`` is fixed once, as they expect.
 """
 
 from __future__ import annotations
 
-from machines.ccw_loop.model import DevelopTask, Hypothesis, SkillState, TestResult
+from .model import DevelopTask, Hypothesis, SkillState, TestResult
 
 __all__ = [
     "failing_rows",
     "fix_attempts",
     "fix_target",
+    "hand_over_reason",
     "has_failing_tests",
     "hypothesis_for",
     "spent_test",
     "tests_to_debug",
     "understood_tests",
+    "unexplained_tests",
 ]
 
 
@@ -105,3 +111,38 @@ def spent_test(state: SkillState, max_attempts: int) -> tuple[TestResult, Hypoth
         ),
         None,
     )
+
+
+def unexplained_tests(state: SkillState) -> list[TestResult]:
+    """Failing tests of the last validation that debug did not find flaky (it confirmed them,
+    could not judge them, or has not looked at them yet)."""
+    unexplained = []
+    for row in failing_rows(state):
+        hypothesis = hypothesis_for(state, row)
+        if hypothesis is None or hypothesis.status != "rejected":
+            unexplained.append(row)
+    return unexplained
+
+
+def hand_over_reason(state: SkillState, debug_file: str = "debug.md") -> str:
+    """``failure_reason`` of a loop without a fix agent whose validation failed (``debug_file``:
+    where debug wrote its evidence, as the user should find it)."""
+    rows = failing_rows(state)
+    names = [row.test_name for row in rows] or list(state.validate_.failed_tests)
+    count = len(names)
+    listed = ", ".join(names[:3]) + (f" and {count - 3} more" if count > 3 else "")
+    confirmed = sum(
+        1
+        for row in rows
+        if (h := hypothesis_for(state, row)) is not None and h.status == "confirmed"
+    )
+    evidence = ""
+    if confirmed:
+        evidence = f"; debug confirmed {confirmed} by running {'it' if confirmed == 1 else 'them'}"
+        evidence += f" alone (see {debug_file})"
+    them = "it" if count == 1 else "them"
+    return (
+        f"validation failed: {count} test{'s' if count != 1 else ''} "
+        f"fail{'s' if count == 1 else ''} ({listed}){evidence}; no fix agent is configured "
+        f"(fix_tool none): fix {them} by hand or set fix_tool"
+    )[:1000]

@@ -13,24 +13,43 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from fsm.errors import DocumentInputError
 
-__all__ = ["INPUTS", "checked_inputs"]
+__all__ = ["INPUTS", "LoopInputs", "checked_inputs"]
 
-INPUTS = frozenset({"title", "description", "max_iterations", "tags", "priority", "notes"})
 _PRIORITIES = ("low", "medium", "high")
+
+
+class LoopInputs(BaseModel):
+    """What ``fsm new ccw-loop`` takes, as the dashboard's create form (``fsm options ccw-loop``
+    lists them; the engine refuses any other key before :func:`checked_inputs` runs)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    title: str = ""
+    """What the loop is for, e.g. "Fix the parser" (default: the start of the description)."""
+    description: str = ""
+    """The work in a few sentences; a loop without a task list develops it as its one task."""
+    max_iterations: int = 10
+    """Develop, debug and validate actions the loop may take before it ends failed."""
+    tags: list[str] = Field(default_factory=list)
+    """Labels the dashboard shows, e.g. ["parser", "bug"]."""
+    priority: Literal["low", "medium", "high"] | None = None
+    """The dashboard's priority."""
+    notes: str = ""
+    """Free text the dashboard keeps with the loop."""
+
+
+INPUTS = frozenset(LoopInputs.model_fields)
 
 
 def checked_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The loop's API fields from ``inputs``: trimmed title and description, max_iterations
     (default 10) and the optional fields given; raise :class:`DocumentInputError` on bad input."""
-    unknown = sorted(set(inputs) - INPUTS)
-    if unknown:
-        raise DocumentInputError(
-            f"unknown ccw-loop input(s) {', '.join(unknown)}; use {', '.join(sorted(INPUTS))}"
-        )
     title = _text(inputs, "title")
     description = _text(inputs, "description")
     if not title and not description:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import error_update, loop_mode, max_errors_of
-from machines.ccw_loop.inputs import checked_inputs
-from machines.ccw_loop.model import ErrorEntry, LoopState, SkillState
+
+from .bookkeeping import error_update, loop_mode, max_errors_of
+from .inputs import checked_inputs
+from .model import ErrorEntry, LoopState, SkillState
+from .options import LoopContext
 
 __all__ = ["new_loop", "record_error"]
 
 
-def new_loop(inputs: dict[str, Any], ctx: Context) -> LoopState:
+def new_loop(inputs: dict[str, Any], ctx: LoopContext) -> LoopState:
     """A loop as the dashboard creates it: status created, no skill_state yet."""
     fields = checked_inputs(inputs)
     now = ctx.clock.iso()
@@ -32,7 +33,7 @@ def new_loop(inputs: dict[str, Any], ctx: Context) -> LoopState:
     )
 
 
-def record_error(doc: LoopState, ctx: Context, error: BaseException) -> Update:
+def record_error(doc: LoopState, ctx: LoopContext, error: BaseException) -> Update:
     """Append {action, message, timestamp} to skill_state.errors (creating it if init failed)."""
     now = ctx.clock.iso()
     action, message = _error_entry(ctx, error)
@@ -51,7 +52,7 @@ def record_error(doc: LoopState, ctx: Context, error: BaseException) -> Update:
     return {"skill_state": skill_state, "updated_at": now}
 
 
-def _error_entry(ctx: Context, error: BaseException) -> tuple[str, str]:
+def _error_entry(ctx: LoopContext, error: BaseException) -> tuple[str, str]:
     """The ``action`` and ``message`` of an error entry: the action that failed (``DEVELOP``
     for the develop of a fix step), or the step's event when a guard or the validation of the
     result failed, which the message then names."""

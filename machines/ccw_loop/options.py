@@ -11,7 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LoopOptions"]
+from fsm.context import Context
+
+__all__ = ["LoopContext", "LoopOptions"]
 
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -19,7 +21,7 @@ Seconds = Annotated[float, Field(gt=0)]
 class LoopOptions(BaseModel):
     """Options of the ccw-loop machine; unknown keys are errors, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     test_command: str = Field(default="python -m pytest", min_length=1)
     """Run in the workspace by validate. pytest gets ``--junitxml`` added automatically; for other
@@ -32,8 +34,12 @@ class LoopOptions(BaseModel):
     """Consecutive failed actions after which the loop ends ``failed``. Written into the loop's
     ``skill_state.max_errors`` when it is initialised; from then on the document's value counts,
     so the limit survives restarts and later changes of the option."""
-    fix_tool: Literal["codex", "claude", "gemini", "qwen"] = "codex"
-    """The agent that implements fix tasks and tasks that name no tool."""
+    fix_tool: Literal["codex", "claude", "gemini", "qwen", "none"] = "codex"
+    """The agent that implements fix tasks and tasks that name no tool. ``none``: no fix agent, so
+    a loop whose tasks are all bash commands needs no agent CLI; a failing test (unless debug finds
+    it flaky) then ends the loop failed for you to fix, and a task that names no tool cannot run.
+    The default stays codex (the SPEC's): a loop is there to get failing tests fixed, and a
+    missing codex is refused before the run starts, naming this option and ``none``."""
     state_dir: str = Field(default=".workflow/.loop", min_length=1)
     """Where master files, task lists and progress folders live (``.loop`` is the Claude layout)."""
     task_list: str | None = Field(default=None, min_length=1)
@@ -48,3 +54,7 @@ class LoopOptions(BaseModel):
     max_fix_attempts: int = Field(default=3, ge=1)
     """Fix tasks made for one failing test before the loop gives up on it and ends failed.
     Written into ``skill_state.max_fix_attempts`` at init, like ``max_errors``."""
+
+
+LoopContext = Context[LoopOptions]
+"""The context the machine's guards, actions and hooks get: ``ctx.options`` is a LoopOptions."""

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from fsm.files import append_text, atomic_write_text
-from machines.ccw_loop.model import DevelopTask, Hypothesis, LoopState, TestResult
+
+from .model import DevelopTask, Hypothesis, LoopState, TestResult
 
 __all__ = ["ProgressFiles", "task_line"]
 

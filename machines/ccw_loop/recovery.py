@@ -16,12 +16,13 @@ import re
 from pathlib import Path
 from typing import Any, get_args
 
-from fsm.context import Context
 from fsm.registry import Recovery
-from machines.ccw_loop.bookkeeping import dump_task, options_of
-from machines.ccw_loop.model import DebugState, DevelopTask, LoopState, LoopStatus
-from machines.ccw_loop.progress import ProgressFiles
-from machines.ccw_loop.tasks import fallback_task_list, read_task_list
+
+from .bookkeeping import dump_task
+from .model import DebugState, DevelopTask, LoopState, LoopStatus
+from .options import LoopContext
+from .progress import ProgressFiles
+from .tasks import fallback_task_list, read_task_list
 
 __all__ = ["recover_loop", "salvage_api_fields"]
 
@@ -80,7 +81,7 @@ def _usable(fields: dict[str, Any]) -> dict[str, Any]:
     return usable
 
 
-def recover_loop(ctx: Context, raw_text: str | None) -> Recovery:
+def recover_loop(ctx: LoopContext, raw_text: str | None) -> Recovery:
     """The rebuilt document and a note for every field that could not be recovered."""
     loop_id = ctx.instance_id
     files = ProgressFiles.of(ctx.instance_dir, loop_id)
@@ -137,7 +138,7 @@ def recover_loop(ctx: Context, raw_text: str | None) -> Recovery:
 
 
 def _skill_state(
-    ctx: Context,
+    ctx: LoopContext,
     files: ProgressFiles,
     *,
     header: dict[str, str],
@@ -174,7 +175,7 @@ def _skill_state(
     last = actions[-1] if actions else None
     max_errors = header.get("Max errors", "")
     if not max_errors.isdigit() or int(max_errors) < 1:
-        max_errors = str(options_of(ctx).max_errors)
+        max_errors = str(ctx.options.max_errors)
         notes.append(f"skill_state.max_errors: not in develop.md; set to the option {max_errors}")
     return {
         "current_action": last.lower() if last else "init",
@@ -182,7 +183,7 @@ def _skill_state(
         "completed_actions": actions,
         "mode": header.get("Mode")
         if header.get("Mode") in ("auto", "interactive")
-        else options_of(ctx).mode,
+        else ctx.options.mode,
         "develop": {
             "total": len(tasks),
             "completed": sum(t.status == "completed" for t in tasks),
@@ -201,7 +202,7 @@ def _skill_state(
     }
 
 
-def _tasks(ctx: Context, files: ProgressFiles, now: str) -> tuple[list[DevelopTask], list[Any]]:
+def _tasks(ctx: LoopContext, files: ProgressFiles, now: str) -> tuple[list[DevelopTask], list[Any]]:
     listed = read_task_list(
         ctx.instance_dir, ctx.instance_id, now, fallback=fallback_task_list(ctx)
     )

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from machines.ccw_loop.model import TestResult
+from .model import TestResult
 
 __all__ = [
     "ReportError",

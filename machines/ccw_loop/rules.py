@@ -14,6 +14,11 @@ twice). :func:`next_work` decides, in this order:
    fix attempt (or give up); anything else -> validate;
 6. the last work was a debug round: fix a confirmed failing test, else validate again.
 
+Without a fix agent (``fix_tool`` none, ``can_fix=False``) no fix is ever due: where a fix would
+be, and after a debug round that left any failing test unexplained (confirmed, or not judged),
+the next work is ``hand_over``, ending the loop for a person to fix the tests; only a round that
+found every failure flaky (it passes alone) leads to another validation.
+
 Whether tests are due is read from the order of ``completed_actions``, the append-only log of
 work actions, not from timestamps (two actions may share a timestamp). Action names of both seed
 versions are understood: ``DEVELOP`` (Codex), ``action-develop-with-file`` (Claude) and
@@ -30,13 +35,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from machines.ccw_loop.hypotheses import (
+from .hypotheses import (
     fix_attempts,
     fix_target,
     spent_test,
     tests_to_debug,
+    unexplained_tests,
 )
-from machines.ccw_loop.model import (
+from .model import (
     DevelopTask,
     Hypothesis,
     LoopState,
@@ -49,6 +55,7 @@ __all__ = [
     "COST",
     "WORK_PHASES",
     "Next",
+    "cost",
     "error_budget_left",
     "fail_fast_task",
     "failed_tasks",
@@ -66,7 +73,7 @@ __all__ = [
 
 WORK_PHASES: tuple[Phase, ...] = ("develop", "debug", "validate")
 
-Work = Literal["develop", "fix", "validate", "debug", "complete", "abort", "abandon"]
+Work = Literal["develop", "fix", "validate", "debug", "complete", "abort", "abandon", "hand_over"]
 
 COST: dict[Work, int] = {
     "develop": 2,
@@ -76,9 +83,11 @@ COST: dict[Work, int] = {
     "complete": 0,
     "abort": 0,
     "abandon": 0,
+    "hand_over": 0,
 }
 """Iterations a work needs, counting what must follow it: a develop or fix and its validation; a
-debug round, the fix it leads to and that fix's validation."""
+debug round, the fix it leads to and that fix's validation (see :func:`cost` without a fix
+agent)."""
 
 _PHASES: dict[str, Phase] = {
     "init": "init",
@@ -102,7 +111,8 @@ class Next:
 
     work: Work
     reason: str = ""
-    """For ``abort`` and ``abandon``: the loop's ``failure_reason``."""
+    """For ``abort`` and ``abandon``: the loop's ``failure_reason`` (``hand_over`` names the
+    progress files in its own, so its action writes it)."""
     hypothesis: str | None = None
     """For ``fix`` (and ``abandon``): the hypothesis concerned."""
     task: str | None = None
@@ -164,9 +174,31 @@ def fail_fast_task(state: SkillState) -> DevelopTask | None:
     )
 
 
-def next_work(state: SkillState, *, waiting: Iterable[str] = (), max_attempts: int) -> Next:
+def cost(work: Work, *, can_fix: bool = True) -> int:
+    """Iterations ``work`` needs with what must follow it. Without a fix agent a debug round is
+    followed by at most a validation (when every failure proved flaky), never by a fix."""
+    if work == "debug" and not can_fix:
+        return 2
+    return COST[work]
+
+
+def next_work(
+    state: SkillState, *, waiting: Iterable[str] = (), max_attempts: int, can_fix: bool = True
+) -> Next:
     """The next work of an initialised auto-mode loop. ``waiting`` are ids of tasks in the
-    task-list file that the document does not hold yet (added after init)."""
+    task-list file that the document does not hold yet (added after init); ``can_fix`` is False
+    when the loop has no fix agent (``fix_tool`` none)."""
+    upcoming = _next_work(state, waiting, max_attempts)
+    if can_fix:
+        return upcoming
+    if upcoming.work == "fix" or (
+        upcoming.work == "validate" and last_work(state) == "debug" and unexplained_tests(state)
+    ):
+        return Next("hand_over")
+    return upcoming
+
+
+def _next_work(state: SkillState, waiting: Iterable[str], max_attempts: int) -> Next:
     fail_fast = fail_fast_task(state)
     if fail_fast is not None:
         detail = fail_fast.extra("error") or "failed"

@@ -6,10 +6,10 @@ failed task is never "done"), and a validation older than the last change says s
 
 from __future__ import annotations
 
-from machines.ccw_loop.hypotheses import fix_attempts
-from machines.ccw_loop.model import LoopState, SkillState
-from machines.ccw_loop.options import LoopOptions
-from machines.ccw_loop.rules import is_fix, last_developed, last_work
+from .hypotheses import fix_attempts
+from .model import LoopState, SkillState
+from .options import LoopOptions
+from .rules import is_fix, last_developed, last_work
 
 __all__ = ["status_lines"]
 

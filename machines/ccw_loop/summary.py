@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from machines.ccw_loop.model import LoopState, SkillState, Summary
-from machines.ccw_loop.rules import phase_of_action
+from .model import LoopState, SkillState, Summary
+from .rules import phase_of_action
 
 __all__ = ["build_summary", "format_duration", "summary_markdown"]
 

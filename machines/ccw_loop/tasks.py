@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm.context import Context
 from fsm.errors import InvalidIdError
 from fsm.store import validate_id
-from machines.ccw_loop.model import DevelopTask
+
+from .model import DevelopTask
+from .options import LoopContext
 
 __all__ = [
     "TaskList",
@@ -63,9 +64,9 @@ def task_list_paths(instance_dir: Path, loop_id: str) -> list[Path]:
     return [instance_dir / f"{loop_id}.tasks.jsonl", instance_dir / loop_id / "tasks.jsonl"]
 
 
-def fallback_task_list(ctx: Context) -> Path | None:
+def fallback_task_list(ctx: LoopContext) -> Path | None:
     """The workspace's standing task list (option ``task_list``), if one is configured."""
-    name = getattr(ctx.options, "task_list", None)
+    name = ctx.options.task_list
     return ctx.workspace / name if isinstance(name, str) else None
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from fsm.executor import ExecResult, Executor
 from fsm.files import ensure_folder
-from machines.ccw_loop.model import TestResult
-from machines.ccw_loop.reports import (
+
+from .model import TestResult
+from .reports import (
     ReportError,
     TestCounts,
     counts_from_output,

@@ -9,7 +9,8 @@ as a failure naming what is missing. The reason of a success is as specific as t
 The preflight lists every program and agent the loop will need that this workspace cannot run,
 one line each, saying how to configure it: the agents of the pending tasks (those of the document
 and those still in the task-list file), ``fix_tool`` (every loop may need a fix), bash for bash
-tasks, and the program of ``test_command``.
+tasks, and the program of ``test_command``. With ``fix_tool`` none no agent is needed for fixes,
+and a pending task that names no tool (it would run on ``fix_tool``) is a problem of its own.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from fsm.context import Context
-from machines.ccw_loop.bookkeeping import options_of
-from machines.ccw_loop.model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
-from machines.ccw_loop.rules import is_fix, is_initialized, last_work, next_work
-from machines.ccw_loop.tasks import (
+from .model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
+from .options import LoopContext
+from .rules import is_fix, is_initialized, last_work, next_work
+from .tasks import (
     description_task,
     fallback_task_list,
     new_tasks,
@@ -57,6 +57,8 @@ _SHELL_WORDS = frozenset(
     }
 )
 """First words that bash runs itself: the program they start cannot be told in advance."""
+
+_DESCRIPTION = "the loop's description"
 
 
 def loop_outcome(doc: LoopState) -> tuple[bool, str]:
@@ -129,17 +131,22 @@ def program_of(command: str) -> str | None:
     return os.path.expandvars(os.path.expanduser(words[0]))
 
 
-def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
+def missing_requirements(doc: LoopState, ctx: LoopContext) -> list[str]:
     """One line for each agent or program the loop needs that is not available."""
-    opts = options_of(ctx)
+    opts = ctx.options
     problems: list[str] = []
-    uses: dict[str, list[str]] = {opts.fix_tool: ["option fix_tool, which implements fix tasks"]}
+    uses: dict[str, list[str]] = {}
+    if opts.fix_tool != "none":
+        uses[opts.fix_tool] = ["option fix_tool, which implements fix tasks"]
     bash_tasks: list[str] = []
     for task, source in _tasks_to_run(doc, ctx):
         if task.status == "failed":
             problems.append(f"task {task.id} in {source} {task.extra('error')}: correct its line")
             continue
         tool: str = task.tool or opts.fix_tool
+        if tool == "none":
+            problems.append(_no_tool_problem(task, source, ctx))
+            continue
         if tool != "bash":
             uses.setdefault(tool, []).append(f"task {task.id}")
             continue
@@ -156,8 +163,10 @@ def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
         how = f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
         if tool == opts.fix_tool:
             how = (
-                f"add [agent.{tool}] command = [...] to fsm.toml, put {tool} on PATH, or "
-                f"choose another agent with -o fix_tool=NAME ({others})"
+                f"add [agent.{tool}] command = [...] to fsm.toml, put {tool} on PATH, "
+                f"choose another agent with -o fix_tool=NAME ({others}), or run without a fix "
+                "agent with -o fix_tool=none (when every task is a bash command; a failing "
+                "test then ends the loop for you to fix)"
             )
         problems.append(f"agent '{tool}' ({'; '.join(users)}) is not available: {how}")
     if bash_tasks and not ctx.executor.has_program("bash"):
@@ -167,6 +176,21 @@ def missing_requirements(doc: LoopState, ctx: Context) -> list[str]:
         )
     problems += _test_command_problems(opts.test_command, ctx.executor.has_program)
     return problems
+
+
+def _no_tool_problem(task: DevelopTask, source: str, ctx: LoopContext) -> str:
+    """The line for a task that would run on ``fix_tool`` while fix_tool is none."""
+    if source == _DESCRIPTION:
+        own = _name(ctx.instance_dir / f"{ctx.instance_id}.tasks.jsonl", ctx)
+        return (
+            f"the loop has no task list, so its description is its one task ({task.id}), for "
+            "fix_tool, and fix_tool is none: give the loop a task list (option task_list, or "
+            f"{own}) or set fix_tool"
+        )
+    return (
+        f"task {task.id} in {source} names no tool and fix_tool is none: give the task a tool "
+        '("tool": "bash" with a "command", or an agent) or set fix_tool'
+    )
 
 
 def _test_command_problems(command: str, has_program: Callable[[str], bool]) -> list[str]:
@@ -183,7 +207,7 @@ def _test_command_problems(command: str, has_program: Callable[[str], bool]) -> 
     ]
 
 
-def _tasks_to_run(doc: LoopState, ctx: Context) -> list[tuple[DevelopTask, str]]:
+def _tasks_to_run(doc: LoopState, ctx: LoopContext) -> list[tuple[DevelopTask, str]]:
     """Pending tasks of the document and tasks still in the task-list file, with where each
     comes from (tasks of an uninitialised loop are those init would load)."""
     now = ctx.clock.iso()
@@ -193,7 +217,7 @@ def _tasks_to_run(doc: LoopState, ctx: Context) -> list[tuple[DevelopTask, str]]
         listed = read_task_list(ctx.instance_dir, ctx.instance_id, now, fallback=fallback)
         if not listed.tasks:
             description = doc.description.strip() or doc.title
-            return [(description_task(description, now), "the loop's description")]
+            return [(description_task(description, now), _DESCRIPTION)]
         return [(t, _name(listed.source, ctx)) for t in listed.tasks]
     found = [(t, "the document") for t in state.develop.tasks if t.status == "pending"]
     known = [t.id for t in state.develop.tasks]
@@ -201,7 +225,7 @@ def _tasks_to_run(doc: LoopState, ctx: Context) -> list[tuple[DevelopTask, str]]
     return found + [(t, _name(listed.source, ctx)) for t in listed.tasks]
 
 
-def _name(path: Path | None, ctx: Context) -> str:
+def _name(path: Path | None, ctx: LoopContext) -> str:
     if path is None:
         return "the task list"
     try:

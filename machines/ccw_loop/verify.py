@@ -11,34 +11,34 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fsm.context import Context
 from fsm.registry import Update
-from machines.ccw_loop.bookkeeping import (
+
+from .bookkeeping import (
     max_fix_attempts_of,
-    options_of,
     progress_of,
     skill_state_of,
     work_done,
 )
-from machines.ccw_loop.debugging import investigate
-from machines.ccw_loop.hypotheses import (
+from .debugging import investigate
+from .hypotheses import (
     fix_target,
     has_failing_tests,
     hypothesis_for,
     tests_to_debug,
 )
-from machines.ccw_loop.model import Hypothesis, LoopState, SkillState
-from machines.ccw_loop.reports import TestCounts
-from machines.ccw_loop.rules import phase_of_action
-from machines.ccw_loop.testrun import run_tests
+from .model import Hypothesis, LoopState, SkillState
+from .options import LoopContext
+from .reports import TestCounts
+from .rules import phase_of_action
+from .testrun import run_tests
 
 __all__ = ["debug_failures", "validate_tests"]
 
 
-def validate_tests(doc: LoopState, ctx: Context) -> Update:
+def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
     """Run the test command, read its JUnit report and coverage, and record the verdict."""
     state = skill_state_of(doc)
-    opts = options_of(ctx)
+    opts = ctx.options
     files = progress_of(doc, ctx)
     run = run_tests(
         ctx.executor,
@@ -91,11 +91,11 @@ def validate_tests(doc: LoopState, ctx: Context) -> Update:
     return {"skill_state.validate": block, **work_done(doc, "validate", now, run.error)}
 
 
-def debug_failures(doc: LoopState, ctx: Context) -> Update:
+def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
     """Judge the failing tests nobody understands yet, each by re-running it alone; a test keeps
     one hypothesis (and its id) across rounds."""
     state = skill_state_of(doc)
-    opts = options_of(ctx)
+    opts = ctx.options
     now = ctx.clock.iso()
     failing = tests_to_debug(state)
     if not failing:

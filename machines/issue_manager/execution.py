@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm.context import Context
 from fsm.executor import ExecResult
-from machines.issue_manager.files import read_json, write_json_atomic
-from machines.issue_manager.ids import UnsafeIdError
-from machines.issue_manager.model import IssueState
-from machines.issue_manager.options import IssueManagerOptions
-from machines.issue_manager.records import execution_record_path, read_plan
-from machines.issue_manager.redaction import describe_agent_run
-from machines.issue_manager.solution import Solution, SolutionTask
+
+from .files import read_json, write_json_atomic
+from .ids import UnsafeIdError
+from .model import IssueState
+from .options import IssueManagerContext, IssueManagerOptions
+from .records import execution_record_path, read_plan
+from .redaction import describe_agent_run
+from .solution import Solution, SolutionTask
 
 __all__ = ["ExecutionOutcome", "execute_issue", "task_prompt"]
 
@@ -43,7 +43,7 @@ class ExecutionOutcome:
 
 
 def execute_issue(
-    issue: IssueState, work_dir: Path, ctx: Context, options: IssueManagerOptions
+    issue: IssueState, work_dir: Path, ctx: IssueManagerContext, options: IssueManagerOptions
 ) -> ExecutionOutcome:
     """Run the tasks of the solution planned for ``issue``."""
     solution_id = issue.solution_id or ""
@@ -124,7 +124,7 @@ def _run_task(
     task: SolutionTask,
     issue: IssueState,
     solution: Solution,
-    ctx: Context,
+    ctx: IssueManagerContext,
     options: IssueManagerOptions,
 ) -> _TaskRun:
     if task.command:

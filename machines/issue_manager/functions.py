@@ -18,14 +18,14 @@ issue, so the report's Errors section and the run's outcome carry the cause.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
-from fsm.context import Context
 from fsm.files import ensure_folder
 from fsm.registry import Registry, Update
-from machines.issue_manager.execution import execute_issue
-from machines.issue_manager.files import write_json_atomic, write_text_atomic
-from machines.issue_manager.hooks import (
+
+from .execution import execute_issue
+from .files import write_json_atomic, write_text_atomic
+from .hooks import (
     create_instance,
     judge_outcome,
     record_error,
@@ -33,13 +33,13 @@ from machines.issue_manager.hooks import (
     requirements,
     summarize,
 )
-from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.issues_file import read_issues, write_statuses
-from machines.issue_manager.model import IssueManagerState, IssueState, QueueItem
-from machines.issue_manager.options import IssueManagerInputs, IssueManagerOptions
-from machines.issue_manager.planning import plan_issue
-from machines.issue_manager.records import write_plan, write_snapshot
-from machines.issue_manager.report import (
+from .ids import unsafe_id_problem
+from .issues_file import read_issues, write_statuses
+from .model import IssueManagerState, IssueState, QueueItem
+from .options import IssueManagerContext, IssueManagerInputs, IssueManagerOptions
+from .planning import plan_issue
+from .records import write_plan, write_snapshot
+from .report import (
     all_issues_done,
     execution_results,
     final_report,
@@ -47,7 +47,7 @@ from machines.issue_manager.report import (
     run_verdict,
     summary_file,
 )
-from machines.issue_manager.updates import done_update, failure_entries, issues_update
+from .updates import done_update, failure_entries, issues_update
 
 __all__ = ["registry"]
 
@@ -60,27 +60,23 @@ LISTED_STATUSES = frozenset({"registered", "planned"})
 """Issue-file statuses the list picks up (as ``ccw issue list --status registered,planned``)."""
 
 
-def _options(ctx: Context) -> IssueManagerOptions:
-    return cast(IssueManagerOptions, ctx.options)
-
-
 # -- guards -------------------------------------------------------------------------------------
 
 
 @registry.guard
-def has_planning_issue(doc: IssueManagerState, ctx: Context) -> bool:
+def has_planning_issue(doc: IssueManagerState, ctx: IssueManagerContext) -> bool:
     """An issue was selected for planning and is not planned yet."""
     return any(issue.status == "planning" for issue in doc.issues.values())
 
 
 @registry.guard
-def has_unfinished_item(doc: IssueManagerState, ctx: Context) -> bool:
+def has_unfinished_item(doc: IssueManagerState, ctx: IssueManagerContext) -> bool:
     """A queue item is pending, or was left executing by an interrupted run."""
     return doc.next_item() is not None
 
 
 @registry.guard(budget=True)
-def below_error_limit(doc: IssueManagerState, ctx: Context) -> bool:
+def below_error_limit(doc: IssueManagerState, ctx: IssueManagerContext) -> bool:
     """Fewer than ``context.max_errors`` steps failed in a row.
 
     Planning and execution loops progress by one issue or item per step; only a step that keeps
@@ -91,13 +87,13 @@ def below_error_limit(doc: IssueManagerState, ctx: Context) -> bool:
 
 
 @registry.guard
-def every_issue_done(doc: IssueManagerState, ctx: Context) -> bool:
+def every_issue_done(doc: IssueManagerState, ctx: IssueManagerContext) -> bool:
     """Every listed issue is completed (an empty backlog too: there was nothing to do)."""
     return all_issues_done(doc)
 
 
 @registry.guard(budget=True)
-def within_round_budget(doc: IssueManagerState, ctx: Context) -> bool:
+def within_round_budget(doc: IssueManagerState, ctx: IssueManagerContext) -> bool:
     """Fewer than ``context.max_rounds`` list passes: issues may keep arriving forever."""
     return doc.context.rounds < doc.context.max_rounds
 
@@ -106,19 +102,19 @@ def within_round_budget(doc: IssueManagerState, ctx: Context) -> bool:
 
 
 @registry.action
-def touch(doc: IssueManagerState, ctx: Context) -> Update:
+def touch(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Stamp ``updated_at`` when a control command changes the status."""
     return {"updated_at": ctx.clock.iso()}
 
 
 @registry.action
-def reset_error_streak(doc: IssueManagerState, ctx: Context) -> Update:
+def reset_error_streak(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """On resume: a person has looked at the errors, so the failed-step count starts over."""
     return {"updated_at": ctx.clock.iso(), "context.consecutive_errors": 0}
 
 
 @registry.action
-def initialize(doc: IssueManagerState, ctx: Context) -> Update:
+def initialize(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Create the work folders (``snapshots/``, ``solutions/``)."""
     for name in ("snapshots", "solutions"):
         ensure_folder(ctx.instance_dir / name, ctx.workspace)
@@ -126,7 +122,7 @@ def initialize(doc: IssueManagerState, ctx: Context) -> Update:
 
 
 @registry.action
-def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
+def list_issues(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Read the issues file; register unseen issues and select registered ones for planning.
 
     An issue whose id is not safe as a file name is registered as ``failed`` with the reason and
@@ -134,7 +130,7 @@ def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
     planning failure) is not selected again. A missing or malformed issues file raises before
     anything is changed.
     """
-    path = ctx.workspace / _options(ctx).issues_file
+    path = ctx.workspace / ctx.options.issues_file
     records = read_issues(path)
     issues = dict(doc.issues)
     added: list[IssueState] = []
@@ -173,10 +169,10 @@ def list_issues(doc: IssueManagerState, ctx: Context) -> Update:
 
 
 @registry.action
-def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
+def plan_next_issue(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Plan the first issue selected for planning; queue its solution as the next ``S-n``."""
     issue = next(i for i in doc.issues.values() if i.status == "planning")
-    outcome = plan_issue(issue, ctx, _options(ctx))
+    outcome = plan_issue(issue, ctx, ctx.options)
     update: dict[str, Any] = done_update(doc, ctx, "action-plan")
     if outcome.solution is None:
         # The issues file keeps "registered": the issue still awaits a plan, and a new instance
@@ -200,7 +196,7 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
     )
     number = max((item.number for item in doc.queue), default=0) + 1
     item = QueueItem(item_id=f"S-{number}", issue_id=issue.id, solution_id=solution.id)
-    write_statuses(ctx.workspace / _options(ctx).issues_file, {issue.id: "planned"})
+    write_statuses(ctx.workspace / ctx.options.issues_file, {issue.id: "planned"})
     ctx.log.info(
         "issue_planned",
         issue_id=issue.id,
@@ -213,7 +209,7 @@ def plan_next_issue(doc: IssueManagerState, ctx: Context) -> Update:
 
 
 @registry.action
-def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
+def execute_next_item(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Snapshot the document, run the next unfinished item's tasks, record the outcome."""
     item = doc.next_item()
     if item is None:
@@ -222,14 +218,14 @@ def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
         ctx.log.warning("interrupted_item_resumed", item_id=item.item_id, issue_id=item.issue_id)
     write_snapshot(ctx.instance_dir, _persisted(doc, ctx), item, ctx.clock.iso())
     issue = doc.issue(item.issue_id)
-    outcome = execute_issue(issue, ctx.instance_dir, ctx, _options(ctx))
+    outcome = execute_issue(issue, ctx.instance_dir, ctx, ctx.options)
     status = "completed" if outcome.ok else "failed"
     finished = issue.model_copy(
         update={"status": status, "executed_at": ctx.clock.iso(), "error": outcome.error}
     )
     queue = [q.model_copy(update={"status": status}) if q is item else q for q in doc.queue]
     issues = doc.issues | {issue.id: finished}
-    write_statuses(ctx.workspace / _options(ctx).issues_file, {issue.id: status})
+    write_statuses(ctx.workspace / ctx.options.issues_file, {issue.id: status})
     write_json_atomic(
         ctx.instance_dir / "execution-results.json",
         execution_results(queue, issues, ctx.clock.iso()),
@@ -246,7 +242,7 @@ def execute_next_item(doc: IssueManagerState, ctx: Context) -> Update:
 
 
 @registry.action
-def finalize(doc: IssueManagerState, ctx: Context) -> Update:
+def finalize(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Write ``final-report.md``, ``summary.json`` and ``execution-results.json``; end the run.
 
     The status is ``completed`` only when every issue is done, else ``failed`` with the reason
@@ -292,7 +288,7 @@ def finalize(doc: IssueManagerState, ctx: Context) -> Update:
     }
 
 
-def _persisted(doc: IssueManagerState, ctx: Context) -> Any:
+def _persisted(doc: IssueManagerState, ctx: IssueManagerContext) -> Any:
     """The document as it is on disk (what the snapshot keeps), else as the model has it."""
     try:
         return json.loads(ctx.document_path.read_text(encoding="utf-8"))

@@ -9,13 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from fsm.context import Context
 from fsm.outcome import Verdict
 from fsm.registry import Update
-from machines.issue_manager.model import IssueManagerState, ManagerContext, initial_template
-from machines.issue_manager.preflight import missing_requirements
-from machines.issue_manager.records import append_history
-from machines.issue_manager.report import run_stats, run_verdict
+
+from .model import IssueManagerState, ManagerContext, initial_template
+from .options import IssueManagerContext
+from .preflight import missing_requirements
+from .records import append_history
+from .report import run_stats, run_verdict
 
 __all__ = [
     "create_instance",
@@ -26,7 +27,7 @@ __all__ = [
     "summarize",
 ]
 
-def create_instance(inputs: dict[str, Any], ctx: Context) -> IssueManagerState:
+def create_instance(inputs: dict[str, Any], ctx: IssueManagerContext) -> IssueManagerState:
     """The seed's template, with the inputs merged in and the work_dir and times filled."""
     # The engine has refused every key the inputs model (IssueManagerInputs) does not name.
     _check_context(inputs.get("context", {}))
@@ -49,12 +50,12 @@ def _check_context(given: object) -> None:
         raise ValueError(f"unknown context key(s) {', '.join(unknown)}; use {known}")
 
 
-def record_history(doc: IssueManagerState, ctx: Context) -> None:
+def record_history(doc: IssueManagerState, ctx: IssueManagerContext) -> None:
     """Append this save to ``state-history.json``, as the seed's ``saveState`` does."""
     append_history(ctx.instance_dir, doc, ctx.clock.iso())
 
 
-def record_error(doc: IssueManagerState, ctx: Context, error: BaseException) -> Update:
+def record_error(doc: IssueManagerState, ctx: IssueManagerContext, error: BaseException) -> Update:
     """Log the failed step in ``errors``; at ``context.max_errors`` in a row, pause the instance.
 
     Actions raise only when something outside the issues needs a person (a malformed issues
@@ -107,7 +108,7 @@ def judge_outcome(doc: IssueManagerState) -> Verdict:
     return Verdict(success, reason)
 
 
-def requirements(doc: IssueManagerState, ctx: Context) -> list[str]:
+def requirements(doc: IssueManagerState, ctx: IssueManagerContext) -> list[str]:
     """What the run still ahead needs and lacks (see :mod:`.preflight`)."""
     return missing_requirements(doc, ctx)
 
@@ -122,7 +123,7 @@ def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _work_dir(ctx: Context) -> str:
+def _work_dir(ctx: IssueManagerContext) -> str:
     """The instance folder, relative to the workspace when it is inside it."""
     folder = ctx.instance_dir
     try:

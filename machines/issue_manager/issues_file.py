@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from machines.issue_manager.files import write_text_atomic
+from .files import write_text_atomic
 
 __all__ = [
     "IssueRecord",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["IssueManagerInputs", "IssueManagerOptions", "ManagerLimits"]
+from fsm.context import Context
+
+__all__ = ["IssueManagerContext", "IssueManagerInputs", "IssueManagerOptions", "ManagerLimits"]
 
 
 class IssueManagerOptions(BaseModel):
@@ -50,3 +52,7 @@ class IssueManagerInputs(BaseModel):
 
     context: ManagerLimits = Field(default_factory=ManagerLimits)
     """The loop limits, kept in the document so that they survive restarts."""
+
+
+IssueManagerContext = Context[IssueManagerOptions]
+"""The context the machine's functions get: ``ctx.options`` is an IssueManagerOptions."""

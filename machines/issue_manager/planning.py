@@ -10,13 +10,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsm.context import Context
-from machines.issue_manager.files import write_text_atomic
-from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.model import IssueState
-from machines.issue_manager.options import IssueManagerOptions
-from machines.issue_manager.redaction import describe_agent_run
-from machines.issue_manager.solution import (
+from .files import write_text_atomic
+from .ids import unsafe_id_problem
+from .model import IssueState
+from .options import IssueManagerContext, IssueManagerOptions
+from .redaction import describe_agent_run
+from .solution import (
     Solution,
     SolutionError,
     load_solution,
@@ -35,7 +34,9 @@ class PlanOutcome:
     error: str | None = None
 
 
-def plan_issue(issue: IssueState, ctx: Context, options: IssueManagerOptions) -> PlanOutcome:
+def plan_issue(
+    issue: IssueState, ctx: IssueManagerContext, options: IssueManagerOptions
+) -> PlanOutcome:
     """Plan ``issue``: its bound solution from the solutions folder, else one from the agent."""
     unsafe = unsafe_id_problem(issue.id)
     if unsafe is not None:

@@ -20,20 +20,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import cast
 
-from fsm.context import Context
-from machines.issue_manager.ids import unsafe_id_problem
-from machines.issue_manager.issues_file import (
+from .ids import unsafe_id_problem
+from .issues_file import (
     IssueRecord,
     IssuesFileError,
     missing_file_message,
     read_issues,
 )
-from machines.issue_manager.model import IssueManagerState
-from machines.issue_manager.options import IssueManagerOptions
-from machines.issue_manager.records import read_plan
-from machines.issue_manager.solution import Solution, SolutionError, load_solution
+from .model import IssueManagerState
+from .options import IssueManagerContext
+from .records import read_plan
+from .solution import Solution, SolutionError, load_solution
 
 __all__ = ["missing_requirements"]
 
@@ -42,9 +40,9 @@ _NAMED = 5
 """How many issues a line names before it says "and N more"."""
 
 
-def missing_requirements(doc: IssueManagerState, ctx: Context) -> list[str]:
+def missing_requirements(doc: IssueManagerState, ctx: IssueManagerContext) -> list[str]:
     """One line per requirement of the run that is missing, saying how to provide it."""
-    options = cast(IssueManagerOptions, ctx.options)
+    options = ctx.options
     problems: list[str] = []
     path = ctx.workspace / options.issues_file
     records: list[IssueRecord] = []

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from machines.issue_manager.files import read_json, write_json_atomic
-from machines.issue_manager.ids import checked_id
-from machines.issue_manager.model import IssueManagerState, QueueItem
-from machines.issue_manager.solution import Solution
+from .files import read_json, write_json_atomic
+from .ids import checked_id
+from .model import IssueManagerState, QueueItem
+from .solution import Solution
 
 __all__ = [
     "append_history",

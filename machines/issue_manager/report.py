@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from machines.issue_manager.ids import shown, unsafe_id_problem
-from machines.issue_manager.model import ErrorEntry, IssueManagerState, IssueState, QueueItem
+from .ids import shown, unsafe_id_problem
+from .model import ErrorEntry, IssueManagerState, IssueState, QueueItem
 
 __all__ = [
     "NOTHING_TO_DO",

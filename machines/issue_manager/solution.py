@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from machines.issue_manager.ids import UnsafeIdError, checked_id
+from .ids import UnsafeIdError, checked_id
 
 __all__ = [
     "Acceptance",

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.context import Context
-from machines.issue_manager.model import IssueManagerState, IssueState
-from machines.issue_manager.report import issue_counts, issue_problem
+from .model import IssueManagerState, IssueState
+from .options import IssueManagerContext
+from .report import issue_counts, issue_problem
 
 __all__ = ["done_update", "failure_entries", "issues_update"]
 
 
-def done_update(doc: IssueManagerState, ctx: Context, action_id: str) -> dict[str, Any]:
+def done_update(doc: IssueManagerState, ctx: IssueManagerContext, action_id: str) -> dict[str, Any]:
     """The bookkeeping of every successful action: its id, the time, the error streak reset."""
     return {
         "completed_actions": [*doc.completed_actions, action_id],
@@ -37,7 +37,7 @@ def issues_update(issues: dict[str, IssueState]) -> dict[str, Any]:
 
 
 def failure_entries(
-    doc: IssueManagerState, action_id: str, failed: list[IssueState], ctx: Context
+    doc: IssueManagerState, action_id: str, failed: list[IssueState], ctx: IssueManagerContext
 ) -> dict[str, Any]:
     """``errors`` with one entry per issue in ``failed``: the issue, and what went wrong."""
     entries = [

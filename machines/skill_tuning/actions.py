@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.context import Context
-from machines.skill_tuning.backup import ensure_inside, snapshot_tree
-from machines.skill_tuning.bookkeeping import finished
-from machines.skill_tuning.diagnosis.rule import AREAS, ISSUE_TYPES, Area
-from machines.skill_tuning.diagnosis.run import diagnose, number_issues, skipped_result
-from machines.skill_tuning.fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
-from machines.skill_tuning.fixes.proposal import propose
-from machines.skill_tuning.fixes.verify import verification_problems
-from machines.skill_tuning.model import (
+from .backup import ensure_inside, snapshot_tree
+from .bookkeeping import finished
+from .diagnosis.rule import AREAS, ISSUE_TYPES, Area
+from .diagnosis.run import diagnose, number_issues, skipped_result
+from .fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
+from .fixes.proposal import propose
+from .fixes.verify import verification_problems
+from .model import (
     AppliedFix,
     DiagnosisResult,
     Fix,
@@ -26,10 +25,11 @@ from machines.skill_tuning.model import (
     TuningState,
     count_by_severity,
 )
-from machines.skill_tuning.paths import backup_root, shown, skill_root, work_root
-from machines.skill_tuning.quality import issue_update, quality_gate, quality_score
-from machines.skill_tuning.skill import Skill, TargetSkillError, read_skill, readable
-from machines.skill_tuning.workfiles import options_of, to_json, write_side_file
+from .options import TuningContext
+from .paths import backup_root, shown, skill_root, work_root
+from .quality import issue_update, quality_gate, quality_score
+from .skill import Skill, TargetSkillError, read_skill, readable
+from .workfiles import to_json, write_side_file
 
 __all__ = [
     "active_areas",
@@ -48,7 +48,7 @@ def active_areas(doc: TuningState) -> list[Area]:
     return [area for area in AREAS if area in doc.focus_areas] or list(AREAS)
 
 
-def init(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def init(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Read the target skill folder and back it up whole under ``backup_dir``."""
     started = ctx.clock.iso()
     root = skill_root(doc, ctx)
@@ -76,7 +76,7 @@ def init(doc: TuningState, ctx: Context) -> dict[str, Any]:
 
 
 def _diagnosed(
-    area: Area, skill: Skill, doc: TuningState, ctx: Context
+    area: Area, skill: Skill, doc: TuningState, ctx: TuningContext
 ) -> tuple[DiagnosisResult, list[Issue]]:
     began = ctx.clock.monotonic()
     result, drafts = diagnose(area, skill)
@@ -92,7 +92,7 @@ def _diagnosed(
     ]
 
 
-def diagnose_area(area: Area, doc: TuningState, ctx: Context) -> dict[str, Any]:
+def diagnose_area(area: Area, doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Run the rules of ``area`` on the skill; replace that area's issues with what they find."""
     started = ctx.clock.iso()
     issue_type = ISSUE_TYPES[area]
@@ -108,13 +108,13 @@ def diagnose_area(area: Area, doc: TuningState, ctx: Context) -> dict[str, Any]:
     return finished(doc, ctx, f"diagnose_{area}", started, update, output_files=[written])
 
 
-def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def verify(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Score the skill against the quality gate, count the iteration, and propose fixes for the
     issues that remain (the fixes of the last batch were verified when they were applied)."""
     started = ctx.clock.iso()
     skill = read_skill(skill_root(doc, ctx))
     counts = count_by_severity(doc.issues)
-    options = options_of(ctx)
+    options = ctx.options
     proposals = propose(
         doc.issues,
         skill,
@@ -135,10 +135,10 @@ def verify(doc: TuningState, ctx: Context) -> dict[str, Any]:
     return finished(doc, ctx, "verify", started, update, output_files=[written])
 
 
-def _apply_one(fix: Fix, doc: TuningState, ctx: Context) -> tuple[AppliedFix, str] | None:
+def _apply_one(fix: Fix, doc: TuningState, ctx: TuningContext) -> tuple[AppliedFix, str] | None:
     """Back up, apply and verify one fix; None when it needs an agent and none is set."""
     root, work = skill_root(doc, ctx), work_root(doc, ctx)
-    options = options_of(ctx)
+    options = ctx.options
     backup = ensure_inside(backup_root(doc, ctx) / f"before-{fix.id}", work)
     stamp = (ctx.clock.iso(), shown(backup, ctx))
     addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
@@ -165,7 +165,7 @@ def _apply_one(fix: Fix, doc: TuningState, ctx: Context) -> tuple[AppliedFix, st
     return record, note
 
 
-def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def apply_fix(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Apply the next batch of pending fixes, each after a backup, each verified at once by a
     full re-diagnosis and the consistency checks; a fix that fails is rolled back."""
     started = ctx.clock.iso()
@@ -193,13 +193,13 @@ def apply_fix(doc: TuningState, ctx: Context) -> dict[str, Any]:
     return finished(doc, ctx, "apply_fix", started, update, output_files=[written])
 
 
-def iterate(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def iterate(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Start a new round: clear the four diagnoses so each runs again on the changed skill."""
     started = ctx.clock.iso()
     update = {f"diagnosis.{area}": None for area in AREAS}
     return finished(doc, ctx, "iterate", started, update)
 
 
-def touch(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def touch(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Stamp ``updated_at`` when a control command changes the status."""
     return {"updated_at": ctx.clock.iso()}

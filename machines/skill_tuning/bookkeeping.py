@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from fsm.context import Context
-from machines.skill_tuning.backup import UnsafePathError
-from machines.skill_tuning.model import ActionHistoryEntry, ErrorEntry, TuningState
-from machines.skill_tuning.skill import TargetSkillError
+from .backup import UnsafePathError
+from .model import ActionHistoryEntry, ErrorEntry, TuningState
+from .options import TuningContext
+from .skill import TargetSkillError
 
 __all__ = ["ACTION_IDS", "KEPT_ERRORS", "action_id", "failed", "finished"]
 
@@ -51,7 +51,7 @@ def _history(doc: TuningState, entry: ActionHistoryEntry) -> list[dict[str, Any]
 
 def finished(
     doc: TuningState,
-    ctx: Context,
+    ctx: TuningContext,
     name: str,
     started_at: str,
     update: Mapping[str, Any],
@@ -81,7 +81,7 @@ def finished(
     }
 
 
-def failed(doc: TuningState, ctx: Context, name: str, error: BaseException) -> dict[str, Any]:
+def failed(doc: TuningState, ctx: TuningContext, name: str, error: BaseException) -> dict[str, Any]:
     """The update recording that action ``name`` failed with ``error``."""
     now = ctx.clock.iso()
     recorded = action_id(name)

@@ -12,17 +12,17 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from fsm.context import Context
-from machines.skill_tuning.bookkeeping import KEPT_ERRORS, finished
-from machines.skill_tuning.model import ErrorEntry, TuningState
-from machines.skill_tuning.report import REPORT_NAME, render_report
-from machines.skill_tuning.verdict import (
+from .bookkeeping import KEPT_ERRORS, finished
+from .model import ErrorEntry, TuningState
+from .options import TuningContext
+from .report import REPORT_NAME, render_report
+from .verdict import (
     abort_reason,
     gate_failure_reason,
     gate_line,
     success_reason,
 )
-from machines.skill_tuning.workfiles import options_of, to_json, write_side_file
+from .workfiles import to_json, write_side_file
 
 __all__ = ["abort", "complete", "give_up", "restore_hint", "stop"]
 
@@ -45,7 +45,13 @@ def restore_hint(doc: TuningState) -> str:
 
 
 def _end(
-    doc: TuningState, ctx: Context, name: str, status: str, reason: str, *, success: bool = False
+    doc: TuningState,
+    ctx: TuningContext,
+    name: str,
+    status: str,
+    reason: str,
+    *,
+    success: bool = False,
 ) -> dict[str, Any]:
     started = ctx.clock.iso()
     report = render_report(doc, reason, restore_hint(doc))
@@ -68,28 +74,28 @@ def _end(
     return finished(doc, ctx, name, started, update, output_files=files)
 
 
-def complete(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def complete(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Write the final report and end the run ``completed``: the quality gate passed."""
     return _end(doc, ctx, "complete", "completed", success_reason(doc), success=True)
 
 
-def give_up(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def give_up(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Write the final report and end the run ``failed``: the quality gate did not pass and
     either the iterations are used up or no fix is left to apply."""
     reason = gate_failure_reason(
         doc,
         limit_reached=doc.iteration_count >= doc.max_iterations,
-        can_delegate=options_of(ctx).fix_tool is not None,
+        can_delegate=ctx.options.fix_tool is not None,
     )
     return _end(doc, ctx, "give_up", "failed", reason)
 
 
-def abort(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def abort(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Write the final report and ``errors.json`` and end the run ``failed``."""
     return _end(doc, ctx, "abort", "failed", abort_reason(doc))
 
 
-def stop(doc: TuningState, ctx: Context) -> dict[str, Any]:
+def stop(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     """Write the final report when a person stops the run (status ``user_exit``)."""
     if doc.iteration_count == 0:
         reason = "stopped by the user before the skill was scored"

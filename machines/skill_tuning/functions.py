@@ -11,20 +11,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fsm.context import Context
 from fsm.errors import DocumentInputError
 from fsm.outcome import Verdict
 from fsm.registry import Registry, Update
-from machines.skill_tuning import actions, ending
-from machines.skill_tuning.bookkeeping import failed
-from machines.skill_tuning.codec import TuningCodec
-from machines.skill_tuning.diagnosis.rule import Area
-from machines.skill_tuning.initial import initial_document
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.options import TuningInputs, TuningOptions
-from machines.skill_tuning.paths import shown
-from machines.skill_tuning.skill import TargetSkillError, resolve_target
-from machines.skill_tuning.verdict import fix_tally, issue_counts, verdict
+
+from . import actions, ending
+from .bookkeeping import failed
+from .codec import TuningCodec
+from .diagnosis.rule import Area
+from .initial import initial_document
+from .model import TuningState
+from .options import TuningContext, TuningInputs, TuningOptions
+from .paths import shown
+from .skill import TargetSkillError, resolve_target
+from .verdict import fix_tally, issue_counts, verdict
 
 __all__ = ["registry"]
 
@@ -36,44 +36,44 @@ registry.codec("tuning_state", TuningCodec())
 
 
 @registry.guard(budget=True)
-def errors_exhausted(doc: TuningState, ctx: Context) -> bool:
+def errors_exhausted(doc: TuningState, ctx: TuningContext) -> bool:
     """True when ``error_count`` has reached ``max_errors``: the run must abort."""
     return doc.error_count >= doc.max_errors
 
 
 @registry.guard(budget=True)
-def iterations_exhausted(doc: TuningState, ctx: Context) -> bool:
+def iterations_exhausted(doc: TuningState, ctx: TuningContext) -> bool:
     """True when ``iteration_count`` has reached ``max_iterations``: the run must complete."""
     return doc.iteration_count >= doc.max_iterations
 
 
 @registry.guard(budget=True)
-def iterations_left(doc: TuningState, ctx: Context) -> bool:
+def iterations_left(doc: TuningState, ctx: TuningContext) -> bool:
     """True while ``iteration_count < max_iterations``: another round may start."""
     return doc.iteration_count < doc.max_iterations
 
 
 @registry.guard
-def gate_passed(doc: TuningState, ctx: Context) -> bool:
+def gate_passed(doc: TuningState, ctx: TuningContext) -> bool:
     """True when the last verification put the skill through the quality gate."""
     return doc.quality_gate == "pass"
 
 
 @registry.guard
-def has_pending_fix(doc: TuningState, ctx: Context) -> bool:
+def has_pending_fix(doc: TuningState, ctx: TuningContext) -> bool:
     """True when some proposed fix can be applied (mechanically or by the fix agent)."""
     return bool(doc.pending_fixes)
 
 
-def _diagnose(area: Area) -> Callable[[TuningState, Context], Update]:
-    def run(doc: TuningState, ctx: Context) -> Update:
+def _diagnose(area: Area) -> Callable[[TuningState, TuningContext], Update]:
+    def run(doc: TuningState, ctx: TuningContext) -> Update:
         return actions.diagnose_area(area, doc, ctx)
 
     run.__doc__ = f"Run the {area} diagnosis on the target skill."
     return run
 
 
-_ACTIONS: Mapping[str, Callable[[TuningState, Context], Update]] = {
+_ACTIONS: Mapping[str, Callable[[TuningState, TuningContext], Update]] = {
     "init": actions.init,
     "diagnose_context": _diagnose("context"),
     "diagnose_memory": _diagnose("memory"),
@@ -111,7 +111,7 @@ def _nested(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @registry.hook
-def create(inputs: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+def create(inputs: Mapping[str, Any], ctx: TuningContext) -> dict[str, Any]:
     """A new instance for the skill at ``target_skill.path``: the seed's whole template with
     the inputs merged in; its work dir is the instance folder, its backups go to ``backups/``."""
     # The engine has refused every key the inputs model (TuningInputs) does not name.
@@ -157,7 +157,7 @@ def _one_line(error: ValidationError) -> str:
 
 
 @registry.hook
-def on_error(doc: TuningState, ctx: Context, error: BaseException) -> Update:
+def on_error(doc: TuningState, ctx: TuningContext, error: BaseException) -> Update:
     """Record the failure: an ``ErrorEntry`` (the last 5 kept), ``error_count + 1``."""
     event = ctx.transition.event if ctx.transition is not None else None
     return failed(doc, ctx, ctx.failed_action or event or "unknown", error)
@@ -185,10 +185,9 @@ def outcome(doc: TuningState) -> Verdict:
 
 
 @registry.hook
-def preflight(doc: TuningState, ctx: Context) -> list[str]:
+def preflight(doc: TuningState, ctx: TuningContext) -> list[str]:
     """The one thing a run may need from outside: the fix agent named by option ``fix_tool``."""
-    options = ctx.options
-    tool = options.fix_tool if isinstance(options, TuningOptions) else None
+    tool = ctx.options.fix_tool
     if tool is None or ctx.executor.has_agent(tool):
         return []
     return [

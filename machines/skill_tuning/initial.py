@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from machines.skill_tuning.model import TuningState
+from .model import TuningState
 
 __all__ = ["initial_document", "seed_template"]
 

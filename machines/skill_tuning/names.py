@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from machines.skill_tuning.markdown import CodeBlock
+from .markdown import CodeBlock
 
 __all__ = ["BUILTINS", "LineNames", "block_names", "placeholders"]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["TuningInputs", "TuningOptions"]
+from fsm.context import Context
+
+__all__ = ["TuningContext", "TuningInputs", "TuningOptions"]
 
 
 class TuningOptions(BaseModel):
@@ -51,3 +53,7 @@ class TuningInputs(BaseModel):
     """Diagnose-fix-verify rounds before the run ends (at least 1)."""
     max_errors: int = 3
     """Failed actions after which the run ends failed."""
+
+
+TuningContext = Context[TuningOptions]
+"""The context the machine's guards, actions and hooks get: ``ctx.options`` is a TuningOptions."""

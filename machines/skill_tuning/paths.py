@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fsm.context import Context
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.skill import resolve_target
+from .model import TuningState
+from .options import TuningContext
+from .skill import resolve_target
 
 __all__ = ["backup_root", "shown", "skill_root", "work_root"]
 
 
-def shown(path: Path, ctx: Context) -> str:
+def shown(path: Path, ctx: TuningContext) -> str:
     """``path`` as written into the document: relative to the workspace when inside it."""
     resolved = path.resolve()
     workspace = ctx.workspace.resolve()
@@ -25,21 +25,21 @@ def shown(path: Path, ctx: Context) -> str:
     return resolved.as_posix()
 
 
-def _absolute(raw: str, ctx: Context) -> Path:
+def _absolute(raw: str, ctx: TuningContext) -> Path:
     path = Path(raw)
     return (path if path.is_absolute() else ctx.workspace / path).resolve()
 
 
-def skill_root(doc: TuningState, ctx: Context) -> Path:
+def skill_root(doc: TuningState, ctx: TuningContext) -> Path:
     """The target skill folder (raises TargetSkillError when it is unusable)."""
     return resolve_target(ctx.workspace, doc.target_skill.path)
 
 
-def work_root(doc: TuningState, ctx: Context) -> Path:
+def work_root(doc: TuningState, ctx: TuningContext) -> Path:
     """The instance's work dir: the document's ``work_dir``, else the instance folder."""
     return _absolute(doc.work_dir, ctx) if doc.work_dir else ctx.instance_dir.resolve()
 
 
-def backup_root(doc: TuningState, ctx: Context) -> Path:
+def backup_root(doc: TuningState, ctx: TuningContext) -> Path:
     """The backup dir: the document's ``backup_dir``, else ``backups/`` in the work dir."""
     return _absolute(doc.backup_dir, ctx) if doc.backup_dir else work_root(doc, ctx) / "backups"

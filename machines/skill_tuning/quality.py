@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from machines.skill_tuning.model import Issue, IssuesBySeverity, count_by_severity
+from .model import Issue, IssuesBySeverity, count_by_severity
 
 __all__ = ["WEIGHTS", "Gate", "issue_update", "quality_gate", "quality_score"]
 

@@ -9,9 +9,9 @@ and ``fixes`` lines of ``fsm status`` (:mod:`.verdict` makes both).
 
 from __future__ import annotations
 
-from machines.skill_tuning.diagnosis.rule import AREAS
-from machines.skill_tuning.model import AppliedFix, Fix, TuningState
-from machines.skill_tuning.verdict import fix_tally, issue_counts
+from .diagnosis.rule import AREAS
+from .model import AppliedFix, Fix, TuningState
+from .verdict import fix_tally, issue_counts
 
 __all__ = ["REPORT_NAME", "render_report"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from machines.skill_tuning.markdown import CodeBlock, parse_code_blocks
+from .markdown import CodeBlock, parse_code_blocks
 
 __all__ = [
     "CodeBlock",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from machines.skill_tuning.model import TuningState
+from .model import TuningState
 
 __all__ = [
     "FixTally",

@@ -5,22 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fsm.context import Context
-from machines.skill_tuning.backup import ensure_inside
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.options import TuningOptions
-from machines.skill_tuning.paths import shown, work_root
+from .backup import ensure_inside
+from .model import TuningState
+from .options import TuningContext
+from .paths import shown, work_root
 
-__all__ = ["options_of", "to_json", "write_side_file"]
-
-
-def options_of(ctx: Context) -> TuningOptions:
-    """The validated options of the run (the defaults when the context has none)."""
-    options = ctx.options
-    return options if isinstance(options, TuningOptions) else TuningOptions()
+__all__ = ["to_json", "write_side_file"]
 
 
-def write_side_file(doc: TuningState, ctx: Context, name: str, text: str) -> str:
+def write_side_file(doc: TuningState, ctx: TuningContext, name: str, text: str) -> str:
     """Write ``name`` under the work dir; return its path as the document shows it.
 
     Text quoted from a skill file that is not valid UTF-8 carries the undecodable bytes as lone

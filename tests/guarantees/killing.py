@@ -35,7 +35,7 @@ __all__ = ["POINTS", "Target", "run_killed"]
 
 assert progress  # imported here, once, rather than by every forked run
 POINTS: list[tuple[Any, str]] = [
-    (commit, "write_temporary"),
+    (commit, "write_temporary_open"),
     (commit, "exchange"),
     (commit, "replace"),
     (journal.Journal, "append"),

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from machines.skill_tuning.diagnosis.rule import Finding, Rule, statement_end
-from machines.skill_tuning.skill import CodeBlock, Skill, SkillFile
+from ..skill import CodeBlock, Skill, SkillFile
+from .rule import Finding, Rule, statement_end
 
 __all__ = ["AGENT_CALL", "RULES", "AgentCall", "agent_calls"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from machines.skill_tuning.diagnosis.rule import Finding, Rule, code_lines
-from machines.skill_tuning.model import Severity
-from machines.skill_tuning.skill import CodeBlock, Skill
+from ..model import Severity
+from ..skill import CodeBlock, Skill
+from .rule import Finding, Rule, code_lines
 
 __all__ = ["MAX_PHASE_CHARS", "RULES"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from machines.skill_tuning.diagnosis.rule import SKILL_WIDE, Finding, Rule, code_lines
-from machines.skill_tuning.skill import Skill
+from ..skill import Skill
+from .rule import SKILL_WIDE, Finding, Rule, code_lines
 
 __all__ = ["RULES", "canonical", "field_spellings", "mapped_concepts", "state_write_targets"]
 

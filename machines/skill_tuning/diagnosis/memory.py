@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from machines.skill_tuning.diagnosis.rule import Finding, Rule
-from machines.skill_tuning.skill import Skill, SkillFile
+from ..skill import Skill, SkillFile
+from .rule import Finding, Rule
 
 __all__ = ["MIN_PHASES_FOR_CHECKPOINTS", "RULES", "constraints_of", "normalise"]
 

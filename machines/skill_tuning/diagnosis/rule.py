@@ -1,6 +1,6 @@
 """What a diagnosis rule is, what it finds, and the small scanners the rules share.
 
-A rule is a named pure function of a :class:`~machines.skill_tuning.skill.Skill` that returns
+A rule is a named pure function of a :class:`~fsm_machines.skill_tuning.skill.Skill` that returns
 :class:`Finding` s, each with a file, a line, the offending text and a severity. The issue text
 (root cause, impact, suggested fix) and the fix strategy belong to the rule, so one rule is one
 kind of problem end to end: found, described, and (for mechanical strategies) fixed.
@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from machines.skill_tuning.model import FixStrategy, IssueType, Severity
-from machines.skill_tuning.skill import CodeBlock, Skill, SkillFile
+from ..model import FixStrategy, IssueType, Severity
+from ..skill import CodeBlock, Skill, SkillFile
 
 __all__ = [
     "AREAS",

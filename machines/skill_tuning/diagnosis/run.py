@@ -13,9 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from machines.skill_tuning.diagnosis import agent, context, dataflow, memory
-from machines.skill_tuning.diagnosis.rule import AREAS, ISSUE_TYPES, Area, Finding, Rule
-from machines.skill_tuning.model import (
+from ..model import (
     SEVERITIES,
     DiagnosisDetails,
     DiagnosisResult,
@@ -24,7 +22,9 @@ from machines.skill_tuning.model import (
     IssueLocation,
     Severity,
 )
-from machines.skill_tuning.skill import Skill
+from ..skill import Skill
+from . import agent, context, dataflow, memory
+from .rule import AREAS, ISSUE_TYPES, Area, Finding, Rule
 
 __all__ = [
     "RULES",

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from fsm.executor import Executor
-from machines.skill_tuning.backup import (
+
+from ..backup import (
     ensure_inside,
     restore,
     snapshot_files,
     snapshot_tree,
     tree_bytes,
 )
-from machines.skill_tuning.fixes.edit import modification
-from machines.skill_tuning.model import AppliedFix, FileChange, Fix, Issue
-from machines.skill_tuning.skill import decode, encode
+from ..model import AppliedFix, FileChange, Fix, Issue
+from ..skill import decode, encode
+from .edit import modification
 
 __all__ = [
     "agent_prompt",

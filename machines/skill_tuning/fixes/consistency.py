@@ -30,8 +30,8 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from machines.skill_tuning.names import BUILTINS, LineNames, block_names, placeholders
-from machines.skill_tuning.skill import Skill, SkillFile
+from ..names import BUILTINS, LineNames, block_names, placeholders
+from ..skill import Skill, SkillFile
 
 __all__ = ["consistency_problems"]
 

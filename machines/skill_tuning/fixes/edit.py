@@ -10,7 +10,7 @@ import difflib
 import re
 from collections.abc import Mapping
 
-from machines.skill_tuning.model import FileChange
+from ..model import FileChange
 
 __all__ = ["append_section", "insert_after", "modification", "rename_words"]
 

@@ -25,17 +25,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 
-from machines.skill_tuning.diagnosis.rule import Finding, Rule, statement_end
-from machines.skill_tuning.diagnosis.run import RULES
-from machines.skill_tuning.fixes.edit import (
+from ..diagnosis.rule import Finding, Rule, statement_end
+from ..diagnosis.run import RULES
+from ..model import FileChange, Issue
+from ..names import names_in
+from ..skill import CodeBlock, Skill, SkillFile
+from .edit import (
     append_section,
     insert_after,
     modification,
     rename_words,
 )
-from machines.skill_tuning.model import FileChange, Issue
-from machines.skill_tuning.names import names_in
-from machines.skill_tuning.skill import CodeBlock, Skill, SkillFile
 
 __all__ = ["FIXERS", "Fixer", "mechanical_changes"]
 

@@ -16,11 +16,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from machines.skill_tuning.diagnosis.run import RULES
-from machines.skill_tuning.fixes.mechanical import mechanical_changes
-from machines.skill_tuning.model import FileChange, Fix, Issue
-from machines.skill_tuning.quality import WEIGHTS
-from machines.skill_tuning.skill import Skill
+from ..diagnosis.run import RULES
+from ..model import FileChange, Fix, Issue
+from ..quality import WEIGHTS
+from ..skill import Skill
+from .mechanical import mechanical_changes
 
 __all__ = ["Proposals", "propose"]
 

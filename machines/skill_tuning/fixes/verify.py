@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from machines.skill_tuning.diagnosis.rule import Finding, Rule
-from machines.skill_tuning.diagnosis.run import RULES
-from machines.skill_tuning.fixes.consistency import consistency_problems
-from machines.skill_tuning.model import Issue
-from machines.skill_tuning.skill import Skill
+from ..diagnosis.rule import Finding, Rule
+from ..diagnosis.run import RULES
+from ..model import Issue
+from ..skill import Skill
+from .consistency import consistency_problems
 
 __all__ = ["all_findings", "verification_problems"]
 

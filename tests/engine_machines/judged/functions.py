@@ -57,17 +57,16 @@ class Build(BaseModel):
 
 
 @registry.guard(budget=True)
-def has_part_left(doc: Build, ctx: Context) -> bool:
+def has_part_left(doc: Build, ctx: Context[BuildOptions]) -> bool:
     """True while some part has not been tried."""
     return doc.next < len(doc.parts)
 
 
 @registry.action
-def build_part(doc: Build, ctx: Context) -> Update:
+def build_part(doc: Build, ctx: Context[BuildOptions]) -> Update:
     """Run the next part's program; record whether it worked."""
     parts = list(doc.parts)
     options = ctx.options
-    assert isinstance(options, BuildOptions)
     result = ctx.executor.run([parts[doc.next].program])
     for _ in range(options.retries):
         if result.ok:
@@ -78,7 +77,7 @@ def build_part(doc: Build, ctx: Context) -> Update:
 
 
 @registry.hook
-def new_build(inputs: dict[str, Any], ctx: Context) -> dict[str, Any]:
+def new_build(inputs: dict[str, Any], ctx: Context[BuildOptions]) -> dict[str, Any]:
     """A new build is created, not yet running."""
     return {"status": "created", "phase": "todo", **inputs}
 
@@ -96,7 +95,7 @@ def judge(doc: Build) -> Verdict:
 
 
 @registry.hook
-def needs(doc: Build, ctx: Context) -> list[str]:
+def needs(doc: Build, ctx: Context[BuildOptions]) -> list[str]:
     """Every part's program must exist before the build starts."""
     return [
         f"program '{part.program}' (part {part.name}) is not installed"

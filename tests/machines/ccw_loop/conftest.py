@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
@@ -30,8 +32,6 @@ from fsm.inspect import replay, status
 from fsm.instance import Instance, Workspace
 from fsm.machine import Machine, load_machine
 from fsm.outcome import RunResult, StepResult
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import LoopState
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 LOOP_ID = "loop-v2-20260101T000000-0a1b2c3d"

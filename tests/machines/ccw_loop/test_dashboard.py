@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.inspect import replay
-from machines.ccw_loop.model import LoopState
 from tests.conftest import fsm_process
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID, MACHINE_YAML
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fsm_machines.ccw_loop import functions
+
 from fsm.definition import MachineSpec, guard_name, parse_definition
-from machines.ccw_loop import functions
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 WORK_EVENTS = {"develop", "fix", "validate", "debug"}

@@ -7,11 +7,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from fsm_machines.ccw_loop.model import LoopState
+
 from fsm.engine import Engine
 from fsm.inspect import replay
 from fsm.instance import Workspace
 from fsm.machine import load_machine
-from machines.ccw_loop.model import LoopState
 from tests.machines.ccw_loop.conftest import FILE_SYNC, MACHINE_YAML
 
 DEMO = Path(__file__).parents[3] / "examples" / "workspaces" / "ccw-loop"

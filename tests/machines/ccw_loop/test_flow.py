@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.errors import EventNotAllowedError
 from fsm.outcome import Choice
-from machines.ccw_loop.model import LoopState
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID
 
 ADD_MUL = {

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.errors import DocumentInputError
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import LoopState
-from tests.machines.ccw_loop.conftest import MACHINE_YAML
+from tests.machines.ccw_loop.conftest import LOOP_ID, MACHINE_YAML, ccw_loop
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}
 CREATED_BY_API = [
@@ -72,7 +72,6 @@ def test_fsm_new_writes_the_created_by_api_shape(cli: Any, tmp_path: Path) -> No
     [
         {},
         {"title": "x", "max_iterations": 0},
-        {"title": "x", "max_iteration": 3},
         {"title": "x", "max_iterations": "5"},
         {"title": "x", "max_iterations": float("inf")},
         {"title": "x", "max_iterations": float("nan")},
@@ -85,7 +84,6 @@ def test_fsm_new_writes_the_created_by_api_shape(cli: Any, tmp_path: Path) -> No
     ids=[
         "no-title",
         "zero-iterations",
-        "typo",
         "not-a-number",
         "infinite-iterations",
         "nan-iterations",
@@ -97,10 +95,19 @@ def test_fsm_new_writes_the_created_by_api_shape(cli: Any, tmp_path: Path) -> No
     ],
 )
 def test_create_hook_rejects_bad_inputs(loop_ws: Any, inputs: dict[str, Any]) -> None:
-    """Missing titles, bad or non-finite limits, unknown keys and values of the wrong type for the
+    """Missing titles, bad or non-finite limits and values of the wrong type for the
     dashboard (an object as title, tags that are not a list) are input errors."""
     with pytest.raises(DocumentInputError):
         functions.new_loop(inputs, loop_ws.context())
+
+
+def test_a_mistyped_input_is_refused_with_a_did_you_mean(loop_ws: Any) -> None:
+    """An input key the loop does not take is refused by the engine, naming the closest one,
+    and no master file is written."""
+    instance = loop_ws.workspace().instance(ccw_loop(), LOOP_ID)
+    with pytest.raises(DocumentInputError, match="did you mean 'max_iterations'"):
+        instance.create({"title": "x", "max_iteration": 3})
+    assert not instance.exists()
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop.model import LoopState, SkillState
 from pydantic import ValidationError
-
-from machines.ccw_loop.model import LoopState, SkillState
 
 # Verbatim copies of the two example documents of seed 001 (identical in seeds 000 and 002).
 CREATED_BY_API = """

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.recovery import salvage_api_fields
 
 from fsm.recovery import recover
-from machines.ccw_loop import functions
-from machines.ccw_loop.recovery import salvage_api_fields
 from tests.machines.ccw_loop.conftest import LoopWorkspace
 
 TASK = {

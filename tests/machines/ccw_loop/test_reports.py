@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from machines.ccw_loop.reports import (
+from fsm_machines.ccw_loop.reports import (
     ReportError,
     TestCounts,
     counts_from_output,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop.codec import LoopCodec
+from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.inspect import status
-from machines.ccw_loop.codec import LoopCodec
-from machines.ccw_loop.model import LoopState
 from tests.machines.ccw_loop.conftest import ccw_loop
 
 NOW = "2026-01-01T00:00:00.000Z"

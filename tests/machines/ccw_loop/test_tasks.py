@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 import pytest
-
-from machines.ccw_loop.tasks import read_task_list
+from fsm_machines.ccw_loop.tasks import read_task_list
 
 NOW = "2026-01-01T00:00:00.000Z"
 LOOP = "loop-v2-20260101T000000-0a1b2c3d"

@@ -13,10 +13,10 @@ import sys
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.verdict import loop_outcome
 
 from fsm.errors import MissingRequirementError
-from machines.ccw_loop import functions
-from machines.ccw_loop.verdict import loop_outcome
 from tests.machines.ccw_loop.conftest import LOOP_ID
 
 TEST_ADD = "tests/test_calc.py::test_add"

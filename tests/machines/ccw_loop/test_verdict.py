@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop import functions
+from fsm_machines.ccw_loop.model import LoopState
+from fsm_machines.ccw_loop.verdict import program_of
 
 from fsm.errors import MissingRequirementError
 from fsm.inspect import status
-from machines.ccw_loop import functions
-from machines.ccw_loop.model import LoopState
-from machines.ccw_loop.verdict import program_of
 from tests.machines.ccw_loop.conftest import LOOP_ID
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}
@@ -45,6 +45,7 @@ def test_readme_block_refuses_without_codex(
     assert "agent 'codex' (option fix_tool, which implements fix tasks; task task-001)" in ran.err
     assert "add [agent.codex] command = [...] to fsm.toml, put codex on PATH" in ran.err
     assert "-o fix_tool=NAME" in ran.err
+    assert "-o fix_tool=none" in ran.err
     raw = json.loads((tmp_path / ".workflow" / ".loop" / f"{loop_id}.json").read_text())
     assert (raw["status"], raw.get("skill_state")) == ("created", None)
     assert not (tmp_path / ".workflow" / ".loop" / f"{loop_id}.progress").exists()
@@ -67,8 +68,10 @@ def test_preflight_names_every_missing_requirement(loop_ws: Any, started: Any) -
     assert missing == [
         f'task t2 (tool bash) has no command: add "command" to its line in {source}',
         "agent 'gemini' (option fix_tool, which implements fix tasks) is not available: add "
-        "[agent.gemini] command = [...] to fsm.toml, put gemini on PATH, or choose another "
-        "agent with -o fix_tool=NAME (qwen, codex, claude)",
+        "[agent.gemini] command = [...] to fsm.toml, put gemini on PATH, choose another "
+        "agent with -o fix_tool=NAME (qwen, codex, claude), or run without a fix agent with "
+        "-o fix_tool=none (when every task is a bash command; a failing test then ends the loop "
+        "for you to fix)",
         "agent 'qwen' (task t1) is not available: add [agent.qwen] command = [...] to fsm.toml "
         "or put qwen on PATH",
         "program 'no-such-runner-xyz' of test_command 'no-such-runner-xyz -q' is not available: "

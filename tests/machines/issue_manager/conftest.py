@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 import structlog
+from fsm_machines.issue_manager import functions
+from fsm_machines.issue_manager.model import IssueManagerState
+from fsm_machines.issue_manager.options import IssueManagerOptions
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
@@ -29,9 +32,6 @@ from fsm.instance import Instance, Workspace
 from fsm.machine import load_machine
 from fsm.outcome import RunResult
 from fsm.update import apply_update as update_document
-from machines.issue_manager import functions
-from machines.issue_manager.model import IssueManagerState
-from machines.issue_manager.options import IssueManagerOptions
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 INSTANCE_ID = "issue-manager-20260101T000000-0a1b2c3d"

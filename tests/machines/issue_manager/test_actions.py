@@ -7,10 +7,9 @@ import re
 from typing import Any
 
 import pytest
-
-from machines.issue_manager import functions
-from machines.issue_manager.issues_file import IssuesFileError
-from machines.issue_manager.model import IssueManagerState
+from fsm_machines.issue_manager import functions
+from fsm_machines.issue_manager.issues_file import IssuesFileError
+from fsm_machines.issue_manager.model import IssueManagerState
 
 ACTIONS = functions.registry.actions
 HOOKS = functions.registry.hooks

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsm_machines.issue_manager import functions
 
 from fsm.definition import MachineSpec, guard_name, parse_definition
-from machines.issue_manager import functions
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 

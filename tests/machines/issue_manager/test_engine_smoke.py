@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from machines.issue_manager import functions
+from fsm_machines.issue_manager import functions
 
 MACHINE = str(Path(functions.__file__).with_name("machine.yaml"))
 

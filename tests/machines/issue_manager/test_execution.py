@@ -6,9 +6,8 @@ import json
 from typing import Any
 
 import pytest
-
-from machines.issue_manager import functions
-from machines.issue_manager.report import final_report, run_verdict
+from fsm_machines.issue_manager import functions
+from fsm_machines.issue_manager.report import final_report, run_verdict
 
 ACTIONS = functions.registry.actions
 HOOKS = functions.registry.hooks
@@ -269,7 +268,7 @@ def test_report_lists_an_untitled_issue_without_a_stray_space(
 )
 def test_success_rate_has_one_decimal(completed: int, total: int, rate: str) -> None:
     """The success rate is completed over total in percent, one decimal."""
-    from machines.issue_manager.report import RunStats
+    from fsm_machines.issue_manager.report import RunStats
 
     assert RunStats(total, completed, 0).success_rate == rate
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from machines.issue_manager.functions import registry
+from fsm_machines.issue_manager.functions import registry
 
 
 def _counting(task_id: str, *deps: str) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from machines.issue_manager import functions
-from machines.issue_manager.issues_file import IssuesFileError
+from fsm_machines.issue_manager import functions
+from fsm_machines.issue_manager.issues_file import IssuesFileError
 
 ACTIONS = functions.registry.actions
 HOOKS = functions.registry.hooks

@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 import pytest
-
-from machines.issue_manager.issues_file import IssuesFileError, read_issues, write_statuses
+from fsm_machines.issue_manager.issues_file import IssuesFileError, read_issues, write_statuses
 
 
 def test_issues_are_read_in_file_order(sample: Any) -> None:

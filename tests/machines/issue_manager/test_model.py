@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
-from machines.issue_manager.model import (
+from fsm_machines.issue_manager.model import (
     ISSUE_STATUSES,
     IssueManagerDraft,
     IssueManagerState,
@@ -18,6 +16,7 @@ from machines.issue_manager.model import (
     QueueItem,
     initial_template,
 )
+from pydantic import ValidationError
 
 SEED = Path(__file__).resolve().parents[3].parent / "shared" / "seeds" / "003_584647730d4fe622.txt"
 
@@ -51,7 +50,10 @@ def _saved(**changes: Any) -> dict[str, Any]:
 def test_embedded_examples_match_the_seed_file() -> None:
     """The copies in this test are the seed's JSON blocks, whitespace aside."""
     if not SEED.exists():
-        pytest.skip("seed folder not available")
+        pytest.skip(
+            f"compares with the seed document {SEED.name}, which is not at {SEED.parent}: "
+            "put the project's shared/ folder beside this checkout to run it"
+        )
     blocks = [json.loads(b) for b in _seed_blocks()]
     assert blocks == [json.loads(t) for t in (TEMPLATE_TEXT, ISSUE_EXAMPLE, QUEUE_EXAMPLE)]
 

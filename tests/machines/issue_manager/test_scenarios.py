@@ -14,11 +14,11 @@ import json
 from typing import Any
 
 import pytest
+from fsm_machines.issue_manager.model import IssueManagerState
 
 from fsm.engine import Engine
 from fsm.errors import MissingRequirementError
 from fsm.inspect import status
-from machines.issue_manager.model import IssueManagerState
 from tests.machines.issue_manager.conftest import agent_task, command_task
 
 

@@ -7,16 +7,15 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from machines.issue_manager.solution import (
+from fsm_machines.issue_manager.solution import (
     Solution,
     SolutionError,
     find_cycle,
     load_solution,
     parse_agent_solution,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def _task(task_id: str, *deps: str) -> dict[str, Any]:

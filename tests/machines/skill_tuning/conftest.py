@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fsm_machines.skill_tuning.model import TuningState
 
 from fsm.clock import SimulatedClock
 from fsm.context import Context
@@ -25,7 +26,6 @@ from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.instance import Instance, Workspace
 from fsm.machine import Machine, load_machine
 from fsm.update import apply_update
-from machines.skill_tuning.model import TuningState
 
 MACHINE_YAML = Path(__file__).parents[3] / "machines" / "skill_tuning" / "machine.yaml"
 INSTANCE_ID = "skill-tuning-20260101T000000-0000abcd"

@@ -9,15 +9,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fsm_machines.skill_tuning.actions import active_areas
+from fsm_machines.skill_tuning.backup import tree_bytes
+from fsm_machines.skill_tuning.codec import TuningCodec
+from fsm_machines.skill_tuning.functions import registry
+from fsm_machines.skill_tuning.model import TuningState
+from fsm_machines.skill_tuning.skill import TargetSkillError
 
 from fsm.context import Context
 from fsm.errors import DocumentInputError
-from machines.skill_tuning.actions import active_areas
-from machines.skill_tuning.backup import tree_bytes
-from machines.skill_tuning.codec import TuningCodec
-from machines.skill_tuning.functions import registry
-from machines.skill_tuning.model import TuningState
-from machines.skill_tuning.skill import TargetSkillError
 from tests.machines.skill_tuning.conftest import Tuning
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
 

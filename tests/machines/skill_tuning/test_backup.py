@@ -6,8 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from machines.skill_tuning.backup import (
+from fsm_machines.skill_tuning.backup import (
     UnsafePathError,
     ensure_inside,
     restore,

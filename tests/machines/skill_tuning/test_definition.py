@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fsm_machines.skill_tuning.functions import registry
+
 from fsm.definition import MachineSpec, guard_name, parse_definition
-from machines.skill_tuning.functions import registry
 
 MACHINE_YAML = Path(__file__).parents[3] / "machines" / "skill_tuning" / "machine.yaml"
 
@@ -22,7 +23,7 @@ def test_definition_parses_without_problems() -> None:
     spec = _spec()
     assert (spec.name, spec.module, spec.initial) == (
         "skill-tuning",
-        "machines.skill_tuning.functions",
+        "fsm_machines.skill_tuning.functions",
         "pending",
     )
 

@@ -6,10 +6,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-
-from machines.skill_tuning.diagnosis.context import MAX_PHASE_CHARS
-from machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
-from machines.skill_tuning.skill import Skill, read_skill
+from fsm_machines.skill_tuning.diagnosis.context import MAX_PHASE_CHARS
+from fsm_machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
+from fsm_machines.skill_tuning.skill import Skill, read_skill
 
 SKILL = "---\nname: probe\n---\n# Probe skill\n"
 

@@ -6,22 +6,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from fsm.executor import AgentCommand, SubprocessExecutor
-from machines.skill_tuning.backup import tree_bytes
-from machines.skill_tuning.diagnosis.rule import AREAS
-from machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
-from machines.skill_tuning.fixes.apply import (
+from fsm_machines.skill_tuning.backup import tree_bytes
+from fsm_machines.skill_tuning.diagnosis.rule import AREAS
+from fsm_machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
+from fsm_machines.skill_tuning.fixes.apply import (
     apply_by_agent,
     apply_mechanical,
     select_batch,
     settle,
 )
-from machines.skill_tuning.fixes.mechanical import mechanical_changes
-from machines.skill_tuning.fixes.proposal import propose
-from machines.skill_tuning.fixes.verify import verification_problems
-from machines.skill_tuning.model import AppliedFix, FileChange, Fix, Issue
-from machines.skill_tuning.skill import Skill, read_skill
+from fsm_machines.skill_tuning.fixes.mechanical import mechanical_changes
+from fsm_machines.skill_tuning.fixes.proposal import propose
+from fsm_machines.skill_tuning.fixes.verify import verification_problems
+from fsm_machines.skill_tuning.model import AppliedFix, FileChange, Fix, Issue
+from fsm_machines.skill_tuning.skill import Skill, read_skill
+
+from fsm.executor import AgentCommand, SubprocessExecutor
 
 SKILL = "---\nname: probe\n---\n# Probe skill\n"
 CONSTRAINED = "# Phase 1\n\n## Constraints\n\n- Keep the API stable\n- Never delete tests\n"

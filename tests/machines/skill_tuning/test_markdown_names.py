@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from machines.skill_tuning.markdown import parse_code_blocks
-from machines.skill_tuning.names import LineNames, block_names, placeholders
+from fsm_machines.skill_tuning.markdown import parse_code_blocks
+from fsm_machines.skill_tuning.names import LineNames, block_names, placeholders
 
 CALL = "const r = Task({ prompt: 'x' });"
 

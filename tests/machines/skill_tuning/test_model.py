@@ -7,9 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from fsm_machines.skill_tuning.model import TuningState
 from pydantic import ValidationError
-
-from machines.skill_tuning.model import TuningState
 
 SEED_INITIAL_STATE = """
 {

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from machines.skill_tuning.model import IssuesBySeverity
-from machines.skill_tuning.quality import quality_gate, quality_score
+from fsm_machines.skill_tuning.model import IssuesBySeverity
+from fsm_machines.skill_tuning.quality import quality_gate, quality_score
 
 
 @pytest.mark.parametrize(
@@ -39,7 +38,7 @@ def test_more_than_two_high_is_review_even_with_a_good_score(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Three high issues make the gate review even when the score alone would pass."""
-    from machines.skill_tuning import quality
+    from fsm_machines.skill_tuning import quality
 
     monkeypatch.setitem(quality.WEIGHTS, "high", 1)
     counts = IssuesBySeverity(high=3)

@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fsm_machines.skill_tuning.backup import restore_original, tree_bytes
+from fsm_machines.skill_tuning.model import TuningState
 
 from fsm.control import ControlPlane
 from fsm.engine import Engine
@@ -18,8 +20,6 @@ from fsm.executor import AgentCommand
 from fsm.inspect import replay, status
 from fsm.instance import Instance
 from fsm.outcome import RunResult
-from machines.skill_tuning.backup import restore_original, tree_bytes
-from machines.skill_tuning.model import TuningState
 from tests.conftest import CliResult
 from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE

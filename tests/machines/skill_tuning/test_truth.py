@@ -10,13 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fsm_machines.skill_tuning.backup import tree_bytes
 
 from fsm.engine import Engine
 from fsm.errors import MissingRequirementError
 from fsm.executor import AgentCommand
 from fsm.inspect import status
 from fsm.instance import Instance
-from machines.skill_tuning.backup import tree_bytes
 from tests.conftest import CliResult
 from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning
 from tests.machines.skill_tuning.test_scenarios import ROUND, events, report
