@@ -13,7 +13,9 @@ machine, next to its budget, so the numbers mean the same on a fast laptop and a
 * ``fsm status`` of a counter, and of a bundled ccw-loop instance (whose machine module imports
   more code), vs importing transitions + pydantic + structlog + yaml (budget 1.5x);
 * building a 1,000-state machine vs its 100 ms budget (ratio to the budget, 1.0x);
-* ``fsm ls`` over 2,000 documents vs parsing the same files (budget: "close to", 2.0x here).
+* ``fsm ls`` over 2,000 documents vs parsing the same files (budget: "close to", 2.0x here);
+* the instances page of ``fsm serve`` over 2,000 documents (page and rows over HTTP) vs
+  ``fsm ls --json`` as a command (budget 1.0x), and vs 300 ms.
 
 Fairness of the command-line baselines: both sides run with bytecode caches, written by one
 untimed warm-up run into a private ``PYTHONPYCACHEPREFIX`` folder. An environment that sets
@@ -255,6 +257,55 @@ def bench_ls(folder: Path) -> bool:
     return report("ls over 2,000 documents", ours, theirs, 2.0, unit="ms")
 
 
+def bench_serve_instances(folder: Path) -> bool:
+    """The instances page of ``fsm serve`` over 2,000 counters (the page and the first page of
+    rows it fetches, over HTTP from a running server) vs ``fsm ls --json`` over the same files,
+    and vs its 300 ms budget."""
+    import http.client
+    import re
+    from urllib.parse import urlsplit
+
+    workspace = folder / "serve"
+    (workspace / ".counters").mkdir(parents=True)
+    for number in range(2000):
+        data = {"status": "running", "phase": "counting", "count": number, "limit": 10**6}
+        (workspace / ".counters" / f"c{number:05d}.json").write_text(json.dumps(data, indent=2))
+    env = command_env(folder)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "fsm", "serve", "--port", "0", str(COUNTER)],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        found = re.search(r"http://\S+", server.stdout.readline())
+        assert found is not None, "fsm serve did not start"
+        address = urlsplit(found.group())
+        connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=30)
+
+        def page() -> None:
+            for path in ("/", "/api/instances?limit=100"):
+                connection.request("GET", path)
+                answer = connection.getresponse()
+                answer.read()
+                assert answer.status == 200, path
+
+        page()  # warm up
+        ours = statistics.median(best_of(page, 1, repeat=1) for _ in range(9))
+        connection.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    (theirs,) = median_runs(
+        [[sys.executable, "-m", "fsm", "ls", str(COUNTER), "--json"]], workspace, env
+    )
+    ok = report("serve instances page (2,000)", ours, theirs, 1.0, unit="ms")
+    return report("serve instances page vs 300 ms", ours, 0.300, 1.0, unit="ms") and ok
+
+
 def main() -> int:
     """Run every benchmark; exit 0 always (benchmarks inform, they do not gate)."""
     import structlog
@@ -271,6 +322,7 @@ def main() -> int:
                 bench_status,
                 bench_build_large,
                 bench_ls,
+                bench_serve_instances,
             )
         ]
     finally:

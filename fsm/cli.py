@@ -202,6 +202,35 @@ def _ls_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="machines to show, names or machine.yaml paths, e.g. examples/counter/machine.yaml "
+        "(default: every registered machine)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1); any but loopback needs --allow-remote",
+    )
+    p.add_argument(
+        "--port", type=int, default=8765, help="port, e.g. --port 9000 (default: 8765; 0: any free)"
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --host be an address other machines reach (every request then needs the token)",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="read the token from FILE, readable by you only (default: a new token per start)",
+    )
+
+
 _Arguments = Callable[[argparse.ArgumentParser], None]
 
 _COMMANDS: dict[str, tuple[str, _Arguments]] = {
@@ -235,6 +264,7 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
     "history": ("the journal of an instance", _instance_json_arguments),
     "replay": ("check that the journal reproduces the document", _instance_arguments),
     "recover": ("rebuild a corrupt document where the machine supports it", _instance_arguments),
+    "serve": ("a live web view of the workspace's machines and instances", _serve_arguments),
 }
 """Every command: its help text and the function adding its arguments, in help order."""
 

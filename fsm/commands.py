@@ -291,6 +291,15 @@ def cmd_recover(args: argparse.Namespace, values: dict[str, Any]) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Serve the live web view until Ctrl-C (see :mod:`fsm.serve`)."""
+    from fsm.serve.server import ServeOptions, run, served_machines
+
+    served = served_machines(_workspace(values), args.machines)
+    run(served, ServeOptions(args.host, args.port, args.allow_remote, args.token_file))
+    return 0
+
+
 _HANDLERS = {
     "machines": machine_commands.cmd_machines,
     "options": machine_commands.cmd_options,
@@ -310,4 +319,5 @@ _HANDLERS = {
     "history": cmd_history,
     "replay": cmd_replay,
     "recover": cmd_recover,
+    "serve": cmd_serve,
 }

@@ -71,20 +71,25 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     if len(raw) > MAX_TOML_BYTES:
         raise OptionsError(f"{path}: larger than the limit of {MAX_TOML_BYTES} bytes")
     data = _parse_toml(path, text)
+    problems: list[str] = []
     unknown = sorted(set(data) - {"machine", "agent"})
-    if unknown:
-        raise OptionsError(
-            f"{path}: unknown table '{unknown[0]}' (use [machine.NAME] or [agent.TOOL])"
-        )
+    problems += [f"unknown table '{name}' (use [machine.NAME] or [agent.TOOL])" for name in unknown]
     machines = data.get("machine", {})
     if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
-        raise OptionsError(f"{path}: [machine.NAME] entries must be tables")
+        problems.append("[machine.NAME] entries must be tables")
+        machines = {}
     agent_tables = data.get("agent", {})
     if not isinstance(agent_tables, dict):
-        raise OptionsError(f"{path}: [agent.TOOL] entries must be tables")
+        problems.append("[agent.TOOL] entries must be tables")
+        agent_tables = {}
     agents: dict[str, AgentCommand] = {}
     for tool, table in agent_tables.items():
-        agents[tool] = _agent(path, tool, table)
+        command = _agent(tool, table, problems)
+        if command is not None:
+            agents[tool] = command
+    if problems:
+        # every problem of the file at once, so that one edit fixes them all
+        raise OptionsError(f"{path}: " + "; ".join(problems))
     return WorkspaceConfig(machines, agents)
 
 
@@ -106,24 +111,31 @@ def _parse_toml(path: Path, text: str) -> dict[str, Any]:
         raise OptionsError(f"{path}: malformed TOML: a number too long to read") from exc
 
 
-def _agent(path: Path, tool: str, table: Any) -> AgentCommand:
+def _agent(tool: str, table: Any, problems: list[str]) -> AgentCommand | None:
+    """The agent command of ``[agent.<tool>]``; its problems are added to ``problems``."""
     if not isinstance(table, dict):
-        raise OptionsError(f"{path}: [agent.{tool}] must be a table")
-    unknown = sorted(set(table) - {"command", "analysis_command"})
-    if unknown:
-        raise OptionsError(f"{path}: [agent.{tool}] has unknown key '{unknown[0]}'")
-    command = _argv(path, tool, "command", table.get("command"))
-    if command is None:
-        raise OptionsError(f'{path}: [agent.{tool}] needs command = ["program", ..., "{{prompt}}"]')
-    analysis = _argv(path, tool, "analysis_command", table.get("analysis_command"))
+        problems.append(f"[agent.{tool}] must be a table")
+        return None
+    before = len(problems)
+    problems += [
+        f"[agent.{tool}] has unknown key '{key}'"
+        for key in sorted(set(table) - {"command", "analysis_command"})
+    ]
+    command = _argv(tool, "command", table.get("command"), problems)
+    if "command" not in table:
+        problems.append(f'[agent.{tool}] needs command = ["program", ..., "{{prompt}}"]')
+    analysis = _argv(tool, "analysis_command", table.get("analysis_command"), problems)
+    if len(problems) > before or command is None:
+        return None
     return AgentCommand(command, analysis)
 
 
-def _argv(path: Path, tool: str, key: str, value: Any) -> tuple[str, ...] | None:
+def _argv(tool: str, key: str, value: Any, problems: list[str]) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise OptionsError(f"{path}: [agent.{tool}] {key} must be a non-empty list of strings")
+        problems.append(f"[agent.{tool}] {key} must be a non-empty list of strings")
+        return None
     return tuple(value)
 
 

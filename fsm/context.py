@@ -12,9 +12,9 @@ from typing_extensions import TypeVar
 from fsm.clock import Clock
 from fsm.executor import Executor
 
-__all__ = ["Context", "OptionsT", "TransitionInfo"]
+__all__ = ["Context", "OptionsT_co", "TransitionInfo"]
 
-OptionsT = TypeVar("OptionsT", bound=BaseModel, covariant=True, default=BaseModel)
+OptionsT_co = TypeVar("OptionsT_co", bound=BaseModel, covariant=True, default=BaseModel)
 """The machine's options model: ``Context[LoopOptions]`` types ``ctx.options`` as LoopOptions."""
 
 
@@ -28,7 +28,7 @@ class TransitionInfo:
 
 
 @dataclass(frozen=True)
-class Context(Generic[OptionsT]):
+class Context(Generic[OptionsT_co]):
     """Everything an action may use besides the document.
 
     ``workspace`` is the folder the instance works on; ``document_path`` is where its document is
@@ -47,7 +47,7 @@ class Context(Generic[OptionsT]):
     workspace: Path
     document_path: Path
     meta_dir: Path
-    options: OptionsT
+    options: OptionsT_co
     clock: Clock
     log: Any
     executor: Executor
@@ -55,7 +55,7 @@ class Context(Generic[OptionsT]):
     interactive: bool = False
     failed_action: str | None = None
 
-    def for_transition(self, event: str, source: str, dest: str) -> Context[OptionsT]:
+    def for_transition(self, event: str, source: str, dest: str) -> Context[OptionsT_co]:
         """A copy of this context for one transition."""
         return replace(self, transition=TransitionInfo(event, source, dest))
 

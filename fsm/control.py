@@ -152,8 +152,8 @@ class ControlPlane:
         try:
             data = apply_update(current.data, {field: spec.dest})
             doc = instance.validate(data)
-            for name in spec.actions:
-                update = instance.machine.registry.actions[name](doc, ctx)
+            for _, action in instance.machine.control_actions.get(command, ()):
+                update = action(doc, ctx)
                 if update:
                     data = apply_update(data, update)
                     doc = instance.validate(data)

@@ -1,18 +1,21 @@
 """Diagrams of a machine: a small model built from the definition, then DOT, Mermaid and images.
 
 The definition is first reduced to a :class:`DiagramModel` (states, transitions, control
-commands), a pure function of the machine; the text renderers in :mod:`fsm.diagram_render` turn
-it into DOT and Mermaid, and :func:`render` turns DOT into SVG or PNG in-process with pygraphviz
-(its 2.x wheels bundle Graphviz, so no system ``dot`` is needed). This module is the only one
-that imports pygraphviz, and only inside :func:`render`, so ``import fsm.diagram`` stays cheap.
+commands), a pure function of the machine; the text renderers in :mod:`fsm.diagram_render` and
+:mod:`fsm.diagram_mermaid` turn it into DOT and Mermaid, and :func:`render` turns DOT into SVG
+or PNG in-process with pygraphviz (its 2.x wheels bundle Graphviz, so no system ``dot`` is
+needed). This module is the only one that imports pygraphviz, and only inside :func:`render`, so
+``import fsm.diagram`` stays cheap.
 
 What is drawn, and why it looks the way it does:
 
 * every state, with its description as the tooltip; a small point with an arrow marks the
   initial state; final states have a double border, success finals green, other finals (the
   ones the engine reports as failed) red;
-* one edge per (transition, source state), labelled ``event [guard, not guard2]``; a transition
-  with ``auto: false`` (fired only by name) is dotted and labelled ``(manual)``;
+* one edge per (transition, source state) in the model; the DOT renderer draws states that share
+  transitions as one box with one edge per shared transition (see :mod:`fsm.diagram_render`),
+  labels an edge with its event and keeps ``event [guard, not guard2]: description`` for the
+  tooltip; a transition with ``auto: false`` (fired only by name) is dotted;
 * control commands act on the lifecycle *status*, a layer beside the FSM state. Drawing ``stop``
   as an edge from every non-final state would bury the work graph, so the status layer is drawn
   once, in its own dashed blue box: its statuses, and one dashed edge per command and status it
@@ -34,8 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fsm.definition import CONTROL_COMMANDS
-from fsm.diagram_render import dot_text, mermaid_text
-from fsm.errors import FsmError, InputError
+from fsm.diagram_mermaid import mermaid_text
+from fsm.diagram_render import dot_text
+from fsm.errors import DiagramRenderError, InputError
 
 if TYPE_CHECKING:
     from fsm.machine import Machine
@@ -59,10 +63,6 @@ __all__ = [
 FORMATS = ("dot", "svg", "png", "mmd")
 IMAGE_FORMATS = ("svg", "png")
 EdgeKind = Literal["work", "control"]
-
-
-class DiagramRenderError(FsmError):
-    """An image could not be rendered (pygraphviz missing, or Graphviz refused the DOT)."""
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,27 @@
-"""Text renderers of a :class:`~fsm.diagram.DiagramModel`: DOT and Mermaid ``stateDiagram-v2``.
+"""The DOT renderer of a :class:`~fsm.diagram.DiagramModel` (Mermaid: :mod:`fsm.diagram_mermaid`).
 
-Both are pure functions of the model (and, for DOT, an optional run overlay): the same model
-gives the same bytes, so committed diagrams diff cleanly. Styling lives here and nowhere else;
-the engine never sees it. Helper node ids start with ``_`` (DOT) or are allocated uniquely
-(Mermaid), so they never collide with state names, which start with a letter.
+A pure function of the model (and an optional run overlay): the same model gives the same bytes,
+so committed diagrams diff cleanly. Styling lives here and nowhere else; the engine never sees
+it. Helper node ids start with ``_``, so they never collide with state names, which start with a
+letter.
+
+Readable at page width: states that share their transitions (the same source list, named by at
+least two transitions) are drawn as one grey box, and each shared transition as ONE edge: out of
+the box (a compound edge) when it leads elsewhere, from the box's ``any`` point when it leads to
+a state inside. Edge labels are short (the event; a transition fired only by name is dotted):
+the guards, ``(manual)`` and the description are the edge's tooltip.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import textwrap
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fsm.diagram import DiagramEdge, DiagramModel, DiagramNode, RunOverlay
 
-__all__ = ["dot_text", "mermaid_text"]
+__all__ = ["StateGroup", "control_label", "dot_text", "state_groups"]
 
 FONT = "Helvetica"
 SUCCESS = ("#dff5e1", "#2e7d32")  # fill, border
@@ -24,42 +29,150 @@ FAILURE = ("#fbe0e0", "#c62828")
 CONTROL = "#1f5fbf"
 CURRENT = "#ffd54f"
 DIMMED = "#b0b0b0"
+GROUP = ("#f3f5f8", "#8a94a3")  # fill, border of a box of states sharing transitions
 INITIAL_ID = "_initial"
 CONTROL_CLUSTER = "cluster_control"
-LABEL_WIDTH = 32
+LABEL_WIDTH = 24
+
+
+@dataclass(frozen=True)
+class StateGroup:
+    """States drawn as one box because several transitions leave each of them alike."""
+
+    cluster: str
+    hub: str
+    states: tuple[str, ...]
+    transitions: frozenset[int]
+
+
+def state_groups(model: DiagramModel) -> list[StateGroup]:
+    """The boxes of states sharing transitions, most shared first; a state is in one box only.
+
+    A source list becomes a box when two or more transitions name exactly it; when two such
+    lists overlap, the one shared by more transitions (then the larger) wins and the other's
+    transitions are drawn per source state.
+    """
+    sources: dict[int, list[str]] = {}
+    for edge in model.work_edges():
+        if edge.transition is not None and edge.source is not None:
+            sources.setdefault(edge.transition, []).append(edge.source)
+    shared: dict[frozenset[str], list[int]] = {}
+    for index, names in sources.items():
+        if len(names) > 1:
+            shared.setdefault(frozenset(names), []).append(index)
+    candidates = sorted(
+        ((states, indexes) for states, indexes in shared.items() if len(indexes) > 1),
+        key=lambda item: (-len(item[1]), -len(item[0]), min(item[1])),
+    )
+    groups: list[StateGroup] = []
+    taken: set[str] = set()
+    for states, indexes in candidates:
+        if states & taken:
+            continue
+        taken |= states
+        number = len(groups)
+        members = tuple(node.name for node in model.nodes if node.name in states)
+        groups.append(
+            StateGroup(f"cluster_states_{number}", f"_any_{number}", members, frozenset(indexes))
+        )
+    return groups
 
 
 def dot_text(model: DiagramModel, run: RunOverlay | None = None) -> str:
     """The model as DOT; with ``run``, visit counts, the current state and dimmed untaken edges."""
-    title = f"{model.name} (v{model.version})\\n{_escape(model.description)}"
+    title = f"{model.name} (v{model.version})\\n{_escape(_wrap(model.description, 90))}"
     if run is not None:
         title += f"\\ninstance in state {_escape(run.current_state)}"
     lines = [
         f"digraph {_quote(model.name)} {{",
         f'  graph [label="{title}", labelloc=t, fontname="{FONT}", compound=true, '
-        "nodesep=0.4, ranksep=0.5];",
+        "nodesep=0.2, ranksep=0.45];",
         f'  node [shape=box, style=rounded, fontname="{FONT}", fontsize=11];',
         f'  edge [fontname="{FONT}", fontsize=9];',
         f'  {INITIAL_ID} [shape=point, width=0.15, label="", tooltip="initial state"];',
     ]
-    lines.extend(f"  {_quote(n.name)} [{_attrs(_node_attrs(n, run))}];" for n in model.nodes)
+    groups = state_groups(model)
+    grouped = {state: group for group in groups for state in group.states}
+    for node in model.nodes:
+        if node.name not in grouped:
+            lines.append(f"  {_quote(node.name)} [{_attrs(_node_attrs(node, run))}];")
+    nodes = {node.name: node for node in model.nodes}
+    for group in groups:
+        lines.extend(_group_box(group, nodes, run))
     lines.append(f"  {INITIAL_ID} -> {_quote(model.initial)};")
-    loops = [e.source for e in model.edges if e.kind == "work" and e.source == e.dest]
-    for edge in model.edges:
-        if edge.kind == "work" and edge.source is not None:
-            attrs = _edge_attrs(edge, run)
-            if edge.source == edge.dest and loops.count(edge.source) > 1:
-                # Graphviz nests a node's self-loops and sets their labels side by side with no
-                # gap; trailing spaces keep "count [g]" and "spoil" from reading as one label.
-                attrs["label"] += "   "
-            lines.append(f"  {_quote(edge.source)} -> {_quote(edge.dest)} [{_attrs(attrs)}];")
+    lines.extend(_work_edges(model, groups, run))
     if model.statuses:
         lines.extend(_control_cluster(model, run))
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _node_attrs(node: DiagramNode, run: RunOverlay | None) -> dict[str, str]:
+def _group_box(
+    group: StateGroup, nodes: dict[str, DiagramNode], run: RunOverlay | None
+) -> list[str]:
+    members = ", ".join(group.states)
+    hub = {
+        "shape": "circle",
+        "label": "any",
+        "width": "0.3",
+        "fixedsize": "true",
+        "fontsize": "8",
+        "color": GROUP[1],
+        "fontcolor": GROUP[1],
+        "tooltip": f"any state in this box ({members})",
+    }
+    lines = [
+        f"  subgraph {group.cluster} {{",
+        f'    graph [label="", style="rounded,filled", fillcolor="{GROUP[0]}", '
+        f'color="{GROUP[1]}", tooltip="{_escape(members)}: they share their transitions"];',
+        f"    {_quote(group.hub)} [{_attrs(hub)}];",
+    ]
+    lines.extend(
+        f"    {_quote(name)} [{_attrs(_node_attrs(nodes[name], run, grouped=True))}];"
+        for name in group.states
+    )
+    lines.append("  }")
+    return lines
+
+
+def _work_edges(
+    model: DiagramModel, groups: list[StateGroup], run: RunOverlay | None
+) -> list[str]:
+    """One edge per shared transition of a box, one per source state for the others."""
+    group_of = {index: group for group in groups for index in group.transitions}
+    loops = [
+        e.source for e in model.work_edges() if e.source == e.dest and e.transition not in group_of
+    ]
+    lines: list[str] = []
+    drawn: set[int] = set()
+    for edge in model.work_edges():
+        if edge.source is None:
+            continue
+        group = group_of.get(edge.transition) if edge.transition is not None else None
+        if group is None:
+            attrs = _edge_attrs(edge, run)
+            if edge.source == edge.dest and loops.count(edge.source) > 1:
+                # Graphviz nests a node's self-loops and sets their labels side by side with no
+                # gap; trailing spaces keep "count" and "spoil" from reading as one label.
+                attrs["label"] += "   "
+            lines.append(f"  {_quote(edge.source)} -> {_quote(edge.dest)} [{_attrs(attrs)}];")
+            continue
+        assert edge.transition is not None  # a grouped edge comes from a transition
+        if edge.transition in drawn:
+            continue
+        drawn.add(edge.transition)
+        count = run.edge_visits.get(edge.transition, 0) if run is not None else None
+        attrs = _edge_attrs(edge, run, count=count)
+        attrs["id"] = f"t{edge.transition}"
+        if edge.dest not in group.states:
+            attrs["ltail"] = group.cluster
+        lines.append(f"  {_quote(group.hub)} -> {_quote(edge.dest)} [{_attrs(attrs)}];")
+    return lines
+
+
+def _node_attrs(
+    node: DiagramNode, run: RunOverlay | None, *, grouped: bool = False
+) -> dict[str, str]:
     attrs = {"label": node.name, "tooltip": node.description}
     styles = ["rounded"]
     if node.final:
@@ -76,15 +189,24 @@ def _node_attrs(node: DiagramNode, run: RunOverlay | None) -> dict[str, str]:
             attrs.update(fillcolor=CURRENT, penwidth="3")
         elif visits == 0:
             attrs["fontcolor"] = DIMMED
+    if grouped and "filled" not in styles:
+        # The box of grouped states is grey; its members stay white, like every other state.
+        styles.append("filled")
+        attrs["fillcolor"] = "white"
     attrs["style"] = ",".join(styles)
     return attrs
 
 
 def _edge_attrs(
-    edge: DiagramEdge, run: RunOverlay | None, label: str | None = None
+    edge: DiagramEdge,
+    run: RunOverlay | None,
+    label: str | None = None,
+    count: int | None = None,
 ) -> dict[str, str]:
-    text = edge.label if label is None else label
-    attrs = {"label": _wrap(text), "tooltip": edge.description}
+    """Short label, guards and description as the tooltip, and the run's count when given."""
+    text = edge.event if label is None else label
+    tooltip = f"{edge.label}: {edge.description}" if edge.description else edge.label
+    attrs = {"label": _wrap(text), "tooltip": tooltip, "labeltooltip": tooltip}
     if edge.transition is not None:
         attrs["id"] = f"t{edge.transition}_{edge.source}"
     elif edge.kind == "control":
@@ -94,7 +216,7 @@ def _edge_attrs(
     elif not edge.auto:
         attrs["style"] = "dotted"
     if run is not None:
-        taken = run.edge_count(edge)
+        taken = run.edge_count(edge) if count is None else count
         attrs["label"] = f"{attrs['label']} ×{taken}"
         if taken == 0:
             attrs.update(color=DIMMED, fontcolor=DIMMED)
@@ -105,7 +227,7 @@ def _edge_attrs(
 
 def _control_cluster(model: DiagramModel, run: RunOverlay | None) -> list[str]:
     """The status layer in a dashed box, and one edge per state-moving command out of it."""
-    label = _control_label(model)
+    label = control_label(model)
     lines = [
         f"  subgraph {CONTROL_CLUSTER} {{",
         f'    graph [label="{_escape(label)}", style="dashed,rounded", color="{CONTROL}", '
@@ -122,6 +244,11 @@ def _control_cluster(model: DiagramModel, run: RunOverlay | None) -> list[str]:
             source, dest = _status_id(edge.source), _status_id(edge.dest)
             lines.append(f"    {source} -> {dest} [{_attrs(_edge_attrs(edge, run))}];")
     lines.append("  }")
+    # Below the work graph rather than beside it: the picture stays as narrow as the graph.
+    top = _status_id(model.statuses[0])
+    lines.extend(
+        f'  {_quote(node.name)} -> {top} [style="invis"];' for node in model.nodes if node.final
+    )
     status_of = {e.event: e.dest for e in model.edges if e.layer == "status"}
     for edge in model.edges:
         if edge.kind == "control" and edge.layer == "state":
@@ -132,11 +259,11 @@ def _control_cluster(model: DiagramModel, run: RunOverlay | None) -> list[str]:
     return lines
 
 
-def _wrap(text: str) -> str:
-    """Break a long edge label over lines; long guard lists otherwise make very wide graphs."""
-    if len(text) <= LABEL_WIDTH:
+def _wrap(text: str, width: int = LABEL_WIDTH) -> str:
+    """Break long text over lines, so that no label widens the graph much."""
+    if len(text) <= width:
         return text
-    return textwrap.fill(text, LABEL_WIDTH, break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def _status_id(status: str) -> str:
@@ -156,102 +283,7 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-MERMAID_KEYWORDS = frozenset(
-    {
-        "state",
-        "note",
-        "end",
-        "direction",
-        "class",
-        "classdef",
-        "style",
-        "as",
-        "hide",
-        "scale",
-        "click",
-        "acctitle",
-        "accdescr",
-        "default",
-        "fork",
-        "join",
-        "choice",
-    }
-)
-
-
-def mermaid_text(model: DiagramModel) -> str:
-    """The model as a Mermaid ``stateDiagram-v2`` (control commands in a ``control`` box)."""
-    ids = _MermaidIds()
-    state_ids = {node.name: ids.allocate(node.name) for node in model.nodes}
-    title = json.dumps(f"{model.name} (v{model.version}): {model.description}", ensure_ascii=False)
-    lines = ["---", f"title: {title}", "---", "stateDiagram-v2"]
-    for node in model.nodes:
-        sid = state_ids[node.name]
-        if sid != node.name:
-            lines.append(f'    state "{_mermaid_text(node.name)}" as {sid}')
-        lines.append(f"    {sid} : {_mermaid_text(node.description)}")
-    lines.append(f"    [*] --> {state_ids[model.initial]}")
-    for edge in model.work_edges():
-        if edge.source is not None:
-            source, dest = state_ids[edge.source], state_ids[edge.dest]
-            lines.append(f"    {source} --> {dest} : {_mermaid_text(edge.label)}")
-    lines.extend(f"    {state_ids[node.name]} --> [*]" for node in model.nodes if node.final)
-    if model.statuses:
-        lines.extend(_mermaid_control(model, ids, state_ids))
-    lines.append(f"    classDef success fill:{SUCCESS[0]},stroke:{SUCCESS[1]}")
-    lines.append(f"    classDef failure fill:{FAILURE[0]},stroke:{FAILURE[1]}")
-    for style in ("success", "failure"):
-        names = [state_ids[n.name] for n in model.nodes if getattr(n, style)]
-        if names:
-            lines.append(f"    class {','.join(names)} {style}")
-    return "\n".join(lines) + "\n"
-
-
-def _mermaid_control(model: DiagramModel, ids: _MermaidIds, state_ids: dict[str, str]) -> list[str]:
-    box = ids.allocate("control")
-    label = _control_label(model)
-    status_ids = {status: ids.allocate(f"status_{status}") for status in model.statuses}
-    lines = [f'    state "{_mermaid_text(label)}" as {box} {{']
-    lines.extend(f'        state "{_mermaid_text(s)}" as {sid}' for s, sid in status_ids.items())
-    for edge in model.edges:
-        if edge.kind == "control" and edge.layer == "status" and edge.source is not None:
-            source, dest = status_ids[edge.source], status_ids[edge.dest]
-            lines.append(f"        {source} --> {dest} : {_mermaid_text(edge.event)}")
-    lines.append("    }")
-    for edge in model.edges:
-        if edge.kind == "control" and edge.layer == "state":
-            text = _mermaid_text(f"{edge.event} (control, from any state)")
-            lines.append(f"    {box} --> {state_ids[edge.dest]} : {text}")
-    lines.append(f"    classDef control stroke:{CONTROL},color:{CONTROL},stroke-dasharray:5")
-    lines.append(f"    class {','.join([box, *status_ids.values()])} control")
-    return lines
-
-
-class _MermaidIds:
-    """Mermaid-safe ids (no dashes, no keywords), unique across the diagram."""
-
-    def __init__(self) -> None:
-        self.used: set[str] = set()
-
-    def allocate(self, name: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", name)
-        if base.lower() in MERMAID_KEYWORDS or not base[:1].isalpha():
-            base = f"s_{base}"
-        candidate, suffix = base, 2
-        while candidate in self.used:
-            candidate, suffix = f"{base}_{suffix}", suffix + 1
-        self.used.add(candidate)
-        return candidate
-
-
-MERMAID_UNSAFE = re.compile(r'[#:;"{}]')
-
-
-def _mermaid_text(text: str) -> str:
-    """One line of Mermaid label text, with the characters its parser splits on as entity codes."""
-    return MERMAID_UNSAFE.sub(lambda m: f"#{ord(m.group())};", " ".join(text.split()))
-
-
-def _control_label(model: DiagramModel) -> str:
+def control_label(model: DiagramModel) -> str:
+    """The title of the box of control commands."""
     field = f" (status field '{model.control_field}')" if model.control_field else ""
     return f"control commands{field}"

@@ -175,7 +175,7 @@ class Engine:
     def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:
         """What the machine's ``preflight`` hook says a run of this instance needs and lacks
         (agents, programs), one line each; empty when nothing is missing or there is no hook."""
-        hook = self.machine.hooks.get("preflight")
+        hook = self.machine.hooks.preflight
         if hook is None:
             return []
         current = loaded or self.instance.load()
@@ -267,7 +267,7 @@ class Engine:
             if on_step is not None:
                 on_step(result)
             failures = failures + 1 if result.outcome == "failed" else 0
-            if failures and "on_error" not in self.machine.hooks:
+            if failures and self.machine.hooks.on_error is None:
                 return RunResult("error", result.state, result.status, steps, result.error or "")
             if failures >= MAX_CONSECUTIVE_FAILURES:
                 return RunResult(
@@ -476,7 +476,7 @@ class Engine:
             "actor": actor,
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
         }
-        hook = self.machine.hooks.get("on_error")
+        hook = self.machine.hooks.on_error
         saved = current
         if hook is not None:
             tctx = replace(

@@ -4,6 +4,7 @@ Every error knows the exit code the command line maps it to, and its message is 
 line saying what went wrong, where, and (when there is one) what to do::
 
     FsmError                      exit 1   internal error: a bug, or an environment failure
+    ├── DiagramRenderError                 an image could not be rendered (Graphviz refused)
     ├── InputError                exit 2   bad input from the user
     │   ├── UnknownMachineError            no machine of that name is registered
     │   ├── UnknownInstanceError           no instance of that id in the workspace
@@ -34,6 +35,7 @@ __all__ = [
     "ControlRefusedError",
     "CorruptDocumentError",
     "DefinitionError",
+    "DiagramRenderError",
     "DocumentInputError",
     "EventNotAllowedError",
     "FsmError",
@@ -57,6 +59,10 @@ class FsmError(Exception):
     """Root of every error fsm raises on purpose."""
 
     exit_code = 1
+
+
+class DiagramRenderError(FsmError):
+    """An image could not be rendered (pygraphviz missing, or Graphviz refused the DOT)."""
 
 
 class InputError(FsmError):

@@ -70,7 +70,7 @@ def status(instance: Instance) -> InstanceStatus:
     machine = instance.machine
     options = event_options(machine, loaded.state, loaded.doc, instance.context())
     events = [EventInfo(o.event, o.description, o.enabled, o.auto) for o in options]
-    summary_hook = machine.hooks.get("summary")
+    summary_hook = machine.hooks.summary
     summary = {
         str(k): str(v) for k, v in (summary_hook(loaded.doc) if summary_hook else {}).items()
     }

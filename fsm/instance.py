@@ -328,7 +328,7 @@ class Instance:
 
     def after_save(self, loaded: Loaded) -> None:
         """Run the machine's ``after_save`` hook; its failure is logged, never fatal."""
-        hook = self.machine.hooks.get("after_save")
+        hook = self.machine.hooks.after_save
         if hook is None:
             return
         try:
@@ -341,7 +341,7 @@ class Instance:
         if self.exists():
             raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
         check_input_keys(self.machine, inputs)
-        hook = self.machine.hooks.get("create")
+        hook = self.machine.hooks.create
         started = time.monotonic()
         try:
             created = hook(dict(inputs), self.context()) if hook else dict(inputs)

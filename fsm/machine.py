@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
@@ -35,7 +35,7 @@ from fsm.definition import (
 from fsm.errors import DefinitionError
 from fsm.log import apply_pending_configuration
 from fsm.outcome import Verdict
-from fsm.registry import Action, Codec, GuardInfo, Registry, Update
+from fsm.registry import Action, Codec, GuardInfo, Hooks, Registry, Update
 from fsm.yaml_loader import LoadedYaml
 
 __all__ = [
@@ -123,9 +123,11 @@ class Machine:
     options_model: type[BaseModel]
     inputs_model: type[BaseModel] | None
     codec: Codec
-    hooks: dict[str, Callable[..., Any]]
+    hooks: Hooks
     transitions: list[Transition]
     lines: LoadedYaml | None = None
+    control_actions: dict[str, tuple[tuple[str, Action], ...]] = field(default_factory=dict)
+    """The actions of each control command, resolved at load like the transitions' actions."""
 
     @property
     def name(self) -> str:
@@ -168,7 +170,7 @@ class Machine:
         """
         if not self.is_final(state):
             return None
-        hook = self.hooks.get("outcome")
+        hook = self.hooks.outcome
         if hook is None:
             success = self.is_success(state)
             kind = "success" if success else "failure"
@@ -343,17 +345,18 @@ def resolve(
         codec = FieldCodec(spec.state.field or "")
     if spec.initial not in states:
         problem(["initial"], f"unknown state '{spec.initial}'{did_you_mean(spec.initial, states)}")
-    hooks: dict[str, Callable[..., Any]] = {}
+    found_hooks: dict[str, Any] = {}
     for hook, name in spec.hooks.model_dump().items():
         if name is not None:
             found = lookup("hook", registry.hooks, name, ["hooks", hook])
             if found is not None:
-                hooks[hook] = found
+                found_hooks[hook] = found
     final_states = {name for name, state in states.items() if state.final}
     transitions = [
         _resolve_transition(index, t, registry, states, final_states, problem, lookup)
         for index, t in enumerate(spec.transitions)
     ]
+    control_actions: dict[str, tuple[tuple[str, Action], ...]] = {}
     if spec.control is not None:
         for command, command_spec in spec.control.commands.items():
             target = command_spec.state
@@ -362,16 +365,19 @@ def resolve(
                     ["control", "commands", command, "state"],
                     f"unknown state '{target}'{did_you_mean(target, states)}",
                 )
+            resolved: list[tuple[str, Action]] = []
             for position, action in enumerate(command_spec.actions):
-                lookup(
-                    "action",
-                    registry.actions,
-                    action,
-                    ["control", "commands", command, "actions", position],
-                )
+                loc: list[str | int] = ["control", "commands", command, "actions", position]
+                resolved.append((action, lookup("action", registry.actions, action, loc)))
+            control_actions[command] = tuple(resolved)
     for group_index, group in enumerate(spec.exclusive):
         for position, name in enumerate(group):
             lookup("guard", registry.guards, name, ["exclusive", group_index, position])
+    if document is not None and spec.control is not None:
+        for loc, value in _status_values(spec):
+            refused = _refused_status(document, spec.control.field, value)
+            if refused:
+                problem(loc, refused)
     if problems or document is None or options is None or codec is None:
         return None, problems
     machine = Machine(
@@ -382,11 +388,53 @@ def resolve(
         options_model=options,
         inputs_model=inputs,
         codec=codec,
-        hooks=hooks,
+        hooks=Hooks(**found_hooks),
         transitions=[t for t in transitions if t is not None],
         lines=lines,
+        control_actions=control_actions,
     )
     return machine, problems
+
+
+def _status_values(spec: MachineSpec) -> list[tuple[list[str | int], str]]:
+    """Every control status the definition names: commands' sources and destinations, and the
+    statuses final states set."""
+    assert spec.control is not None
+    found: list[tuple[list[str | int], str]] = []
+    for command, command_spec in spec.control.commands.items():
+        found.append((["control", "commands", command, "dest"], command_spec.dest))
+        for position, source in enumerate(command_spec.sources):
+            found.append((["control", "commands", command, "source", position], source))
+    found.append((["control", "active"], spec.control.active))
+    for state_name, state in spec.states.items():
+        if state.status is not None:
+            found.append((["states", state_name, "status"], state.status))
+    return found
+
+
+def _refused_status(document: type[BaseModel], field: str, value: str) -> str:
+    """Why the document model refuses ``value`` in its control field (``""`` when it accepts
+    it, or when the field cannot be found: a model that types it loosely accepts anything)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    model: Any = document
+    annotation: Any = None
+    for part in field.split("."):
+        fields = getattr(model, "model_fields", None)
+        info = fields.get(part) if fields else None
+        if info is None:
+            return ""
+        annotation = model = info.annotation
+    try:
+        TypeAdapter(annotation).validate_python(value)
+    except ValidationError:
+        return (
+            f"status '{value}' is not a value of the document's {field} field "
+            f"({document.__name__}.{field})"
+        )
+    except Exception:  # an annotation TypeAdapter cannot build: nothing to check against
+        return ""
+    return ""
 
 
 def _resolve_transition(

@@ -72,7 +72,7 @@ class RunProgress:
 
     def _summary(self) -> str:
         """The first entries of the machine's summary of the document, as ``key value`` pairs."""
-        hook = self.instance.machine.hooks.get("summary")
+        hook = self.instance.machine.hooks.summary
         if hook is None:
             return ""
         try:

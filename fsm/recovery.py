@@ -42,7 +42,7 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
     failing hook leaves everything as it was.
     """
     machine = instance.machine
-    hook = machine.hooks.get("recover")
+    hook = machine.hooks.recover
     if hook is None:
         raise InputError(f"machine '{machine.name}' does not support recovery (no 'recover' hook)")
     started = time.monotonic()

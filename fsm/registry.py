@@ -40,20 +40,25 @@ to write it back, for machines whose state is not one plain field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from pydantic import BaseModel
 
+from fsm.errors import DefinitionError
+
 if TYPE_CHECKING:
     from fsm.context import Context
+    from fsm.outcome import Verdict
 
 __all__ = [
+    "HOOK_NAMES",
     "Action",
     "Codec",
     "Guard",
     "GuardInfo",
+    "Hooks",
     "Recovery",
     "Registry",
     "Update",
@@ -90,6 +95,33 @@ class GuardInfo:
 
 
 @dataclass(frozen=True)
+class Hooks:
+    """The hooks a machine declares (``hooks:`` in its file), resolved at load, each typed.
+
+    Documents are typed ``Any`` here: each machine's hooks take its own document model.
+    """
+
+    create: Callable[[dict[str, Any], Context], Any] | None = None
+    """``(inputs, ctx) -> document model or dict``: a new instance's document."""
+    on_error: Callable[[Any, Context, BaseException], Update | None] | None = None
+    """``(doc, ctx, error) -> Update``: the bookkeeping written when a step fails."""
+    summary: Callable[[Any], Mapping[str, object]] | None = None
+    """``(doc) -> {label: text}``: extra lines of ``fsm status`` and of run progress."""
+    recover: Callable[[Context, str | None], Recovery] | None = None
+    """``(ctx, raw_text) -> Recovery``: rebuild a corrupt document (``fsm recover``)."""
+    after_save: Callable[[Any, Context], None] | None = None
+    """``(doc, ctx) -> None``: side files written after every save of the document."""
+    outcome: Callable[[Any], Verdict] | None = None
+    """``(doc) -> Verdict``: did an instance in a final state reach the machine's goal."""
+    preflight: Callable[[Any, Context], Sequence[str]] | None = None
+    """``(doc, ctx) -> [missing requirement, ...]``: what a run needs and lacks."""
+
+
+HOOK_NAMES: tuple[str, ...] = tuple(Hooks.__dataclass_fields__)
+"""The hooks a machine file may name."""
+
+
+@dataclass(frozen=True)
 class Recovery:
     """The outcome of a ``recover`` hook: the rebuilt document and what could not be recovered."""
 
@@ -111,19 +143,16 @@ class Registry:
 
     def document(self, model: _M) -> _M:
         """Register a pydantic model of the instance document under its class name."""
-        self.documents[model.__name__] = model
-        return model
+        return _add(self.documents, "document model", model.__name__, model)
 
     def options(self, model: _M) -> _M:
         """Register a pydantic model of the machine's options under its class name."""
-        self.options_models[model.__name__] = model
-        return model
+        return _add(self.options_models, "options model", model.__name__, model)
 
     def inputs(self, model: _M) -> _M:
         """Register a pydantic model describing ``fsm new``'s creation inputs (its fields, with
         their docstrings, are what ``fsm options`` lists and what ``--set`` keys may name)."""
-        self.inputs_models[model.__name__] = model
-        return model
+        return _add(self.inputs_models, "inputs model", model.__name__, model)
 
     @overload
     def guard(self, func: _F, /) -> _F: ...
@@ -135,7 +164,7 @@ class Registry:
         """Register a guard; ``budget=True`` declares that it bounds a loop."""
 
         def register(f: _F) -> _F:
-            self.guards[name or f.__name__] = GuardInfo(f, budget)
+            _add(self.guards, "guard", name or f.__name__, GuardInfo(f, budget))
             return f
 
         return register(func) if func is not None else register
@@ -150,8 +179,7 @@ class Registry:
         """Register an action under its function name (or ``name``)."""
 
         def register(f: _F) -> _F:
-            self.actions[name or f.__name__] = f
-            return f
+            return _add(self.actions, "action", name or f.__name__, f)
 
         return register(func) if func is not None else register
 
@@ -166,15 +194,13 @@ class Registry:
         preflight)."""
 
         def register(f: _F) -> _F:
-            self.hooks[name or f.__name__] = f
-            return f
+            return _add(self.hooks, "hook", name or f.__name__, f)
 
         return register(func) if func is not None else register
 
     def codec(self, name: str, codec: Codec) -> Codec:
         """Register a state codec under ``name``."""
-        self.codecs[name] = codec
-        return codec
+        return _add(self.codecs, "codec", name, codec)
 
     def names(self) -> Mapping[str, list[str]]:
         """Every registered name by kind, for "did you mean" suggestions."""
@@ -187,3 +213,16 @@ class Registry:
             "hook": sorted(self.hooks),
             "codec": sorted(self.codecs),
         }
+
+
+_V = TypeVar("_V")
+
+
+def _add(table: dict[str, Any], kind: str, name: str, value: _V) -> _V:
+    """Register ``value`` under ``name``; a second, different value for a taken name is an
+    error (it would silently replace the first)."""
+    known = table.get(name)
+    if known is not None and known != value:
+        raise DefinitionError("registry", [f"{kind} '{name}' is registered twice"])
+    table[name] = value
+    return value

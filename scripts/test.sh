@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The test job: lint, type-check (strict on fsm and machines), then the test suite.
+# The test job: lint, type-check (strict on fsm and machines), then the test suite (with the
+# browser tests, whose Chromium and Playwright browser-deps.sh installs).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
+bash "$root/scripts/browser-deps.sh"
 cd "$root"
 "$venv/bin/ruff" check .
 "$venv/bin/mypy"

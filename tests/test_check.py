@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -566,3 +567,25 @@ def test_large_machine_is_checked_without_recursion(tmp_path: Path) -> None:
     )
     findings = check_text(tmp_path, text).findings
     assert [f.check for f in findings] == ["unbounded-cycle"]
+
+
+def test_a_control_status_the_document_cannot_hold_is_a_finding(tmp_path: Path) -> None:
+    """A control command whose destination (or a final state's status) is not a value of the
+    document's status field is reported: no instance could ever be written with it."""
+    folder = tmp_path / "counter"
+    shutil.copytree(COUNTER, folder)
+    yaml = folder / "machine.yaml"
+    yaml.write_text(
+        yaml.read_text()
+        .replace("pause: {source: running, dest: paused", "pause: {source: running, dest: halted")
+        .replace("status: done}", "status: finished}")
+    )
+    report = check_target(str(yaml))
+    messages = [f.message for f in report.findings]
+    assert messages == [
+        "control.commands.pause.dest: status 'halted' is not a value of the document's status "
+        "field (Counter.status)",
+        "states.done.status: status 'finished' is not a value of the document's status field "
+        "(Counter.status)",
+    ]
+    assert report.exit_code == 1

@@ -216,3 +216,21 @@ def test_option_text_wins_when_the_json_value_is_refused() -> None:
         Options, "m", {}, parse_assignments(items, what="option"), assignment_texts(items)
     )
     assert options.model_dump() == {"command": "true", "retries": 3}
+
+
+def test_every_problem_of_fsm_toml_is_reported_at_once(tmp_path: Path) -> None:
+    """One error names all that is wrong with fsm.toml, so one edit fixes it all."""
+    toml = (
+        '[agents.x]\ncommand = ["x"]\n\n'
+        '[agent.codex]\ncomand = ["codex"]\n\n'
+        '[agent.claude]\ncommand = "claude"\n'
+    )
+    workspace = _workspace(tmp_path, toml)
+    with pytest.raises(OptionsError) as caught:
+        load_config(workspace)
+    assert str(caught.value) == (
+        f"{workspace / 'fsm.toml'}: unknown table 'agents' (use [machine.NAME] or [agent.TOOL]); "
+        "[agent.codex] has unknown key 'comand'; "
+        '[agent.codex] needs command = ["program", ..., "{prompt}"]; '
+        "[agent.claude] command must be a non-empty list of strings"
+    )

@@ -279,3 +279,31 @@ def test_did_you_mean_suggests_only_close_words() -> None:
     """A suggestion is given for a near miss and omitted for an unrelated word."""
     assert did_you_mean("dets", ["dest", "event"]) == " (did you mean 'dest'?)"
     assert did_you_mean("zzz", ["dest", "event"]) == ""
+
+
+def test_a_name_registered_twice_is_refused() -> None:
+    """Registering a second, different guard under a taken name is an error (it would silently
+    replace the first); registering the same one again is harmless."""
+    from fsm.errors import DefinitionError
+    from fsm.registry import Registry
+
+    registry = Registry()
+
+    def ready(doc: object, ctx: object) -> bool:
+        return True
+
+    def other(doc: object, ctx: object) -> bool:
+        return False
+
+    registry.guard(ready)
+    registry.guard(ready)
+    with pytest.raises(DefinitionError, match="guard 'ready' is registered twice"):
+        registry.guard(name="ready")(other)
+
+
+def test_the_hooks_a_file_may_name_are_the_typed_hooks() -> None:
+    """machine.yaml's `hooks:` table accepts exactly the hooks the engine calls, typed."""
+    from fsm.definition import HooksSpec
+    from fsm.registry import HOOK_NAMES
+
+    assert tuple(HooksSpec.model_fields) == HOOK_NAMES

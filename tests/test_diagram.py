@@ -141,11 +141,15 @@ def test_dot_shows_every_state_and_event(counter: Machine, word: str) -> None:
         assert re.search(rf'label="{word}( \[| \(|")', dot)
 
 
-def test_dot_labels_edges_with_event_and_guards(counter: Machine) -> None:
-    """Edge labels read ``event [guard]`` and negated guards read ``not guard``."""
+def test_dot_labels_edges_with_event_and_keeps_guards_in_tooltips(counter: Machine) -> None:
+    """Edge labels are the event alone; the tooltip reads ``event [guard]: description``, with
+    negated guards as ``not guard``."""
     dot = to_dot(counter)
-    assert 'label="finish [not below_limit]"' in edge_line(dot, "t2_counting")
-    assert 'label="count [below_limit]"' in edge_line(dot, "t1_idle")
+    finish = edge_line(dot, "t2")
+    assert attr(finish, "label") == "finish"
+    assert attr(finish, "tooltip") == "finish [not below_limit]: The limit is reached."
+    assert attr(finish, "labeltooltip") == attr(finish, "tooltip")
+    assert attr(edge_line(dot, "t1"), "tooltip").startswith("count [below_limit]: ")
 
 
 def test_dot_marks_initial_state_and_graph_label(counter: Machine) -> None:
@@ -161,7 +165,9 @@ def test_dot_marks_initial_state_and_graph_label(counter: Machine) -> None:
     [
         pytest.param("done", ['peripheries="2"', 'fillcolor="#dff5e1"'], [], id="success-final"),
         pytest.param("failed", ['peripheries="2"', 'fillcolor="#fbe0e0"'], [], id="failure-final"),
-        pytest.param("idle", [], ["peripheries", "fillcolor"], id="ordinary"),
+        pytest.param(
+            "idle", ['fillcolor="white"'], ["peripheries", "#dff5e1", "#fbe0e0"], id="ordinary"
+        ),
     ],
 )
 def test_dot_styles_final_states(
@@ -188,9 +194,10 @@ def test_dot_draws_control_edges_dashed_and_apart(counter: Machine) -> None:
 
 
 def test_dot_styles_manual_transitions(counter: Machine) -> None:
-    """A transition with ``auto: false`` is dotted and labelled ``(manual)``."""
+    """A transition with ``auto: false`` is dotted, and its tooltip says ``(manual)``."""
     line = edge_line(to_dot(counter), "t3_counting")
-    assert 'label="spoil (manual)' in line
+    assert attr(line, "label") == "spoil"
+    assert attr(line, "tooltip").startswith("spoil (manual): ")
     assert 'style="dotted"' in line
 
 
@@ -377,20 +384,16 @@ def test_dot_overlay_highlights_counts_and_dims(counter: Machine) -> None:
     assert "bold" not in dot_line(dot, '"counting" [')
     assert 'label="failed\\n×0"' in dot_line(dot, '"failed" [')
     taken = {
-        "t1_idle": 1,
-        "t1_counting": 1,
-        "t2_counting": 1,
+        "t1": 2,
+        "t2": 1,
         "c_start_created": 1,
         "c_pause_running": 1,
         "c_resume_paused": 1,
     }
     for edge_id in (
-        "t0_idle",
-        "t0_counting",
-        "t1_idle",
-        "t1_counting",
-        "t2_idle",
-        "t2_counting",
+        "t0",
+        "t1",
+        "t2",
         "t3_counting",
         "c_start_created",
         "c_start_paused",
@@ -405,11 +408,11 @@ def test_dot_overlay_highlights_counts_and_dims(counter: Machine) -> None:
 
 
 def test_overlay_without_per_source_counts_uses_totals(counter: Machine) -> None:
-    """An overlay built by hand with only per-transition totals shows them on every source edge."""
-    overlay = RunOverlay("counting", {"counting": 3}, {1: 3}, {"stop": 0})
+    """An overlay built by hand with only per-transition totals shows them on every edge."""
+    overlay = RunOverlay("counting", {"counting": 3}, {1: 3, 3: 2}, {"stop": 0})
     dot = to_dot(counter, run=overlay)
-    assert attr(edge_line(dot, "t1_idle"), "label") == "count [below_limit] ×3"
-    assert attr(edge_line(dot, "t1_counting"), "label") == "count [below_limit] ×3"
+    assert attr(edge_line(dot, "t1"), "label") == "count ×3"
+    assert attr(edge_line(dot, "t3_counting"), "label") == "spoil ×2"
     assert DIMMED in edge_line(dot, "c_stop")
 
 

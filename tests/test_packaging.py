@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_package_folder_is_installed() -> None:
     """pyproject's package list names every folder with an __init__.py under fsm/ and
-    machines/ (installed as fsm_machines), and nothing else."""
+    machines/ (installed as fsm_machines), and the web view's static files, and nothing else."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {"fsm": ROOT / "fsm", "fsm_machines": ROOT / "machines"}
     assert config["package-dir"] == {"fsm_machines": "machines"}
@@ -19,7 +19,8 @@ def test_every_package_folder_is_installed() -> None:
         for name, folder in folders.items()
         for init in folder.rglob("__init__.py")
     }
-    assert sorted(config["packages"]) == sorted(found)
+    assert sorted(config["packages"]) == sorted({*found, "fsm.serve.static"})
+    assert config["package-data"]["fsm.serve.static"] == ["*.html", "*.css", "*.js"]
 
 
 def test_no_top_level_machines_package_is_imported() -> None:

@@ -27,6 +27,7 @@ def test_every_error_is_exported_and_nothing_private() -> None:
     ("error", "code"),
     [
         (errors.FsmError, 1),
+        (errors.DiagramRenderError, 1),
         (errors.InputError, 2),
         (errors.UnknownMachineError, 2),
         (errors.UnknownInstanceError, 2),
@@ -71,3 +72,21 @@ def test_lazy_exports_do_not_import_the_engine_until_used() -> None:
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert importlib.import_module("fsm.engine").Engine is fsm.Engine
+
+
+def test_every_error_class_lives_in_the_errors_module() -> None:
+    """One exception tree: no module of fsm defines an exception class of its own outside
+    fsm/errors.py (jsonio's JsonError is a ValueError its callers turn into fsm errors)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(fsm.__file__).parent
+    outside = []
+    for path in root.rglob("*.py"):
+        if path.name in {"errors.py", "jsonio.py"}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            bases = [getattr(b, "id", getattr(b, "attr", "")) for b in getattr(node, "bases", [])]
+            if isinstance(node, ast.ClassDef) and any(b.endswith("Error") for b in bases):
+                outside.append(f"{path.name}:{node.name}")
+    assert outside == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -36,7 +37,8 @@ def test_an_invalid_rebuilt_document_changes_nothing(
     def bad_hook(ctx: object, raw: str | None) -> Recovery:
         return Recovery(instance.machine.document_model.model_construct(count=-1))
 
-    monkeypatch.setitem(instance.machine.hooks, "recover", bad_hook)
+    hooks = replace(instance.machine.hooks, recover=bad_hook)
+    monkeypatch.setattr(instance.machine, "hooks", hooks)
     with pytest.raises(FsmError, match="rebuilt an invalid document"):
         recover(instance)
     assert instance.paths.document.read_bytes() == b"garbage"
@@ -54,7 +56,7 @@ def test_a_failing_hook_is_one_clear_error(
     def broken(ctx: object, raw: str | None) -> Recovery:
         raise KeyError("develop.md")
 
-    monkeypatch.setitem(instance.machine.hooks, "recover", broken)
+    monkeypatch.setattr(instance.machine, "hooks", replace(instance.machine.hooks, recover=broken))
     with pytest.raises(FsmError, match="recover hook of 'counter' failed: KeyError"):
         recover(instance)
     assert instance.paths.document.read_bytes() == b"garbage"

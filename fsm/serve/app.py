@@ -1,0 +1,159 @@
+"""The web application: pages, static files, the API, errors mapped to HTTP statuses.
+
+Pages are plain HTML files shipped in the package (``static/``); their scripts fetch the API and
+draw with the DOM, no build step and nothing from another server. The watcher of
+:mod:`fsm.serve.watch` runs for the application's lifetime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import importlib.metadata
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from fsm.errors import (
+    FsmError,
+    InputError,
+    RefusedError,
+    StoreError,
+    UnknownInstanceError,
+    UnknownMachineError,
+)
+from fsm.serve.access import Access, AccessGuard
+from fsm.serve.api import router
+from fsm.serve.views import Served
+from fsm.serve.watch import ChangeFeed, locations_of
+from fsm.terminal import one_line
+
+__all__ = ["STATIC", "create_app", "http_status"]
+
+STATIC = Path(__file__).parent / "static"
+
+
+def http_status(exc: FsmError) -> int:
+    """The HTTP status meaning what the error's exit code means on the command line."""
+    if isinstance(exc, UnknownMachineError | UnknownInstanceError):
+        return 404
+    if isinstance(exc, InputError):
+        return 400
+    if isinstance(exc, RefusedError):
+        return 409
+    if isinstance(exc, StoreError):
+        return 503
+    return 500
+
+
+def create_app(served: Served, access: Access, feed: ChangeFeed | None = None) -> FastAPI:
+    """The application showing ``served`` under the rules of ``access``."""
+    changes = feed or ChangeFeed(
+        served.workspace.path, locations_of(served.workspace, served.machines.values())
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(changes.watch(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            changes.close()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    app = FastAPI(
+        title="fsm serve",
+        version=_version(),
+        description="A live view of the machines and instances of one workspace.",
+        openapi_url="/api/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.served = served
+    app.state.access = access
+    app.state.feed = changes
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _pages(app)
+    _errors(app)
+    app.add_middleware(AccessGuard, access=access)
+    return app
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fsm")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _pages(app: FastAPI) -> None:
+    served: Served = app.state.served
+
+    @app.get("/", include_in_schema=False)
+    def instances_page() -> Response:
+        return FileResponse(STATIC / "instances.html")
+
+    @app.get("/instances/{machine}/{instance_id}", include_in_schema=False)
+    def instance_page(machine: str, instance_id: str) -> Response:
+        try:
+            served.instance(machine, instance_id)
+        except FsmError as exc:
+            return _error_page(exc)
+        return FileResponse(STATIC / "instance.html")
+
+    @app.get("/machines/{machine}", include_in_schema=False)
+    def machine_page(machine: str) -> Response:
+        try:
+            served.machine(machine)
+        except FsmError as exc:
+            return _error_page(exc)
+        return FileResponse(STATIC / "machine.html")
+
+
+def _error_page(exc: FsmError) -> HTMLResponse:
+    text = html.escape(one_line(str(exc)))
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>fsm serve: error'
+        '</title><link rel="stylesheet" href="/static/style.css"></head><body><main>'
+        f'<p class="error">{text}</p><p><a href="/">All instances</a></p></main></body></html>'
+    )
+    return HTMLResponse(body, status_code=http_status(exc))
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(FsmError)
+    async def fsm_error(request: Request, exc: FsmError) -> JSONResponse:
+        return _error(http_status(exc), str(exc), exc.exit_code)
+
+    @app.exception_handler(OSError)
+    async def os_error(request: Request, exc: OSError) -> JSONResponse:
+        where = f": {exc.filename}" if exc.filename else ""
+        return _error(503, f"store error: {exc.strerror or exc}{where}", 6)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return _error(400, f"{where}: {first.get('msg', 'invalid request')}", 2)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), 2)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+def _error(status: int, message: str, exit_code: int) -> JSONResponse:
+    return JSONResponse({"error": one_line(message), "exit_code": exit_code}, status_code=status)

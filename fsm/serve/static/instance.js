@@ -1,0 +1,135 @@
+// The instance page: live diagram, status, outcome, legal control commands, journal, document.
+
+import {
+  ApiError, api, apiInstance, badge, clear, el, fillNav, live, machineHref, outcomeBadge, pathParts,
+  post, session, showError, statusBadge, svgElement, when,
+} from "./common.js";
+import { JsonTree } from "./json.js";
+
+const COMMANDS = ["start", "pause", "resume", "stop"];
+const [machine, id] = pathParts();
+const base = apiInstance(machine, id);
+const tree = new JsonTree(document.getElementById("document"), { openDepth: 1 });
+let events = {}; // transition index -> event name, for the journal's guards
+let mayControl = false;
+
+function byId(name) {
+  return document.getElementById(name);
+}
+
+function showStatus(info) {
+  byId("state").textContent = info.state;
+  byId("state-description").textContent = info.state_description;
+  clear(byId("status"), statusBadge(info.status));
+  const outcome = info.outcome || info.reason
+    ? [outcomeBadge(info.outcome), " ", el("span", { class: info.outcome === "success" ? "" : "bad-text", text: info.reason || "" })]
+    : [el("span", { class: "muted", text: info.final ? "-" : "not ended yet" })];
+  clear(byId("outcome"), outcome);
+  clear(byId("progress"), Object.entries(info.summary).flatMap(([key, value]) => [
+    el("dt", { text: key }), el("dd", { text: value }),
+  ]));
+  const enabled = info.events.filter((e) => e.enabled);
+  clear(byId("events"), enabled.length
+    ? enabled.map((e) => badge(e.auto ? e.event : `${e.event} (manual)`, "event"))
+    : el("span", { class: "muted", text: "none" }));
+  byId("document-path").textContent = info.document;
+  showControls(info.control);
+  document.title = `${id} · ${info.state} · fsm serve`;
+}
+
+function showControls(legal) {
+  const buttons = COMMANDS.filter((c) => legal.includes(c)).map((command) =>
+    el("button", {
+      type: "button",
+      id: `control-${command}`,
+      class: command === "stop" ? "danger" : null,
+      disabled: !mayControl,
+      onclick: () => control(command),
+      text: command[0].toUpperCase() + command.slice(1),
+    }));
+  clear(byId("control-buttons"), buttons.length ? buttons : el("span", { class: "muted", text: "no control command is legal now" }));
+  byId("control-note").textContent = mayControl || !buttons.length
+    ? ""
+    : "Open the address fsm serve printed (with its token) to use these.";
+}
+
+async function control(command) {
+  if (command === "stop" && !confirm(`Stop ${id} for good?`)) return;
+  const reason = byId("control-reason").value.trim() || null;
+  for (const button of byId("control-buttons").querySelectorAll("button")) button.disabled = true;
+  try {
+    showStatus(await post(`${base}/${command}`, { reason }));
+    byId("control-reason").value = "";
+    showError(null);
+  } catch (error) {
+    showError(error instanceof ApiError ? `${command}: ${error.message}` : error);
+    await reload();
+  }
+}
+
+function guardChips(record) {
+  return (record.guards || []).map((g) => el("span", {
+    class: `chip ${g.result === true ? "good" : ""}`,
+    title: `transition ${g.transition} (${events[g.transition] || "?"}): ${g.result}`,
+    text: `${g.result === true ? "✓" : g.result === false ? "✗" : "?"} ${g.guard}`,
+  }));
+}
+
+function journalRow(record) {
+  const kind = record.kind || "?";
+  const move = record.kind === "control" && record.status_from
+    ? `${record.status_from} → ${record.status_to}`
+    : `${record.source ?? "-"} → ${record.dest ?? "-"}`;
+  const notes = [];
+  if (record.error) {
+    notes.push(el("span", { class: "bad-text", text: `${record.action ? record.action + ": " : ""}${record.error}` }));
+    if (record.traceback) notes.push(el("details", {}, el("summary", { text: "traceback" }), el("pre", { text: record.traceback })));
+  }
+  if (record.reason) notes.push(el("span", { text: record.reason }));
+  const actions = Array.isArray(record.actions) ? record.actions.join(", ") : record.action || "";
+  return el("tr", { class: `kind-${kind.replace(/[^a-z]/g, "")}` },
+    el("td", {}, when(record.time)),
+    el("td", {}, badge(kind, `kind-${kind.replace(/[^a-z]/g, "")}`)),
+    el("td", { text: record.event || "" }),
+    el("td", { text: move }),
+    el("td", {}, guardChips(record)),
+    el("td", { text: actions }),
+    el("td", { text: record.actor || "" }),
+    el("td", { class: "number", text: record.duration_ms !== undefined ? `${record.duration_ms} ms` : "" }),
+    el("td", { class: "notes" }, notes));
+}
+
+function showJournal(history) {
+  const newest = [...history.records].reverse();
+  clear(byId("journal"), newest.map(journalRow));
+  byId("journal-count").textContent = `(${history.more ? "latest " : ""}${history.records.length} records, newest first${history.more ? "; fsm history shows all" : ""})`;
+}
+
+async function reload() {
+  const [info, history, documentData, svg] = await Promise.all([
+    api(base),
+    api(`${base}/history?limit=200`),
+    api(`${base}/document`),
+    api(`${base}/diagram.svg`),
+  ]);
+  showStatus(info);
+  showJournal(history);
+  tree.show(documentData);
+  const diagram = byId("diagram");
+  clear(diagram, svgElement(svg));
+  diagram.dataset.state = info.state;
+}
+
+async function start() {
+  const link = byId("machine-link");
+  link.href = machineHref(machine);
+  link.textContent = machine;
+  byId("instance-id").textContent = id;
+  fillNav().catch(showError);
+  mayControl = (await session()).control;
+  const view = await api(`/api/machines/${encodeURIComponent(machine)}`);
+  events = Object.fromEntries(view.transitions.map((t) => [t.index, t.event]));
+  live({ machine, instance: id }, reload);
+}
+
+start().catch(showError);

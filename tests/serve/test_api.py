@@ -1,0 +1,369 @@
+"""The JSON API: the command line's answers over HTTP, its exit codes kept as HTTP statuses."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fsm.control import ControlPlane
+from fsm.engine import Engine
+from fsm.inspect import list_instances, status
+from fsm.serve import views
+from tests.serve.conftest import Api
+
+
+def test_listing_is_fsm_ls_with_progress(api: Api) -> None:
+    """The rows are ``fsm ls --json``'s, newest first, each with its progress lines."""
+    api.counter("old", limit=5)
+    os.utime(api.workspace.path / ".counters" / "old.json", (1, 1))
+    api.counter("new", limit=7)
+    body = api.client.get("/api/instances").json()
+    expected = [
+        row.to_json() for row in list_instances(api.workspace, [api.served.machines["counter"]])
+    ]
+    assert [row["id"] for row in body["rows"]] == ["new", "old"]
+    assert [{k: v for k, v in row.items() if k != "progress"} for row in body["rows"]] == expected
+    assert body["rows"][0]["progress"] == {"progress": "0/7"}
+    assert body["total"] == 2
+
+
+def test_listing_filters_and_pages(api: Api) -> None:
+    """machine, status, limit and offset narrow the rows; total counts every match."""
+    for number in range(5):
+        api.counter(f"c{number}")
+    ControlPlane(api.instance("c2")).apply("start")
+    running = api.client.get("/api/instances", params={"status": "running"}).json()
+    assert [row["id"] for row in running["rows"]] == ["c2"]
+    page = api.client.get("/api/instances", params={"machine": "counter", "limit": 2, "offset": 1})
+    assert page.json()["total"] == 5
+    assert len(page.json()["rows"]) == 2
+    assert api.client.get("/api/instances", params={"machine": "ccw-loop"}).json()["rows"] == []
+
+
+def test_listing_shows_the_failure_reason(api: Api) -> None:
+    """An instance that ended failed carries its outcome and the reason in its row."""
+    instance = api.counter("broken", limit=5, fail_at=1, max_errors=1)
+    Engine(instance).run()
+    (row,) = api.client.get("/api/instances").json()["rows"]
+    assert row["outcome"] == "failure"
+    assert row["reason"] == status(instance).reason
+
+
+def test_status_is_fsm_status_json(api: Api) -> None:
+    """``GET /api/instances/M/ID`` answers what ``fsm status --json`` prints."""
+    instance = api.counter("c1", limit=3)
+    answer = api.client.get("/api/instances/counter/c1")
+    assert answer.status_code == 200
+    assert answer.json() == status(instance).to_json()
+    assert answer.json()["control"] == ["start", "stop"]
+
+
+def test_document_is_the_file_as_it_is(api: Api) -> None:
+    """The document endpoint returns the JSON on disk."""
+    instance = api.counter("c1", limit=3, title="hello")
+    on_disk = json.loads(instance.paths.document.read_text())
+    assert api.client.get("/api/instances/counter/c1/document").json() == on_disk
+
+
+def test_history_gives_the_latest_records(api: Api) -> None:
+    """``limit`` keeps the latest records, oldest first, and says more exist."""
+    instance = api.counter("c1", limit=4)
+    Engine(instance).run()
+    everything = instance.journal.read().records
+    latest = api.client.get("/api/instances/counter/c1/history", params={"limit": 2}).json()
+    assert latest == {"records": everything[-2:], "more": True}
+    whole = api.client.get("/api/instances/counter/c1/history").json()
+    assert whole == {"records": everything, "more": False}
+
+
+def test_instance_diagram_is_the_run_overlay(api: Api) -> None:
+    """The instance's SVG highlights its current state and shows visit counts."""
+    instance = api.counter("c1", limit=2)
+    Engine(instance).run()
+    answer = api.client.get("/api/instances/counter/c1/diagram.svg")
+    assert answer.headers["content-type"] == "image/svg+xml"
+    svg = answer.text
+    assert "instance in state done" in svg
+    assert 'fill="#ffd54f"' in svg
+    assert "count ×2" in svg
+
+
+def test_machine_view_and_schema(api: Api) -> None:
+    """The machine endpoint lists states, transitions with guards, options with defaults and
+    the document's JSON Schema; its diagram is the machine's SVG."""
+    view = api.client.get("/api/machines/counter").json()
+    machine = api.served.machines["counter"]
+    assert [s["name"] for s in view["states"]] == list(machine.states)
+    finish = next(t for t in view["transitions"] if t["event"] == "finish")
+    assert finish["guards"] == [
+        {"label": "not below_limit", "doc": "True while the count is under the limit."}
+    ]
+    assert {"name": "delay", "type": "number", "default": "0.0", "required": False, "help": ""} in [
+        {k: o[k] for k in ("name", "type", "default", "required", "help")} for o in view["options"]
+    ]
+    assert view["schema"] == machine.document_model.model_json_schema(by_alias=True)
+    assert api.client.get("/api/machines/counter/schema").json() == view["schema"]
+    assert "<svg" in api.client.get("/api/machines/counter/diagram.svg").text
+    names = [m["name"] for m in api.client.get("/api/machines").json()]
+    assert names == ["ccw-loop", "counter"]
+
+
+def test_create_makes_an_instance(api: Api) -> None:
+    """``POST /api/instances/M`` is ``fsm new``: 201, the document exists, journaled by web."""
+    answer = api.post("/api/instances/counter", {"id": "fresh", "inputs": {"limit": 9}})
+    assert answer.status_code == 201
+    assert answer.json()["id"] == "fresh"
+    instance = api.instance("fresh")
+    assert instance.load().doc.limit == 9  # type: ignore[attr-defined]
+    assert instance.journal.read().records[0]["actor"] == "web"
+    generated = api.post("/api/instances/ccw-loop", {"inputs": {"title": "t", "description": "d"}})
+    assert generated.status_code == 201
+    assert generated.json()["id"].startswith("loop-v2-")
+
+
+def test_control_applies_and_journals(api: Api) -> None:
+    """A legal command is applied, journaled with actor and reason, and the new status answered."""
+    api.counter("c1", limit=3)
+    answer = api.post("/api/instances/counter/c1/start", {"reason": "go", "actor": "ann"})
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "running"
+    assert answer.json()["control"] == ["pause", "stop"]
+    last = api.instance("c1").journal.last()
+    assert last is not None
+    assert (last["event"], last["actor"], last["reason"]) == ("start", "ann", "go")
+
+
+# --- errors: the exit codes' meanings as HTTP statuses -------------------------------------
+
+
+def corrupt(api: Api) -> None:
+    api.counter("bad")
+    (api.workspace.path / ".counters" / "bad.json").write_text("{not json")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "exit_code", "says"),
+    [
+        pytest.param(
+            "get",
+            "/api/instances/nope/c1",
+            None,
+            404,
+            2,
+            "unknown machine 'nope'",
+            id="unknown-machine",
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/missing",
+            None,
+            404,
+            2,
+            "no counter instance 'missing'",
+            id="unknown-instance",
+        ),
+        pytest.param(
+            "get",
+            "/api/machines/countr",
+            None,
+            404,
+            2,
+            "did you mean 'counter'",
+            id="machine-did-you-mean",
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/-rf",
+            None,
+            400,
+            2,
+            "starts with '-'",
+            id="id-option-like",
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/.hidden",
+            None,
+            400,
+            2,
+            "invalid instance id",
+            id="id-hidden",
+        ),
+        pytest.param(
+            "get", "/api/instances/counter/a..b", None, 400, 2, "without '..'", id="id-dots"
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/%2E%2E",
+            None,
+            400,
+            2,
+            "invalid instance id",
+            id="id-parent",
+        ),
+        pytest.param("get", "/api/instances?limit=0", None, 400, 2, "limit", id="bad-query"),
+        pytest.param(
+            "post",
+            "/api/instances/counter",
+            {"id": "../x"},
+            400,
+            2,
+            "invalid instance id",
+            id="create-unsafe-id",
+        ),
+        pytest.param(
+            "post",
+            "/api/instances/counter",
+            {"inputs": {"limit": -1}},
+            400,
+            2,
+            "limit",
+            id="create-invalid",
+        ),
+        pytest.param(
+            "post",
+            "/api/instances/counter",
+            {"id": "c1"},
+            400,
+            2,
+            "already exists",
+            id="create-existing",
+        ),
+        pytest.param(
+            "post",
+            "/api/instances/counter",
+            {"surprise": 1},
+            400,
+            2,
+            "surprise",
+            id="create-unknown-key",
+        ),
+        pytest.param(
+            "post",
+            "/api/instances/counter/c1/pause",
+            {},
+            409,
+            3,
+            "cannot pause",
+            id="control-not-now",
+        ),
+        pytest.param(
+            "post", "/api/instances/counter/c1/explode", {}, 400, 2, "command", id="control-unknown"
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/bad",
+            None,
+            503,
+            6,
+            "corrupt document",
+            id="corrupt-status",
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/bad/document",
+            None,
+            503,
+            6,
+            "corrupt document",
+            id="corrupt-document",
+        ),
+        pytest.param(
+            "get",
+            "/api/instances/counter/bad/diagram.svg",
+            None,
+            503,
+            6,
+            "corrupt document",
+            id="corrupt-diagram",
+        ),
+        pytest.param(
+            "post",
+            "/api/instances/counter/bad/stop",
+            {},
+            503,
+            6,
+            "corrupt document",
+            id="corrupt-control",
+        ),
+        pytest.param("get", "/api/nothing-here", None, 404, 2, "Not Found", id="unknown-route"),
+    ],
+)
+def test_errors_map_to_http_statuses(
+    api: Api, method: str, path: str, body: object, status: int, exit_code: int, says: str
+) -> None:
+    """Unknown 404, bad input 400, not allowed now 409, store error 503; one line with the
+    exit code the command line would give."""
+    api.counter("c1")
+    corrupt(api)
+    answer = api.post(path, body) if method == "post" else api.client.get(path)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["exit_code"] == exit_code
+    assert says in answer.json()["error"]
+    assert "\n" not in answer.json()["error"]
+
+
+def test_a_refused_command_changes_nothing(api: Api) -> None:
+    """409 leaves the document and the journal as they were."""
+    instance = api.counter("c1")
+    before = (instance.paths.document.read_bytes(), instance.paths.journal.read_bytes())
+    assert api.post("/api/instances/counter/c1/resume").status_code == 409
+    assert (instance.paths.document.read_bytes(), instance.paths.journal.read_bytes()) == before
+
+
+def test_internal_errors_are_one_line_without_traceback(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug answers 500 with one line naming it, never a traceback."""
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr("fsm.serve.api.instance_rows", broken)
+    answer = api.client.get("/api/instances")
+    assert answer.status_code == 500
+    assert answer.json()["error"] == "internal error: RuntimeError: boom\\nsecond line"
+    assert "Traceback" not in answer.text
+
+
+def test_openapi_describes_the_api_and_no_page_loads_from_elsewhere(api: Api) -> None:
+    """The OpenAPI document lists every route; no docs page pulls scripts from a CDN, and the
+    pages' files name no other server."""
+    spec = api.client.get("/api/openapi.json").json()
+    assert {
+        "/api/instances",
+        "/api/instances/{machine}",
+        "/api/instances/{machine}/{instance_id}",
+        "/api/instances/{machine}/{instance_id}/history",
+        "/api/instances/{machine}/{instance_id}/diagram.svg",
+        "/api/instances/{machine}/{instance_id}/{command}",
+        "/api/machines/{machine}",
+        "/api/events",
+    } <= set(spec["paths"])
+    responses = spec["paths"]["/api/instances/{machine}/{instance_id}/{command}"]["post"][
+        "responses"
+    ]
+    assert {"200", "400", "401", "403", "404", "409", "503"} <= set(responses)
+    assert api.client.get("/docs").status_code == 404
+    static = Path(views.__file__).parent / "static"
+    for path in static.iterdir():
+        assert "http://" not in path.read_text() and "https://" not in path.read_text(), path
+    page = api.client.get("/")
+    assert page.status_code == 200
+    assert '<script type="module" src="/static/instances.js">' in page.text
+
+
+def test_pages_refuse_unknown_machines_and_unsafe_ids(api: Api) -> None:
+    """An instance or machine page for something that does not exist says so with 404/400."""
+    api.counter("c1")
+    assert api.client.get("/instances/counter/c1").status_code == 200
+    assert api.client.get("/machines/counter").status_code == 200
+    assert api.client.get("/instances/counter/nope").status_code == 404
+    assert api.client.get("/machines/nope").status_code == 404
+    unsafe = api.client.get("/instances/counter/..hidden")
+    assert unsafe.status_code == 400
+    assert "invalid instance id" in unsafe.text
+    assert api.client.get("/static/../../conftest.py").status_code == 404

@@ -1,0 +1,255 @@
+"""The pages as a person uses them: a real headless Chromium (Playwright on Debian's chromium)
+against a real ``fsm serve``, while ``fsm run`` drives an instance in another process.
+
+Screenshots of each page are written to ``$FSM_SCREENSHOTS`` (default: ``build/screenshots``);
+``docs/screenshots`` holds the committed ones (``FSM_SCREENSHOTS=docs/screenshots``).
+``scripts/browser-deps.sh`` (run by ``scripts/test.sh``) installs what these tests need.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm.control import ControlPlane
+from fsm.engine import Engine
+from fsm.instance import Workspace
+from fsm.machine import load_machine
+from tests.conftest import COUNTER
+from tests.serve.conftest import ROOT, ServeProcess, fsm_env, launch_serve, stop_serve
+
+CHROMIUM = os.environ.get("FSM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(os.environ.get("FSM_SCREENSHOTS", ROOT / "build" / "screenshots"))
+WAIT_MS = 15_000
+pytestmark = pytest.mark.slow
+
+
+def missing() -> list[str]:
+    """What the browser tests need and this machine lacks."""
+    found = []
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        found.append(f"{CHROMIUM} (Debian package chromium: apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        found.append(f"Playwright for Python (pip install -e '.[browser]' into {sys.prefix})")
+    return found
+
+
+def _required_here() -> bool:
+    """On CI as root on Debian, scripts/browser-deps.sh installs everything: never skip there."""
+    return bool(os.environ.get("CI")) and os.geteuid() == 0 and shutil.which("apt-get") is not None
+
+
+if missing():
+    reason = "browser tests need " + " and ".join(missing()) + "; run scripts/browser-deps.sh"
+    if _required_here():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+
+JS_CURRENT_STATE = """() => {
+  const svg = document.querySelector('#diagram svg');
+  if (!svg) return null;
+  for (const node of svg.querySelectorAll('g.node')) {
+    const shape = node.querySelector('path, polygon');
+    const current = shape && shape.getAttribute('fill') === '#ffd54f';
+    if (current) return node.querySelector('title').textContent;
+  }
+  return null;
+}"""
+STATUS = "() => document.querySelector('#status').textContent"
+JS_VISITS = """(state) => {
+  for (const node of document.querySelectorAll('#diagram svg g.node')) {
+    if (node.querySelector('title').textContent !== state) continue;
+    const texts = [...node.querySelectorAll('text')].map((t) => t.textContent);
+    const count = texts.find((t) => t.startsWith('×'));
+    return count ? Number(count.slice(1)) : null;
+  }
+  return null;
+}"""
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Counters in every situation: one to run slowly, one done, one failed."""
+    path = tmp_path_factory.mktemp("browser")
+    workspace = Workspace(path)
+    counter = load_machine(COUNTER)
+    workspace.instance(counter, "slow").create({"limit": 100_000})
+    done = workspace.instance(counter, "finished")
+    done.create({"limit": 2})
+    Engine(done).run()
+    assert done.load().state == "done"
+    broken = workspace.instance(counter, "broken")
+    broken.create({"limit": 5, "fail_at": 1, "max_errors": 1})
+    Engine(broken).run()
+    assert broken.load().state == "failed"
+    loop = workspace.instance("ccw-loop", "loop-v2-20260101T000000-0a1b2c3d")
+    loop.create({"title": "Fix the parser", "description": "Make the parser tests pass"})
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(workspace: Path) -> Iterator[ServeProcess]:
+    serve = launch_serve(workspace, str(COUNTER), "ccw-loop")
+    yield serve
+    stop_serve(serve.process)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: ServeProcess) -> Iterator[Page]:
+    """A page logged in with the token the server printed (its address, as a person opens it)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on(
+        "console",
+        lambda message: errors.append(message.text) if message.type == "error" else None,
+    )
+    opened.goto(server.url)
+    assert "token=" not in opened.url  # the token went into a cookie, out of the address
+    yield opened
+    context.close()
+    assert errors == []
+
+
+def wait_until(page: Page, script: str, expected: Any, arg: Any = None) -> Any:
+    """Poll ``script`` (a function) in the page until it returns ``expected`` (or, when
+    ``expected`` is callable, a value it accepts). Playwright's own wait_for_function would
+    evaluate a string, which the pages' Content-Security-Policy forbids."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        value = page.evaluate(script, arg)
+        if expected(value) if callable(expected) else value == expected:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {WAIT_MS} ms for {expected!r}; last value {value!r}")
+        time.sleep(0.1)
+
+
+def shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_instances_page_lists_filters_and_explains_failures(page: Page) -> None:
+    """Every instance is listed with state, status and progress; the failed one says why;
+    the status filter narrows the list."""
+    page.wait_for_selector("tr[data-id='broken']", timeout=WAIT_MS)
+    ids = page.eval_on_selector_all("#rows tr", "rows => rows.map(r => r.dataset.id)")
+    assert set(ids) == {"slow", "finished", "broken", "loop-v2-20260101T000000-0a1b2c3d"}
+    broken = page.locator("tr[data-id='broken']")
+    assert "failure" in broken.inner_text()
+    assert "failed" in broken.inner_text()
+    assert "progress 1/5" in broken.inner_text()
+    shot(page, "instances")
+    page.select_option("#filter-status", "failed")
+    wait_until(page, "() => document.querySelectorAll('#rows tr').length", 1)
+    assert page.locator("#rows tr").get_attribute("data-id") == "broken"
+    assert "status=failed" in page.url
+
+
+def run_slow(workspace: Path, *extra: str) -> subprocess.Popen[str]:
+    """``fsm run`` of the slow counter in another process, 0.2 s per step."""
+    argv = ["-C", str(workspace), "-o", "delay=0.2", "run", str(COUNTER), "slow", "-q", *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "fsm", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=fsm_env(),
+    )
+
+
+def buttons(page: Page) -> list[str]:
+    result: Any = page.eval_on_selector_all(
+        "#control-buttons button", "buttons => buttons.map(b => b.textContent)"
+    )
+    return list(result)
+
+
+def test_instance_page_follows_a_run_and_controls_it(
+    page: Page, server: ServeProcess, workspace: Path
+) -> None:
+    """The diagram follows a run in another process without a reload; Pause stops that run
+    (exit 5), Resume makes it running again; only legal commands are offered."""
+    page.goto(f"{server.base}/instances/counter/slow")
+    wait_until(page, JS_CURRENT_STATE, "idle")
+    assert buttons(page) == ["Start", "Stop"]
+    page.evaluate("window.notReloaded = true")
+    run = run_slow(workspace)
+    try:
+        wait_until(page, JS_CURRENT_STATE, "counting")
+        seen = page.evaluate(JS_VISITS, "counting")
+        wait_until(page, JS_VISITS, lambda count: count > seen, "counting")
+        assert page.evaluate("window.notReloaded") is True
+        assert page.inner_text("#status") == "running"
+        page.wait_for_selector("#control-pause", timeout=WAIT_MS)
+        assert buttons(page) == ["Pause", "Stop"]
+        shot(page, "instance")
+        page.click("#control-pause")
+        assert run.wait(timeout=30) == 5
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.communicate()
+    wait_until(page, STATUS, "paused")
+    page.wait_for_selector("#control-resume", timeout=WAIT_MS)
+    assert buttons(page) == ["Start", "Resume", "Stop"]
+    rows = page.eval_on_selector_all("#journal tr", "rows => rows.map(r => r.innerText)")
+    assert any("\tpause\t" in row and "\tweb\t" in row for row in rows[:5]), rows[:5]
+    shot(page, "instance-paused")
+    page.click("#control-resume")
+    wait_until(page, STATUS, "running")
+    assert buttons(page) == ["Pause", "Stop"]
+    assert page.evaluate("window.notReloaded") is True
+    instance = Workspace(workspace).instance(load_machine(COUNTER), "slow")
+    assert instance.load().status == "running"
+    ControlPlane(instance).apply("stop", reason="test over")
+
+
+def test_machine_page_renders_its_diagram(page: Page, server: ServeProcess) -> None:
+    """The machine page draws the diagram and lists transitions, guards and options."""
+    page.goto(f"{server.base}/machines/counter")
+    page.wait_for_selector("#diagram svg g.node", timeout=WAIT_MS)
+    nodes = page.eval_on_selector_all(
+        "#diagram svg g.node title", "titles => titles.map(t => t.textContent)"
+    )
+    assert {"idle", "counting", "done", "failed"} <= set(nodes)
+    assert page.locator("#transitions tr").count() == 4
+    assert "not below_limit" in page.inner_text("#transitions")
+    assert "delay" in page.inner_text("#options")
+    assert page.locator("#schema details").count() > 0
+    shot(page, "machine")
+    page.goto(f"{server.base}/machines/ccw-loop")
+    page.wait_for_selector("#diagram svg g.node", timeout=WAIT_MS)
+    width = page.evaluate("document.querySelector('#diagram svg').getBoundingClientRect().width")
+    assert width <= 1280
+    shot(page, "machine-ccw-loop")
