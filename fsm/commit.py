@@ -68,6 +68,9 @@ __all__ = ["Committer"]
 
 MAX_ROUNDS = 20
 """Merges a commit may redo while other writers keep changing the file."""
+SETTLE_LOOKS = 10
+"""Looks (each waiting as long as a read of a half-written document does) at the file replaced
+last, at the end of an operation, while a writer is midway in it."""
 RECENT_VERSIONS = 8
 """Versions remembered to recognise a writer that wrote an older one back."""
 
@@ -97,7 +100,9 @@ class Committer:
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self.recent: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
-        self._replaced: _Replaced | None = None
+        self._replaced: list[_Replaced] = []
+        """Files commits replaced, kept open until a look finds nothing more written into
+        them (more than one while another writer is midway in one)."""
         self._folder_fd: int | None = None
         self._written: int | None = None
         """The file this committer wrote last, kept open during a session (it is the document
@@ -189,6 +194,10 @@ class Committer:
                     )
                 merged, entry_record = dict(data), record
                 if base is not None and current is not None and current != base.raw:
+                    # A writer midway (truncated, not yet written) must not be taken for the
+                    # file's content: the check before the replace and the look at the
+                    # replaced file compare against what it holds once it parses.
+                    current = self._settled_bytes(fd, current) if fd is not None else current
                     theirs = self._their_data(current, data)
                     their_base = self._read_by(current, base)
                     merged = merge_concurrent(instance, data, their_base, theirs, current)
@@ -278,17 +287,22 @@ class Committer:
         return same_file and read_fd(fd) == current
 
     def _their_data(self, raw: bytes, ours: Mapping[str, Any]) -> dict[str, Any]:
-        """The document another writer left, re-read while it does not parse (a writer midway);
-        when it stays corrupt the step's result is parked, never lost."""
-        store = self.instance.store
+        """The document another writer left (``raw``, settled); when it is corrupt the step's
+        result is parked, never lost."""
+        path = self.instance.paths.document
         try:
-            return store.read(self.instance.id).data
-        except CorruptDocumentError as exc:
-            parked = self.park(ours)
-            raise CorruptDocumentError(
-                f"{exc}; another program broke it during the step, whose result was kept in "
-                f"{parked} (repair the document or run 'fsm recover')"
-            ) from exc
+            data = jsonio.loads(raw)
+        except jsonio.JsonError as exc:
+            problem = f"not valid JSON ({exc}); the file was left untouched"
+        else:
+            if isinstance(data, dict):
+                return data
+            problem = f"expected a JSON object, found {type(data).__name__}"
+        parked = self.park(ours)
+        raise CorruptDocumentError(
+            f"corrupt document {path}: {problem}; another program broke it during the step, "
+            f"whose result was kept in {parked} (repair the document or run 'fsm recover')"
+        )
 
     def _validated(self, data: Mapping[str, Any]) -> Any:
         try:
@@ -338,18 +352,21 @@ class Committer:
     ) -> _Lost | None:
         """Keep the replaced file open (see :meth:`settle`); when another writer already wrote
         into it, or renamed its own version over it (``foreign``), return that lost change."""
-        if self._replaced is not None:  # the file of a change being re-applied right now
-            os.close(self._replaced.fd)
-            self._replaced = None
         if fd is None or before is None:
             return None
         after = read_fd(fd)
-        self._replaced = _Replaced(fd, after, before)
         if foreign is not None:
+            self._replaced.append(_Replaced(fd, after, before))
             return self._lost(before, foreign)
         if after == before:
+            self._replaced.append(_Replaced(fd, after, before))
             return None
-        return self._lost(before, self._settled_bytes(fd, after))
+        after = self._settled_bytes(fd, after)
+        if not _parses(after):  # a writer still midway: the next look compares with before
+            self._replaced.append(_Replaced(fd, before, before))
+            return None
+        self._replaced.append(_Replaced(fd, after, before))
+        return self._lost(before, after)
 
     def _lost(self, before: bytes, raw: bytes) -> _Lost | None:
         """The change another writer made in ``raw``, which it wrote where ``before`` was
@@ -377,25 +394,29 @@ class Committer:
                 raw = read_fd(fd)
         return raw
 
-    def _settle_replaced(self) -> Loaded | None:
+    def _settle_replaced(self, *, last: bool = False) -> Loaded | None:
         """Look at the file the last commit replaced: a change written into it since is
-        re-applied to the current document (the version written is returned). Close it either
-        way."""
-        replaced, self._replaced = self._replaced, None
-        if replaced is None:
-            return None
-        try:
+        re-applied to the current document (the version written is returned). Close it, unless
+        a writer is still midway in it (kept for the next look; ``last``: give up)."""
+        pending, self._replaced = self._replaced, []
+        written: Loaded | None = None
+        for replaced in pending:
             now = read_fd(replaced.fd)
             if now == replaced.raw:
-                return None
+                os.close(replaced.fd)
+                continue
             now = self._settled_bytes(replaced.fd, now)
-        finally:
+            if not _parses(now) and not last:
+                self._replaced.append(replaced)
+                continue
             os.close(replaced.fd)
-        lost = self._lost(replaced.before, now)
-        if lost is None:
-            return None
-        current = self.instance.load_unchecked()
-        return self._until_settled(*self._reapply(current, lost.before, lost.raw, on_disk=current))
+            lost = self._lost(replaced.before, now)
+            if lost is not None:
+                current = self.instance.load_unchecked()
+                written = self._until_settled(
+                    *self._reapply(current, lost.before, lost.raw, on_disk=current)
+                )
+        return written
 
     def _read_by(self, raw: bytes, base: Loaded) -> Loaded:
         """The version another writer read before it wrote ``raw``: the step's ``base``, unless
@@ -408,15 +429,19 @@ class Committer:
 
     def settle(self) -> None:
         """End of an operation: re-apply a change written into the replaced file, close it."""
-        replaced = self._replaced
-        if replaced is None:
+        if not self._replaced:
             return
-        if read_fd(replaced.fd) == replaced.raw:  # the usual case, no lock needed to see it
-            self._replaced = None
-            os.close(replaced.fd)
+        if all(read_fd(r.fd) == r.raw for r in self._replaced):  # usual: no lock needed
+            for replaced in self._replaced:
+                os.close(replaced.fd)
+            self._replaced = []
             return
         with self.instance.store.document_lock(self.instance.id):
-            self._settle_replaced()
+            # A writer midway in one gets a few more looks before fsm lets the file go.
+            for attempt in range(SETTLE_LOOKS):
+                self._settle_replaced(last=attempt == SETTLE_LOOKS - 1)
+                if not self._replaced:
+                    return
 
     def _reapply(
         self, ours: Loaded, their_base: Loaded, their_raw: bytes, *, on_disk: Loaded
@@ -519,3 +544,12 @@ class Committer:
     def repair(self) -> list[str]:
         """Make journal and document agree after a crash (see :func:`fsm.repair.repair`)."""
         return repair_instance(self.instance)
+
+
+def _parses(raw: bytes) -> bool:
+    """True when ``raw`` is JSON (a writer is not midway in it)."""
+    try:
+        jsonio.loads(raw)
+    except jsonio.JsonError:
+        return False
+    return True

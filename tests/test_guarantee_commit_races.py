@@ -239,3 +239,78 @@ def test_without_renameat2_other_writers_are_still_merged(
         writer.write(CHANGES["stop"])
         engine.run()
     _assert_both_kept(instance, "stop", counted=2)
+
+
+class SlowWriter:
+    """A writer in place that truncates the file, is descheduled, and writes later (when fsm
+    next waits for the file to parse, or right after fsm's next look at a replaced file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pending: list[tuple[int, bytes]] = []
+
+    def truncate(self, change: dict[str, Any], *, base: dict[str, Any] | None = None) -> None:
+        """Read the document (or take ``base``), open it truncating it, and hold the write."""
+        data = base if base is not None else json.loads(self.path.read_text())
+        raw = json.dumps({**data, **change}, indent=2).encode()
+        self.pending.append((os.open(self.path, os.O_WRONLY | os.O_TRUNC), raw))
+
+    def finish(self) -> None:
+        """The held writes land."""
+        for fd, raw in self.pending:
+            os.pwrite(fd, raw, 0)
+            os.close(fd)
+        self.pending.clear()
+
+
+def test_a_file_emptied_twice_by_writers_midway_is_not_taken_as_unchanged(
+    make_counter: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found under load by the statistical test (a stop lost without trace): a dashboard edit
+    truncates the document just before fsm reads it, and writes while fsm waits for it to
+    parse; a stop truncates it again just before fsm's last check and writes after the
+    replace. The empty file fsm read first must not count as what the file held: the check
+    sees the change and the stop is merged."""
+    instance = _instance(make_counter)
+    writer = SlowWriter(instance.paths.document)
+    real_open, real_unchanged, real_keep = (
+        Committer._open_current,
+        Committer._unchanged,
+        Committer._keep_replaced,
+    )
+    title_seen: list[dict[str, Any]] = []
+    stage = {"open": 0, "check": 0}
+
+    def sleep_lands_writes(seconds: float) -> None:
+        writer.finish()
+
+    def open_after_truncation(self: Committer, path: Path) -> Any:
+        stage["open"] += 1
+        if stage["open"] == 1:
+            title_seen.append(json.loads(path.read_text()))
+            writer.truncate(CHANGES["title"])
+        return real_open(self, path)
+
+    def check_after_truncation(fd: int | None, path: Path, current: bytes | None) -> bool:
+        stage["check"] += 1
+        if stage["check"] == 1:
+            writer.truncate(CHANGES["stop"], base={**title_seen[0], **CHANGES["title"]})
+        return real_unchanged(fd, path, current)
+
+    def keep_then_writes_land(self: Committer, *args: Any) -> Any:
+        lost = real_keep(self, *args)
+        writer.finish()
+        return lost
+
+    monkeypatch.setattr(commit_module.time, "sleep", sleep_lands_writes)
+    monkeypatch.setattr(Committer, "_open_current", open_after_truncation)
+    monkeypatch.setattr(Committer, "_unchanged", staticmethod(check_after_truncation))
+    monkeypatch.setattr(Committer, "_keep_replaced", keep_then_writes_land)
+    result = Engine(instance).run()
+    assert result.outcome == "failed", result
+    doc = json.loads(instance.paths.document.read_text())
+    assert (doc["title"], doc["status"], doc["phase"]) == ("edited", "failed", "failed")
+    assert doc["failure_reason"] == "stopped by the dashboard"
+    steps = [r for r in instance.journal.read().records if r.get("event") == "count"]
+    assert doc["count"] == len(steps) >= 2
+    check_replay(instance)

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+_WROTE: list[int] = []
 KEY = "dashboard_note"
 """The key the dashboard adds to documents (the counter's model does not define it)."""
 
@@ -35,11 +36,14 @@ def _read(path: str) -> dict[str, Any]:
     return data
 
 
-def _write(path: str, data: dict[str, Any], mode: str) -> None:
+def _write(path: str, data: dict[str, Any], mode: str, stall: float = 0.0) -> None:
     raw = json.dumps(data, indent=2).encode("utf-8")
     if mode == "inplace":
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        _WROTE.append(os.fstat(fd).st_ino)
         try:
+            if stall:  # descheduled between the truncation and the write (a busy machine)
+                time.sleep(stall)
             os.write(fd, raw)
         finally:
             os.close(fd)
@@ -82,15 +86,18 @@ def handle(command: dict[str, Any]) -> dict[str, Any]:
     time.sleep(command.get("delay", 0.0))
     path = command["path"]
     data = _read(path)
+    read_inode = os.stat(path).st_ino
     seen = {name: data.get(name) for name in ("status", "phase", "count", "title", KEY)}
+    seen["inode"] = read_inode
     applied = _changed(command["op"], data, command.get("value", ""))
     if applied:
         data["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         think = command.get("think", 0.0)
         if think:
             time.sleep(think)
-        _write(path, data, command.get("mode", "inplace"))
-    return {"applied": applied, "seen": seen, "returned": time.monotonic()}
+        _write(path, data, command.get("mode", "inplace"), command.get("stall", 0.0))
+    wrote = _WROTE.pop() if _WROTE else None
+    return {"applied": applied, "seen": seen, "returned": time.monotonic(), "inode": wrote}
 
 
 def main() -> None:
