@@ -132,6 +132,8 @@ def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) 
     run = fsm_process(tmp_path, "run", str(slow), "slow2")
     pid_file = tmp_path / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    # the command may write its pid before fsm has recorded it: kill the run once it has
+    wait_for(lambda: list((instance.paths.meta / "running").glob("*.json")))
     child = int(pid_file.read_text())
     run.send_signal(signal.SIGKILL)
     run.communicate(timeout=120)

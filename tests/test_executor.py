@@ -269,7 +269,11 @@ def test_executor_records_a_running_command_and_forgets_it(tmp_path: Path) -> No
     """While a command runs its record exists; once it ends the record is gone."""
     running = tmp_path / "running"
     executor = SubprocessExecutor(tmp_path, running_dir=running)
-    result = executor.shell(f"ls {running} > seen.txt")
+    # the command may start before fsm has written its record: it looks until it is there
+    result = executor.shell(
+        f"for i in $(seq 6000); do ls {running}/*.json > seen.txt 2>/dev/null && break; "
+        "sleep 0.01; done"
+    )
     assert result.ok
     assert (tmp_path / "seen.txt").read_text().strip().endswith(".json")
     assert list(running.iterdir()) == []

@@ -33,12 +33,13 @@ from pathlib import Path
 
 import pytest
 
+from fsm.files import FileLock
 from fsm.inspect import check_replay
 from fsm.update import bytes_hash
 from tests.guarantees.forked import fork_fsm, wait_child
 from tests.guarantees.killing import Target, run_killed
 from tests.guarantees.scenarios import SCENARIOS, Scenario
-from tests.guarantees.waiting import DEADLINE, memory_folder
+from tests.guarantees.waiting import DEADLINE, memory_folder, wait_until
 
 
 @pytest.fixture
@@ -65,6 +66,19 @@ def _leftovers(root: Path) -> list[str]:
     found = list(root.rglob(".*.tmp"))
     found += list(root.rglob("running/*.json"))
     return sorted(str(p.relative_to(root)) for p in found)
+
+
+def _wait_for_run_lock(scenario: Scenario, root: Path) -> None:
+    """Wait until no process holds the instance's run lock."""
+    lock = FileLock(scenario.open(root).paths.run_lock)
+
+    def free() -> bool:
+        if lock.acquire(blocking=False):
+            lock.release()
+            return True
+        return False
+
+    wait_until(free, "the killed run's lock was released")
 
 
 def _check_after_kill(scenario: Scenario, root: Path, before: bytes, where: str) -> bytes:
@@ -186,6 +200,11 @@ def test_kills_at_random_moments_leave_a_consistent_instance(tmp_path: Path, nam
             if code is None:
                 os.kill(pid, signal.SIGKILL)
                 code = wait_child(pid, DEADLINE)
+            if code == 6 and "already being run" in output.read_text():
+                # A command the killed run was starting holds its lock until it has started
+                # (fork, then exec): the next run is refused for that moment, as it should be.
+                _wait_for_run_lock(scenario, root)
+                continue
             if code != -signal.SIGKILL:
                 _check_ended(scenario, root, code, tally)
                 break
