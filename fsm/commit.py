@@ -1,28 +1,30 @@
 """Committing a new version of an instance document without losing anyone's change.
 
 Other programs write the document too, some without any lock (the CCW dashboard rewrites a loop's
-file in place when a person presses pause). A commit, under the instance's document lock:
+file in place when a person presses pause), some by renaming their own copy over it. A commit,
+under the instance's document lock:
 
-1. reads the file as it is now (keeping the file open) and, when another writer changed it since
-   the step read it, merges their change into the step's result (:mod:`fsm.merge`);
-2. validates and renders the result and writes it to a temporary file (``fsync``);
-3. appends the journal record first (write-ahead: a record never goes missing after a crash);
+1. re-applies what another writer wrote into the file the previous commit replaced (step 5),
+   and builds the step's result on that version;
+2. reads the file as it is now (keeping the file open) and, when another writer changed it since
+   the step read it, merges their change into the step's result (:mod:`fsm.merge`), taking as
+   their base the version of fsm's they had read (:mod:`fsm.versions`);
+3. validates and renders the result and writes it to a temporary file (``fsync``), then appends
+   the journal record (write-ahead: a document is never visible without its record);
 4. looks at the file once more; if another writer changed it in the meantime, the journal record
-   and the temporary file are taken back and the commit starts over from 1;
-5. replaces the file, then reads the file it replaced through the descriptor kept open: a writer
-   that opened it before the replace and wrote into it afterwards would otherwise be lost, so its
-   change is merged into a new version at once (a ``merge`` record). The replaced file stays open
-   until the next commit or the end of the operation, which looks at it again, so a write that
-   lands even later is caught too;
+   and the temporary file are taken back and the commit starts over from 2;
+5. swaps the temporary file and the document (``renameat2`` exchange, a plain rename where the
+   system has none), so the file replaced is still at hand: a version another program renamed
+   over the document after step 4 is merged at once instead of being destroyed, and the
+   replaced file, read through the descriptor kept open, shows a write of a program that had
+   opened it before; such a change is merged into a new version (a ``merge`` record). The
+   replaced file stays open until the next commit or the end of the operation;
 6. remembers the last versions it wrote: a writer that read an older version and wrote it back
    over a newer one (undoing fsm's work while making its own change) is detected at the next
-   load and both changes are kept (:meth:`Committer.reconcile`).
+   load and both changes are kept (:meth:`Committer.reconcile`), and a stop or pause another
+   program wrote between two steps is journaled.
 
-After a crash (SIGKILL) the next command that opens the instance (:meth:`Committer.repair`)
-removes a torn last journal line and leftover temporary files, and settles a journal record
-whose document never became visible: the write is completed when the temporary file holding it
-survived and nothing changed since, else the instance stays where it was; either way a
-``repair`` record says what happened.
+After a crash (SIGKILL) the next command that opens the instance repairs it (:mod:`fsm.repair`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -41,18 +44,22 @@ from pydantic import ValidationError
 
 from fsm import jsonio
 from fsm.definition import describe_validation
-from fsm.errors import CorruptDocumentError, StoreError, UnwritableDocumentError
+from fsm.errors import CorruptDocumentError, FsmError, StoreError, UnwritableDocumentError
 from fsm.files import (
     atomic_write_text,
-    leftover_temporaries,
+    exchange,
     open_nofollow,
     read_fd,
+    read_file,
     replace,
     same_file,
+    sync_folder,
     write_temporary_open,
 )
 from fsm.merge import merge_concurrent
+from fsm.repair import repair as repair_instance
 from fsm.update import bytes_hash
+from fsm.versions import journal_seen, written_over
 
 if TYPE_CHECKING:
     from fsm.instance import Instance, Loaded
@@ -61,6 +68,9 @@ __all__ = ["Committer"]
 
 MAX_ROUNDS = 20
 """Merges a commit may redo while other writers keep changing the file."""
+SETTLE_LOOKS = 10
+"""Looks (each waiting as long as a read of a half-written document does) at the file replaced
+last, at the end of an operation, while a writer is midway in it."""
 RECENT_VERSIONS = 8
 """Versions remembered to recognise a writer that wrote an older one back."""
 
@@ -90,7 +100,9 @@ class Committer:
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self.recent: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
-        self._replaced: _Replaced | None = None
+        self._replaced: list[_Replaced] = []
+        """Files commits replaced, kept open until a look finds nothing more written into
+        them (more than one while another writer is midway in one)."""
         self._folder_fd: int | None = None
         self._written: int | None = None
         """The file this committer wrote last, kept open during a session (it is the document
@@ -147,7 +159,11 @@ class Committer:
     def _commit(
         self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
     ) -> Loaded:
-        self._settle_replaced()
+        settled = self._settle_replaced()
+        if settled is not None and base is not None:
+            # A change re-applied just now is newer than the step's base: build on it.
+            data = merge_concurrent(self.instance, data, base, dict(settled.data), settled.raw)
+            base, record = settled, {**record, "merged": True}
         return self._until_settled(*self._write_round(data, record, base))
 
     def _until_settled(self, saved: Loaded, lost: _Lost | None) -> Loaded:
@@ -178,8 +194,13 @@ class Committer:
                     )
                 merged, entry_record = dict(data), record
                 if base is not None and current is not None and current != base.raw:
+                    # A writer midway (truncated, not yet written) must not be taken for the
+                    # file's content: the check before the replace and the look at the
+                    # replaced file compare against what it holds once it parses.
+                    current = self._settled_bytes(fd, current) if fd is not None else current
                     theirs = self._their_data(current, data)
-                    merged = merge_concurrent(instance, data, base, theirs, current)
+                    their_base = self._read_by(current, base)
+                    merged = merge_concurrent(instance, data, their_base, theirs, current)
                     entry_record = {**record, "merged": True}
                 final = instance.touched(merged)
                 doc = self._validated(final)
@@ -204,7 +225,7 @@ class Committer:
                     appended = False
                     self._discard(tmp, tmp_fd, fd)
                     continue
-                replace(tmp, path, folder_fd=self._folder_fd)
+                foreign = self._install(tmp, path, fd)
                 tmp = None
             except BaseException:
                 # Interrupted once the file was replaced (SIGTERM while the folder is synced):
@@ -223,7 +244,7 @@ class Committer:
 
             loaded = Loaded(final, raw, doc, state, status)
             self.recent.append((loaded, core))
-            lost = self._keep_replaced(fd, current)
+            lost = self._keep_replaced(fd, current, foreign)
             instance.after_save(loaded)
             return loaded, lost
         raise StoreError(
@@ -269,17 +290,22 @@ class Committer:
         return same_file and read_fd(fd) == current
 
     def _their_data(self, raw: bytes, ours: Mapping[str, Any]) -> dict[str, Any]:
-        """The document another writer left, re-read while it does not parse (a writer midway);
-        when it stays corrupt the step's result is parked, never lost."""
-        store = self.instance.store
+        """The document another writer left (``raw``, settled); when it is corrupt the step's
+        result is parked, never lost."""
+        path = self.instance.paths.document
         try:
-            return store.read(self.instance.id).data
-        except CorruptDocumentError as exc:
-            parked = self.park(ours)
-            raise CorruptDocumentError(
-                f"{exc}; another program broke it during the step, whose result was kept in "
-                f"{parked} (repair the document or run 'fsm recover')"
-            ) from exc
+            data = jsonio.loads(raw)
+        except jsonio.JsonError as exc:
+            problem = f"not valid JSON ({exc}); the file was left untouched"
+        else:
+            if isinstance(data, dict):
+                return data
+            problem = f"expected a JSON object, found {type(data).__name__}"
+        parked = self.park(ours)
+        raise CorruptDocumentError(
+            f"corrupt document {path}: {problem}; another program broke it during the step, "
+            f"whose result was kept in {parked} (repair the document or run 'fsm recover')"
+        )
 
     def _validated(self, data: Mapping[str, Any]) -> Any:
         try:
@@ -300,23 +326,64 @@ class Committer:
 
     # --- writers that lost the race --------------------------------------------------------
 
-    def _keep_replaced(self, fd: int | None, before: bytes | None) -> _Lost | None:
+    def _install(self, tmp: Path, path: Path, fd: int | None) -> bytes | None:
+        """Put the temporary file ``tmp`` in place of the document (read through ``fd``).
+
+        The two are swapped (:func:`fsm.files.exchange`), so the file replaced stays reachable:
+        when it is not the one fsm read, another program renamed its version over the document
+        after the last check, and its bytes are returned (else None) to be merged, not lost.
+        """
+        if fd is None or not exchange(tmp, path):
+            replace(tmp, path, folder_fd=self._folder_fd)
+            return None
+        # The new version is visible now: nothing below may fail the commit.
+        foreign: bytes | None = None
+        with contextlib.suppress(OSError, FsmError):
+            info, mine = os.lstat(tmp), os.fstat(fd)
+            if (info.st_ino, info.st_dev) != (mine.st_ino, mine.st_dev) and stat.S_ISREG(
+                info.st_mode
+            ):
+                foreign = read_file(tmp)[0]
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        with contextlib.suppress(OSError):
+            sync_folder(path.parent, self._folder_fd)
+        return foreign
+
+    def _keep_replaced(
+        self, fd: int | None, before: bytes | None, foreign: bytes | None
+    ) -> _Lost | None:
         """Keep the replaced file open (see :meth:`settle`); when another writer already wrote
-        into it, return that lost change."""
+        into it, or renamed its own version over it (``foreign``), return that lost change."""
         if fd is None or before is None:
             return None
         after = read_fd(fd)
-        self._replaced = _Replaced(fd, after, before)
+        if foreign is not None:
+            self._replaced.append(_Replaced(fd, after, before))
+            return self._lost(before, foreign)
         if after == before:
+            self._replaced.append(_Replaced(fd, after, before))
             return None
-        return self._lost(before, self._settled_bytes(fd, after))
+        after = self._settled_bytes(fd, after)
+        if not _parses(after):  # a writer still midway: the next look compares with before
+            self._replaced.append(_Replaced(fd, before, before))
+            return None
+        self._replaced.append(_Replaced(fd, after, before))
+        return self._lost(before, after)
 
     def _lost(self, before: bytes, raw: bytes) -> _Lost | None:
-        """The change from ``before`` to ``raw`` (None when ``before`` is no valid version)."""
+        """The change another writer made in ``raw``, which it wrote where ``before`` was
+        (None when ``before`` is no valid version). Its base is the version of fsm's it is a
+        copy of when one fits (a writer that read an older version), else ``before``."""
         try:
-            return _Lost(self.instance.loaded_from(before), raw)
+            base = self.instance.loaded_from(before)
         except StoreError:
             return None
+        try:
+            theirs = self.instance.loaded_from(raw)
+        except StoreError:
+            return _Lost(base, raw)  # unreadable: logged when re-applied
+        return _Lost(written_over(self.instance, self._versions(), theirs, also=base) or base, raw)
 
     def _settled_bytes(self, fd: int, raw: bytes) -> bytes:
         """The bytes of a file another writer is rewriting in place, once they parse."""
@@ -330,35 +397,54 @@ class Committer:
                 raw = read_fd(fd)
         return raw
 
-    def _settle_replaced(self) -> None:
+    def _settle_replaced(self, *, last: bool = False) -> Loaded | None:
         """Look at the file the last commit replaced: a change written into it since is
-        re-applied to the current document. Close it either way."""
-        replaced, self._replaced = self._replaced, None
-        if replaced is None:
-            return
-        try:
+        re-applied to the current document (the version written is returned). Close it, unless
+        a writer is still midway in it (kept for the next look; ``last``: give up)."""
+        pending, self._replaced = self._replaced, []
+        written: Loaded | None = None
+        for replaced in pending:
             now = read_fd(replaced.fd)
             if now == replaced.raw:
-                return
+                os.close(replaced.fd)
+                continue
             now = self._settled_bytes(replaced.fd, now)
-        finally:
+            if not _parses(now) and not last:
+                self._replaced.append(replaced)
+                continue
             os.close(replaced.fd)
-        lost = self._lost(replaced.before, now)
-        if lost is not None:
-            current = self.instance.load_unchecked()
-            self._until_settled(*self._reapply(current, lost.before, lost.raw, on_disk=current))
+            lost = self._lost(replaced.before, now)
+            if lost is not None:
+                current = self.instance.load_unchecked()
+                written = self._until_settled(
+                    *self._reapply(current, lost.before, lost.raw, on_disk=current)
+                )
+        return written
+
+    def _read_by(self, raw: bytes, base: Loaded) -> Loaded:
+        """The version another writer read before it wrote ``raw``: the step's ``base``, unless
+        it wrote back a copy of another version of fsm's (see :meth:`_written_over`)."""
+        try:
+            theirs = self.instance.loaded_from(raw)
+        except StoreError:
+            return base
+        return written_over(self.instance, self._versions(), theirs, also=base) or base
 
     def settle(self) -> None:
         """End of an operation: re-apply a change written into the replaced file, close it."""
-        replaced = self._replaced
-        if replaced is None:
+        if not self._replaced:
             return
-        if read_fd(replaced.fd) == replaced.raw:  # the usual case, no lock needed to see it
-            self._replaced = None
-            os.close(replaced.fd)
+        if all(read_fd(r.fd) == r.raw for r in self._replaced):  # usual: no lock needed
+            for replaced in self._replaced:
+                os.close(replaced.fd)
+            self._replaced = []
             return
         with self.instance.store.document_lock(self.instance.id):
-            self._settle_replaced()
+            # A writer midway in one gets a few more looks before fsm lets the file go.
+            for attempt in range(SETTLE_LOOKS):
+                self._settle_replaced(last=attempt == SETTLE_LOOKS - 1)
+                if not self._replaced:
+                    return
 
     def _reapply(
         self, ours: Loaded, their_base: Loaded, their_raw: bytes, *, on_disk: Loaded
@@ -388,23 +474,34 @@ class Committer:
 
     def reconcile(self, loaded: Loaded) -> Loaded:
         """``loaded``, or, when another writer wrote back an older version of fsm's work along
-        with its own change, a new version keeping both (journaled as a ``merge``)."""
+        with its own change, a new version keeping both (journaled as a ``merge``).
+
+        Another program's change on top of fsm's latest version that moved the state or the
+        status (a dashboard's stop or pause between two steps) is journaled as an external
+        ``control`` record, so that the journal still ends where the document is.
+        """
         if not self.recent or loaded.raw == self.recent[-1][0].raw:
             return loaded
-        core = self.instance.core_hash(loaded.data)
-        if core == self.recent[-1][1]:
-            return loaded  # only fields other programs own changed: an ordinary edit
-        older = [version for version, version_core in self.recent if version_core == core]
-        if not older:
-            return loaded  # not a version fsm wrote: somebody else's edit, left to replay
         with self.instance.store.document_lock(self.instance.id):
+            self._settle_replaced()
             current = self.instance.load_unchecked()
-            if current.raw != loaded.raw:
-                return current
             newest = self.recent[-1][0]
-            return self._until_settled(
-                *self._reapply(newest, older[-1], loaded.raw, on_disk=loaded)
-            )
+            if current.raw == newest.raw:
+                return current
+            base = written_over(self.instance, self._versions(), current)
+            if base is None:
+                return current  # not a version fsm wrote: somebody else's edit, left to replay
+            if base is not newest:
+                return self._until_settled(
+                    *self._reapply(newest, base, current.raw, on_disk=current)
+                )
+            journal_seen(self.instance, newest, current)
+            self.recent.append((current, self.instance.core_hash(current.data)))
+            return current
+
+    def _versions(self) -> list[tuple[Loaded, str]]:
+        """The versions this process wrote lately, with their core hashes, newest first."""
+        return [*reversed(self.recent)]
 
     # --- failures and parking --------------------------------------------------------------
 
@@ -448,97 +545,14 @@ class Committer:
     # --- after a crash ---------------------------------------------------------------------
 
     def repair(self) -> list[str]:
-        """Make journal and document agree after a crash; return what was repaired (each
-        repair is also journaled). Takes the document lock when something looks amiss."""
-        instance = self.instance
-        if not self._may_need_repair():
-            return []
-        with instance.store.document_lock(instance.id):
-            notes: list[str] = []
-            if instance.journal.drop_torn_tail():
-                notes.append("removed a torn last journal line (a crash while appending)")
-            temporaries = leftover_temporaries(instance.paths.document)
-            notes.extend(self._settle_unwritten(temporaries))
-            for tmp in temporaries:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-            if temporaries:
-                notes.append(f"removed {len(temporaries)} leftover temporary file(s)")
-            if notes:
-                self._journal_repair(notes)
-        for note in notes:
-            instance.log.warning("instance_repaired", note=note)
-        return notes
+        """Make journal and document agree after a crash (see :func:`fsm.repair.repair`)."""
+        return repair_instance(self.instance)
 
-    def _may_need_repair(self) -> bool:
-        """A look without the lock: a torn journal tail, a temporary file, or a last record
-        whose document is not on disk. False means nothing to repair (the common case); True
-        is checked again under the lock (a commit of another process may be midway)."""
-        instance = self.instance
-        if instance.journal.has_torn_tail() or leftover_temporaries(instance.paths.document):
-            return True
-        last = instance.journal.last()
-        if last is None or "doc_hash" not in last:
-            return False
-        try:
-            raw = instance.store.read_raw_bytes(instance.id)
-        except OSError:
-            return False
-        return raw is not None and bytes_hash(raw) != last["doc_hash"]
 
-    def _settle_unwritten(self, temporaries: list[Path]) -> list[str]:
-        """Settle a last journal record whose document is not the one on disk."""
-        instance = self.instance
-        records = instance.journal.backwards()
-        last = next(records, None)
-        if last is None or "doc_hash" not in last:
-            return []
-        try:
-            raw = instance.store.read_raw_bytes(instance.id)
-        except OSError:
-            return []
-        if raw is None or bytes_hash(raw) == last["doc_hash"]:
-            return []
-        previous = next((r for r in records if "doc_hash" in r), None)
-        if previous is None or previous["doc_hash"] != bytes_hash(raw):
-            return []  # changed by another program since: merged by the next commit
-        for tmp in temporaries:
-            try:
-                content = tmp.read_bytes()
-            except OSError:
-                continue
-            if bytes_hash(content) == last["doc_hash"]:
-                replace(tmp, instance.paths.document)
-                temporaries.remove(tmp)
-                return [
-                    f"completed the write of the last journal record ({last.get('kind')} "
-                    f"{last.get('event')}): the process was killed before the document was "
-                    "replaced"
-                ]
-        return [
-            f"the document of the last journal record ({last.get('kind')} {last.get('event')}) "
-            "was never written (the process was killed): the instance stays in "
-            f"'{previous.get('state')}'"
-        ]
-
-    def _journal_repair(self, notes: list[str]) -> None:
-        instance = self.instance
-        try:
-            current = instance.load_unchecked()
-        except StoreError:
-            return
-        instance.journal.append(
-            {
-                "time": instance.clock.iso(),
-                "kind": "repair",
-                "event": None,
-                "source": current.state,
-                "dest": current.state,
-                "actor": "fsm",
-                "reason": "; ".join(notes),
-                "state": current.state,
-                "status": current.status,
-                "doc_hash": bytes_hash(current.raw),
-                "core_hash": instance.core_hash(current.data),
-            }
-        )
+def _parses(raw: bytes) -> bool:
+    """True when ``raw`` is JSON (a writer is not midway in it)."""
+    try:
+        jsonio.loads(raw)
+    except jsonio.JsonError:
+        return False
+    return True

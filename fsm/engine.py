@@ -40,6 +40,7 @@ from fsm.errors import (
     MissingRequirementError,
     UnwritableDocumentError,
 )
+from fsm.files import confined_to
 from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
@@ -163,7 +164,8 @@ class Engine:
         Holding it, first clean up after a run that died outright: kill the commands it left
         behind (:mod:`fsm.orphans`), so that two agents never work on the same files, and make
         its journal and document agree (:meth:`fsm.commit.Committer.repair`). At the end, catch
-        a write another program made into the document version fsm replaced last.
+        a write another program made into the document version fsm replaced last. Meanwhile
+        the machine's own writes through :mod:`fsm.files` are confined to the workspace.
         """
         if self._lock_held:
             yield
@@ -175,15 +177,16 @@ class Engine:
         try:
             if instance.exists():
                 session.enter_context(instance.session())
-            for command in orphans.reap(instance.paths.meta / "running"):
-                instance.log.warning(
-                    "orphaned_command_killed",
-                    pgid=command.get("pgid"),
-                    program=command.get("program"),
-                )
-            if instance.exists():
-                instance.committer.repair()
-            yield
+            with confined_to(instance.workspace.path):
+                for command in orphans.reap(instance.paths.meta / "running"):
+                    instance.log.warning(
+                        "orphaned_command_killed",
+                        pgid=command.get("pgid"),
+                        program=command.get("program"),
+                    )
+                if instance.exists():
+                    instance.committer.repair()
+                yield
         finally:
             self._lock_held = False
             try:

@@ -231,12 +231,10 @@ class SubprocessExecutor:
             return ExecResult(args, None, error=f"program not found: {args[0]}")
         except OSError as exc:
             return ExecResult(args, None, error=f"cannot start {args[0]}: {exc.strerror or exc}")
-        marker = (
-            orphans.record(self.running_dir, proc.pid, args, self.workspace)
-            if self.running_dir
-            else None
-        )
-        try:
+        marker = None
+        try:  # from here on an interrupt takes the command down, even while it is recorded
+            if self.running_dir:
+                marker = orphans.record(self.running_dir, proc.pid, args, self.workspace)
             out, err = proc.communicate(timeout=limit)
             timed_out = False
         except subprocess.TimeoutExpired:
@@ -247,7 +245,7 @@ class SubprocessExecutor:
             # Interrupted (Ctrl-C, SIGTERM turned into KeyboardInterrupt): the command runs in
             # its own session, so nothing else would stop it. Take its whole group down with us.
             _kill_group(proc)
-            proc.wait()
+            proc.communicate()  # reaps it and closes its pipes
             raise
         finally:
             orphans.forget(marker)

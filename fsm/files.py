@@ -13,6 +13,10 @@ link to ``/etc``), so every file fsm creates, writes or locks is checked:
   the folder); a replaced file keeps its permission bits (a document made ``chmod 600`` stays
   private), and new files get ``0o666`` minus the umask, like any program's.
 
+While the engine runs an instance's code (:func:`confined_to`), a write given no ``root`` is
+confined to the workspace when it lies inside it: a machine's side files get the same checks
+without naming the workspace.
+
 The checks are made when a path is used, so a folder swapped for a link between the check and
 the write (a race only someone with write access to the workspace can run) is not covered.
 """
@@ -20,11 +24,16 @@ the write (a race only someone with write access to the workspace can run) is no
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
+import functools
 import os
+import re
 import stat
 import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from fsm.errors import UnsafePathError
@@ -32,16 +41,22 @@ from fsm.errors import UnsafePathError
 __all__ = [
     "FileLock",
     "append_bytes",
+    "append_text",
     "atomic_write_bytes",
     "atomic_write_text",
+    "confined_to",
+    "dead_temporaries",
     "ensure_folder",
+    "exchange",
     "leftover_temporaries",
     "open_nofollow",
     "read_fd",
     "read_file",
     "recheck_folders",
+    "remove_dead_temporaries",
     "replace",
     "same_file",
+    "sync_folder",
     "write_temporary",
     "write_temporary_open",
 ]
@@ -49,6 +64,33 @@ __all__ = [
 _NEW_FILE_MODE = 0o666
 _checked: set[str] = set()
 """Folders known to lie inside their root, checked since the last :func:`recheck_folders`."""
+
+
+_confinement: ContextVar[tuple[Path, str] | None] = ContextVar("fsm_confinement", default=None)
+
+
+@contextlib.contextmanager
+def confined_to(root: Path) -> Iterator[None]:
+    """Within this block, writes of this module given no ``root`` whose path lies inside
+    ``root`` are confined to it (the engine wraps the code of machines in it)."""
+    token = _confinement.set((root, os.path.join(os.path.abspath(root), "")))
+    try:
+        yield
+    finally:
+        _confinement.reset(token)
+
+
+def _root_for(path: Path, root: Path | None) -> Path | None:
+    """``root``, else the confinement of :func:`confined_to` when ``path`` lies inside it."""
+    if root is not None:
+        return root
+    confined = _confinement.get()
+    if confined is None:
+        return None
+    text = os.fspath(path)
+    if not text.startswith(os.sep):
+        text = os.path.abspath(text)
+    return confined[0] if text.startswith(confined[1]) else None
 
 
 def recheck_folders() -> None:
@@ -60,8 +102,10 @@ def recheck_folders() -> None:
 def ensure_folder(folder: Path, root: Path | None) -> None:
     """Create ``folder`` and its missing parents; refuse links that lead out of ``root``.
 
-    Without a ``root`` the folder is only created (callers that write outside any workspace).
+    Without a ``root`` (and outside :func:`confined_to`) the folder is only created (callers
+    that write outside any workspace).
     """
+    root = _root_for(folder, root)
     key = f"{root}\0{folder}"
     if key in _checked:
         return
@@ -104,6 +148,8 @@ def open_nofollow(path: Path, flags: int, *, root: Path | None = None) -> int:
     """``os.open`` that refuses a symbolic link as the file itself, creating the folder (inside
     ``root``) when it is missing and ``flags`` create the file."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    if root is None and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        root = _root_for(path, None)
     if root is not None:
         ensure_folder(path.parent, root)  # remembered: one set lookup after the first time
     try:
@@ -146,6 +192,7 @@ def atomic_write_bytes(
     """Replace ``path`` with ``data`` atomically and durably (see :func:`atomic_write_text`)."""
     tmp = write_temporary(path, data, mode=mode, root=root)
     replace(tmp, path)
+    remove_dead_temporaries(path)
 
 
 def write_temporary(
@@ -206,10 +253,51 @@ def replace(tmp: Path, path: Path, *, folder_fd: int | None = None) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    sync_folder(path.parent, folder_fd)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_CANNOT_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.ENOENT, errno.EOPNOTSUPP, errno.EXDEV}
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """The C library's ``renameat2`` (Linux, glibc 2.28 or later), or None."""
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+def exchange(tmp: Path, path: Path) -> bool:
+    """Swap the files named ``tmp`` and ``path`` in one atomic step (``renameat2`` with
+    ``RENAME_EXCHANGE``): ``path`` then names the new file and ``tmp`` the one it replaced, which
+    the caller can still look at. False, with nothing done, where the system cannot (not Linux,
+    a file system without it) or ``path`` does not exist; the caller then uses :func:`replace`.
+
+    Unlike a rename, nothing is destroyed unseen: a file another program renamed over ``path``
+    just before is found under ``tmp`` instead of vanishing.
+    """
+    function = _renameat2()
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _CANNOT_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(path))
+
+
+def sync_folder(folder: Path, folder_fd: int | None = None) -> None:
+    """``fsync`` a folder (``folder_fd``: already open), making the renames and removals in it
+    durable."""
     if folder_fd is not None:
         os.fsync(folder_fd)
         return
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:
@@ -228,6 +316,42 @@ def leftover_temporaries(path: Path) -> list[Path]:
     )
 
 
+_TEMPORARY = re.compile(r"\A\..+\.(\d+)\.\d+\.tmp\Z", re.S)
+
+
+def dead_temporaries(folder: Path, prefix: str = ".") -> list[Path]:
+    """The temporary files of :func:`write_temporary` in ``folder`` (those of one file: its
+    ``prefix``) whose writing process has died: left by a crash, never to be renamed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    dead = []
+    for name in names:
+        match = _TEMPORARY.match(name) if name.startswith(prefix) else None
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            dead.append(folder / name)
+    return sorted(dead)
+
+
+def remove_dead_temporaries(path: Path) -> None:
+    """Remove the temporary files of ``path`` left by writers killed before renaming them: each
+    successful write of a file cleans up after the writes of it that crashed."""
+    for tmp in dead_temporaries(path.parent, f".{path.name}."):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def append_bytes(path: Path, data: bytes, *, root: Path | None = None) -> int:
     """Append ``data`` to ``path`` in one ``O_APPEND`` write; return the file's size before it
     (so that a caller can take the append back with ``os.truncate``)."""
@@ -238,6 +362,12 @@ def append_bytes(path: Path, data: bytes, *, root: Path | None = None) -> int:
     finally:
         os.close(fd)
     return before
+
+
+def append_text(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Append ``text`` to ``path`` in one write, creating it (and its folders, inside ``root``)
+    when missing; never through a symbolic link. Machines use it for their logs."""
+    append_bytes(path, text.encode("utf-8"), root=root)
 
 
 def read_file(path: str | Path) -> tuple[bytes, os.stat_result]:

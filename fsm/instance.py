@@ -265,9 +265,12 @@ class Instance:
 
     def core_hash(self, data: Mapping[str, Any]) -> str:
         """The hash of ``data`` without the fields other programs may change (external fields,
-        the control status and what it owns) and the touch timestamps: what only fsm writes."""
+        the control status and what it owns, top-level keys the model does not define) and the
+        touch timestamps: what only fsm writes."""
         paths = [*self.external_paths, *self.machine.spec.storage.touch]
-        return canonical_hash(apply_update(data, dict.fromkeys(paths, MISSING)))
+        known = self.machine.document_keys
+        stripped = apply_update(data, dict.fromkeys(paths, MISSING))
+        return canonical_hash({key: value for key, value in stripped.items() if key in known})
 
     def touched(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """``data`` with the storage ``touch`` fields set to now."""

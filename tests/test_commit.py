@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fsm import commit as commit_module
+from fsm.commit import Committer
 from fsm.control import ControlPlane
 from fsm.engine import Engine
 from fsm.inspect import check_replay
@@ -73,18 +74,21 @@ def test_a_write_into_the_replaced_file_is_reapplied(
     """A writer that opened the document before fsm replaced it and wrote into it afterwards
     wrote into a file no one will read again: the commit sees it and re-applies the change."""
     instance = _started(make_counter, limit=5)
-    real = commit_module.replace
+    real = Committer._install
 
-    def replace_while_dashboard_writes(tmp: Path, path: Path, **kwargs: Any) -> None:
-        monkeypatch.setattr(commit_module, "replace", real)  # only the step's own replace
+    def replace_while_dashboard_writes(
+        self: Committer, tmp: Path, path: Path, fd: int | None
+    ) -> bytes | None:
+        monkeypatch.setattr(Committer, "_install", real)  # only the step's own replace
         stale = json.loads(path.read_text())
         with path.open("r+") as handle:  # opened before the replace
-            real(tmp, path, **kwargs)
+            foreign = real(self, tmp, path, fd)
             stale.update(status="paused", title="late")
             handle.truncate(0)
             handle.write(json.dumps(stale))
+        return foreign
 
-    monkeypatch.setattr(commit_module, "replace", replace_while_dashboard_writes)
+    monkeypatch.setattr(Committer, "_install", replace_while_dashboard_writes)
     Engine(instance).step()
     doc = _doc(instance)
     assert (doc["status"], doc["title"], doc["count"]) == ("paused", "late", 1)
@@ -99,14 +103,16 @@ def test_a_late_write_into_the_replaced_file_is_caught_when_the_run_ends(
     """A writer that opened the old file before the replace but wrote only after the commit
     had looked at it is caught by the next look: the end of the step."""
     instance = _started(make_counter, limit=5)
-    real = commit_module.replace
+    real = Committer._install
     handles = []
 
-    def replace_and_keep_a_stale_handle(tmp: Path, path: Path, **kwargs: Any) -> None:
+    def replace_and_keep_a_stale_handle(
+        self: Committer, tmp: Path, path: Path, fd: int | None
+    ) -> bytes | None:
         handles.append((path.open("r+"), json.loads(path.read_text())))
-        real(tmp, path, **kwargs)
+        return real(self, tmp, path, fd)
 
-    monkeypatch.setattr(commit_module, "replace", replace_and_keep_a_stale_handle)
+    monkeypatch.setattr(Committer, "_install", replace_and_keep_a_stale_handle)
     engine = Engine(instance)
     with engine._run_lock():  # the step's own look at the replaced file happens at its end
         engine._step(None, "test")
@@ -187,7 +193,7 @@ def test_killed_before_the_replace_completes_the_write_next_time(
     """Killed after the journal record and the temporary file, before the replace: the next
     run completes the write (nothing changed meanwhile), says so, and leaves no temporary file."""
     instance = _started(make_counter, limit=2)
-    _killed_at(instance, "replace", monkeypatch)
+    _killed_at(instance, "exchange", monkeypatch)
     assert _doc(instance)["count"] == 0
     result = Engine(instance).run()
     assert result.outcome == "completed"

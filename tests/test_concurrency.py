@@ -10,9 +10,10 @@ from fsm.inspect import replay
 from fsm.instance import Workspace
 from fsm.machine import Machine
 from tests.conftest import COUNTER, fsm_process
+from tests.guarantees.waiting import is_running
 
 
-def wait_for(predicate: object, timeout: float = 20.0) -> None:
+def wait_for(predicate: object, timeout: float = 60.0) -> None:
     """Poll ``predicate`` until it is true."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -23,14 +24,9 @@ def wait_for(predicate: object, timeout: float = 20.0) -> None:
 
 
 def is_alive(pid: int) -> bool:
-    """True while a process with ``pid`` exists."""
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """True while a process with ``pid`` runs (a killed one its parent has not collected yet,
+    a zombie, counts as gone)."""
+    return is_running(pid)
 
 
 def transitions_in(instance_journal: Path) -> int:
@@ -49,13 +45,13 @@ def test_second_run_is_refused_while_one_is_in_progress(tmp_path: Path, counter:
     try:
         wait_for(lambda: transitions_in(instance.paths.journal) >= 1)
         second = fsm_process(tmp_path, "run", str(COUNTER), "busy")
-        _, err = second.communicate(timeout=30)
+        _, err = second.communicate(timeout=120)
         assert second.returncode == 6
         assert "already being run" in err
         assert "Traceback" not in err
     finally:
-        fsm_process(tmp_path, "stop", str(COUNTER), "busy").communicate(timeout=30)
-        slow.communicate(timeout=30)
+        fsm_process(tmp_path, "stop", str(COUNTER), "busy").communicate(timeout=120)
+        slow.communicate(timeout=120)
 
 
 def test_pause_from_another_process_stops_a_running_run(tmp_path: Path, counter: Machine) -> None:
@@ -66,9 +62,9 @@ def test_pause_from_another_process_stops_a_running_run(tmp_path: Path, counter:
     run = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "p1")
     wait_for(lambda: transitions_in(instance.paths.journal) >= 2)
     pause = fsm_process(tmp_path, "pause", str(COUNTER), "p1", "--reason", "lunch")
-    pause.communicate(timeout=30)
+    pause.communicate(timeout=120)
     assert pause.returncode == 0
-    _, err = run.communicate(timeout=30)
+    _, err = run.communicate(timeout=120)
     assert run.returncode == 5, err
     document = json.loads(instance.paths.document.read_text())
     assert document["status"] == "paused"
@@ -87,8 +83,8 @@ def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: 
     instance.create({"limit": 1000})
     run = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "s1")
     wait_for(lambda: transitions_in(instance.paths.journal) >= 1)
-    fsm_process(tmp_path, "stop", str(COUNTER), "s1").communicate(timeout=30)
-    run.communicate(timeout=30)
+    fsm_process(tmp_path, "stop", str(COUNTER), "s1").communicate(timeout=120)
+    run.communicate(timeout=120)
     assert run.returncode == 4
     document = json.loads(instance.paths.document.read_text())
     assert (document["status"], document["phase"]) == ("failed", "failed")
@@ -113,10 +109,10 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
     child = int(pid_file.read_text())
     run.send_signal(signal.SIGTERM)
-    _, err = run.communicate(timeout=30)
+    _, err = run.communicate(timeout=120)
     assert run.returncode == 130, err
     assert "interrupted" in err
-    wait_for(lambda: not is_alive(child), timeout=5)
+    wait_for(lambda: not is_alive(child))
     assert instance.paths.document.read_bytes() == before
 
 
@@ -136,13 +132,15 @@ def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) 
     run = fsm_process(tmp_path, "run", str(slow), "slow2")
     pid_file = tmp_path / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    # the command may write its pid before fsm has recorded it: kill the run once it has
+    wait_for(lambda: list((instance.paths.meta / "running").glob("*.json")))
     child = int(pid_file.read_text())
     run.send_signal(signal.SIGKILL)
-    run.communicate(timeout=30)
+    run.communicate(timeout=120)
     os.kill(child, 0)  # the killed run's command is still alive
     assert list((instance.paths.meta / "running").glob("*.json"))
     result = Engine(instance).run(max_steps=0)
     assert result.outcome == "limit"
-    wait_for(lambda: not is_alive(child), timeout=5)
+    wait_for(lambda: not is_alive(child))
     assert not list((instance.paths.meta / "running").glob("*.json"))
     assert "orphaned_command_killed" in instance.paths.log.read_text()

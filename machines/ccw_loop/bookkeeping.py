@@ -68,7 +68,7 @@ def progress_of(doc: LoopState, ctx: LoopContext) -> ProgressFiles:
     """The progress folder beside the loop's master file."""
     # the instance id, checked by the engine, names files; the document's loop_id is data another
     # program may have written ("../x" must not lead out of the state folder)
-    return ProgressFiles.of(ctx.instance_dir, ctx.instance_id)
+    return ProgressFiles.of(ctx.instance_dir, ctx.instance_id, ctx.workspace)
 
 
 def skill_state_of(doc: LoopState) -> SkillState:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsm.files import append_text, atomic_write_text
+
 from .model import DevelopTask, Hypothesis, LoopState, TestResult
 
 __all__ = ["ProgressFiles", "task_line"]
@@ -30,11 +32,13 @@ class ProgressFiles:
     """The files of one loop's progress folder."""
 
     folder: Path
+    root: Path | None = None
+    """The workspace: nothing is written through a link out of it."""
 
     @classmethod
-    def of(cls, instance_dir: Path, loop_id: str) -> ProgressFiles:
+    def of(cls, instance_dir: Path, loop_id: str, root: Path | None = None) -> ProgressFiles:
         """The progress folder of ``loop_id`` beside its master file."""
-        return cls(instance_dir / f"{loop_id}.progress")
+        return cls(instance_dir / f"{loop_id}.progress", root)
 
     def path(self, name: str) -> Path:
         """A file of the folder (``develop.md``, ``changes.log``, ...)."""
@@ -186,13 +190,10 @@ class ProgressFiles:
         self._write("summary.md", text)
 
     def _write(self, name: str, text: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.path(name).write_text(text, encoding="utf-8")
+        atomic_write_text(self.path(name), text, root=self.root)
 
     def _append(self, name: str, text: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with self.path(name).open("a", encoding="utf-8") as handle:
-            handle.write(text)
+        append_text(self.path(name), text, root=self.root)
 
 
 def _tail(text: str, lines: int) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fsm.executor import ExecResult, Executor
+from fsm.files import ensure_folder
 
 from .model import TestResult
 from .reports import (
@@ -97,7 +98,7 @@ def run_tests(
     timeout: float,
 ) -> TestRun:
     """Run the tests and read their JUnit report (and coverage, when the run produced one)."""
-    report_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(report_dir, workspace)  # the test command writes its reports into it
     junit = report_dir / "junit.xml"
     coverage = report_dir / "coverage.xml"
     for stale in (junit, coverage, report_dir / "coverage.json"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fsm.files import ensure_folder
 from fsm.registry import Registry, Update
 
 from .execution import execute_issue
@@ -116,7 +117,7 @@ def reset_error_streak(doc: IssueManagerState, ctx: IssueManagerContext) -> Upda
 def initialize(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Create the work folders (``snapshots/``, ``solutions/``)."""
     for name in ("snapshots", "solutions"):
-        (ctx.instance_dir / name).mkdir(parents=True, exist_ok=True)
+        ensure_folder(ctx.instance_dir / name, ctx.workspace)
     return done_update(doc, ctx, "action-init")
 
 

@@ -20,6 +20,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from fsm.files import atomic_write_text
+
 __all__ = [
     "UnsafePathError",
     "ensure_inside",
@@ -63,7 +65,7 @@ def _copy_tree(source: Path, dest: Path) -> None:
 def snapshot_tree(skill_root: Path, dest: Path) -> None:
     """Copy the whole skill to ``dest`` and record a ``tree`` manifest beside it."""
     _copy_tree(skill_root, dest)
-    _manifest(dest).write_text(json.dumps({"mode": "tree"}, indent=2), encoding="utf-8")
+    atomic_write_text(_manifest(dest), json.dumps({"mode": "tree"}, indent=2))
 
 
 def snapshot_files(skill_root: Path, files: Iterable[str], dest: Path) -> None:
@@ -81,7 +83,7 @@ def snapshot_files(skill_root: Path, files: Iterable[str], dest: Path) -> None:
             shutil.copy2(source, target)
         entries.append({"file": rel, "existed": existed})
     manifest = {"mode": "files", "files": entries}
-    _manifest(dest).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    atomic_write_text(_manifest(dest), json.dumps(manifest, indent=2))
 
 
 def restore(skill_root: Path, backup: Path) -> list[str]:

@@ -14,6 +14,7 @@ byte for byte when a fix rewrites it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,7 +150,15 @@ def resolve_target(workspace: Path, raw: str | None) -> Path:
             "(fsm new skill-tuning --set target_skill.path=.claude/skills/NAME)"
         )
     path = Path(raw)
-    root = (path if path.is_absolute() else workspace / path).resolve()
+    given = path if path.is_absolute() else workspace / path
+    root = given.resolve()
+    inside = os.path.abspath(given).startswith(os.path.join(os.path.abspath(workspace), ""))
+    if inside and not root.is_relative_to(workspace.resolve()):
+        # a cloned repository may ship its skill folder as a link to anywhere
+        raise TargetSkillError(
+            f"target skill folder {raw} is a symbolic link out of the workspace (to {root}): "
+            "give the real folder's path if it is the skill to tune"
+        )
     if not root.exists():
         raise TargetSkillError(f"target skill folder does not exist: {raw} (resolved to {root})")
     if not root.is_dir():

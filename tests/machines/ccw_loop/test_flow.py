@@ -155,8 +155,8 @@ def test_raising_actions_end_failed_at_the_error_limit(loop_ws: Any, started: An
     assert doc.current_iteration == 0
     assert doc.skill_state is not None
     assert [(e.action, e.message.split(":")[0]) for e in doc.skill_state.errors] == [
-        ("DEVELOP", "FileExistsError"),
-        ("DEVELOP", "FileExistsError"),
+        ("DEVELOP", "NotADirectoryError"),
+        ("DEVELOP", "NotADirectoryError"),
     ]
     assert "2 consecutive action failures (max_errors 2)" in (doc.failure_reason or "")
     loop.assert_consistent()
