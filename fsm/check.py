@@ -83,10 +83,17 @@ def check_all() -> list[CheckReport]:
     """Check every registered machine."""
     try:
         names = list(discovery.registered_machines())
+        clashes = discovery.name_clashes()
     except FsmError as exc:
         # A broken plugin makes the registry itself unreadable: say so instead of crashing.
         return [_unreadable(getattr(exc, "source", "machines"), "machines", str(exc))]
-    return [check_target(name) for name in names]
+    reports = [check_target(name) for name in names]
+    # A name registered twice is an error of the installation, reported under that name.
+    reports += [
+        CheckReport(name, [Finding("entry points", "error", message, "name-clash")])
+        for name, message in sorted(clashes.items())
+    ]
+    return reports
 
 
 def _check_text(

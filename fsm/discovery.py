@@ -38,25 +38,60 @@ class MachineEntry:
 
 
 def registered_machines() -> dict[str, MachineEntry]:
-    """Every registered machine by name: fsm's own entry points first, then the others."""
-    found = _own_machines()
+    """Every registered machine by name: fsm's own entry points first, then the others.
+
+    A name is never taken by two machines. An entry point naming a bundled machine is ignored
+    (a plugin cannot replace ``ccw-loop`` behind the user's back); a name that two other
+    distributions register is refused where it is used. :func:`name_clashes` says both.
+    """
+    return _registered()[0]
+
+
+def name_clashes() -> dict[str, str]:
+    """Each machine name registered more than once, with what happens to it (one line)."""
+    return _registered()[1]
+
+
+def _registered() -> tuple[dict[str, MachineEntry], dict[str, str]]:
+    own = _own_points()
+    points: dict[str, dict[str, importlib.metadata.EntryPoint]] = {}
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name not in found:
-            found[entry.name] = _entry(entry, f"entry point {entry.value}")
-    return found
+        # The same distribution seen twice on sys.path registers one value twice: no clash.
+        points.setdefault(entry.name, {}).setdefault(entry.value, entry)
+    found = {name: _entry(entry, f"bundled ({entry.value})") for name, entry in own.items()}
+    clashes: dict[str, str] = {}
+    for name, by_value in points.items():
+        if name in own:
+            others = [repr(value) for value in by_value if value != own[name].value]
+            if others:
+                clashes[name] = (
+                    f"machine '{name}' is bundled with fsm: the entry point "
+                    f"{' and '.join(others)} registering the same name is ignored"
+                )
+        elif len(by_value) > 1:
+            clashes[name] = (
+                f"machine '{name}' is registered by {len(by_value)} entry points "
+                f"({', '.join(repr(value) for value in by_value)}): uninstall all but one"
+            )
+        else:
+            (entry,) = by_value.values()
+            found[name] = _entry(entry, f"entry point {entry.value}")
+    return found, clashes
 
 
-def _own_machines() -> dict[str, MachineEntry]:
+def _own_points() -> dict[str, importlib.metadata.EntryPoint]:
     """The machines fsm's own distribution registers (one distribution read, not every one
     installed: naming a bundled machine stays cheap)."""
     try:
         points = importlib.metadata.distribution("fsm").entry_points
     except importlib.metadata.PackageNotFoundError:
         return {}
+    return {entry.name: entry for entry in points if entry.group == ENTRY_POINT_GROUP}
+
+
+def _own_machines() -> dict[str, MachineEntry]:
     return {
-        entry.name: _entry(entry, f"bundled ({entry.value})")
-        for entry in points
-        if entry.group == ENTRY_POINT_GROUP
+        name: _entry(entry, f"bundled ({entry.value})") for name, entry in _own_points().items()
     }
 
 
@@ -93,9 +128,11 @@ def find_machine(target: str) -> MachineEntry:
     path = Path(target)
     if path.suffix in {".yaml", ".yml"}:
         return _machine_file(path)
-    machines = registered_machines()
+    machines, clashes = _registered()
     if target in machines:
         return machines[target]
+    if target in clashes:
+        raise DefinitionError(target, [clashes[target]])
     if path.is_dir():
         return _machine_file(path / "machine.yaml")
     from fsm.definition import did_you_mean

@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from fsm.errors import InputError
-from fsm.terminal import emit_json, out
+from fsm.terminal import emit_json, out, printable
 
 __all__ = ["cmd_check", "cmd_diagram", "cmd_machines", "cmd_options", "cmd_schema"]
 
 
 def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """List registered machines."""
-    from fsm.discovery import open_machine, registered_machines
+    from fsm.discovery import name_clashes, open_machine, registered_machines
 
+    for message in name_clashes().values():
+        print(f"fsm: warning: {printable(message)}", file=sys.stderr)
     rows = []
     for name, entry in sorted(registered_machines().items()):
         machine = open_machine(name)

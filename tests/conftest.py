@@ -94,6 +94,10 @@ class CliResult:
         return json.loads(self.out)
 
 
+Cli = Callable[..., CliResult]
+"""The type of the ``cli`` fixture."""
+
+
 @pytest.fixture
 def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     """Run ``fsm`` in-process in the temporary workspace."""

@@ -11,7 +11,7 @@ import pytest
 
 from fsm.discovery import find_machine, open_machine, registered_machines
 from fsm.errors import DefinitionError, UnknownMachineError
-from tests.conftest import COUNTER
+from tests.conftest import COUNTER, Cli
 
 
 @pytest.fixture
@@ -78,3 +78,59 @@ def test_registered_name_must_match_the_file(tmp_path: Path, plugin: Path) -> No
     (plugin / "machine.yaml").write_text(text)
     with pytest.raises(DefinitionError, match="registered as 'my-counter'"):
         open_machine("my-counter")
+
+
+def _distribution(root: Path, name: str, points: str) -> None:
+    """An installed distribution `name` whose `fsm.machines` entry points are `points`."""
+    dist = root / f"{name.replace('-', '_')}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[fsm.machines]\n{points}\n")
+
+
+def test_a_plugin_cannot_take_a_bundled_machines_name(
+    tmp_path: Path, plugin: Path, cli: Cli
+) -> None:
+    """An entry point registering `ccw-loop` is ignored (the bundled machine stays what the
+    name means), and `fsm check` and `fsm machines` say so."""
+    from fsm.check import check_all
+
+    _distribution(tmp_path, "impostor", "ccw-loop = my_counter_pkg")
+    entry = find_machine("ccw-loop")
+    assert entry.source == "bundled (fsm_machines.ccw_loop)"
+    assert registered_machines()["ccw-loop"].source.startswith("bundled")
+    clash = [r for r in check_all() if r.findings and r.findings[0].check == "name-clash"]
+    assert [(r.target, r.exit_code) for r in clash] == [("ccw-loop", 1)]
+    assert "'my_counter_pkg'" in clash[0].findings[0].message
+    assert "is ignored" in clash[0].findings[0].message
+    listed = cli("machines")
+    assert listed.code == 0
+    assert "fsm: warning: machine 'ccw-loop' is bundled with fsm" in listed.err
+    assert "[bundled (fsm_machines.ccw_loop)]" in listed.out
+
+
+def test_a_name_two_plugins_register_is_refused_where_it_is_used(
+    tmp_path: Path, plugin: Path
+) -> None:
+    """Two distributions registering `my-counter` leave the name ambiguous: using it is a clear
+    error naming both entry points, not whichever sys.path happened to list first."""
+    _distribution(tmp_path, "other-counter", "my-counter = other_pkg.counter")
+    assert "my-counter" not in registered_machines()
+    with pytest.raises(DefinitionError, match="registered by 2 entry points") as caught:
+        find_machine("my-counter")
+    assert "'my_counter_pkg'" in str(caught.value)
+    assert "'other_pkg.counter'" in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_one_distribution_seen_twice_is_no_clash(tmp_path: Path, plugin: Path) -> None:
+    """The same entry point found twice on sys.path (a package installed and also on the
+    path) registers one machine."""
+    second = tmp_path / "again"
+    second.mkdir()
+    _distribution(second, "my-counter", "my-counter = my_counter_pkg")
+    sys.path.insert(0, str(second))
+    try:
+        assert find_machine("my-counter").path == plugin / "machine.yaml"
+    finally:
+        sys.path.remove(str(second))
