@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from fsm import orphans
 from fsm.redaction import redacted_command, scrubbed
@@ -43,6 +43,7 @@ __all__ = [
     "AgentCommand",
     "ExecResult",
     "Executor",
+    "RecordsCommands",
     "SubprocessExecutor",
 ]
 
@@ -173,6 +174,20 @@ class Executor(Protocol):
         ...
 
 
+@runtime_checkable
+class RecordsCommands(Protocol):
+    """An executor that can record the commands it leaves running (optional).
+
+    Each instance asks for its own copy with the folder where its commands are recorded, so
+    that the next run of the instance can reap what a killed run left behind (see
+    :mod:`fsm.orphans`). An executor without this method is used as it is, unrecorded.
+    """
+
+    def for_instance(self, running_dir: Path) -> Executor:
+        """This executor, recording running commands in ``running_dir``."""
+        ...
+
+
 @dataclass
 class SubprocessExecutor:
     """Runs commands as subprocesses of this process, in their own process group."""
@@ -182,6 +197,10 @@ class SubprocessExecutor:
     default_timeout: float = 600.0
     running_dir: Path | None = None
     """Where running commands are recorded (see :mod:`fsm.orphans`); set per instance."""
+
+    def for_instance(self, running_dir: Path) -> SubprocessExecutor:
+        """This executor, recording the commands it runs in ``running_dir``."""
+        return replace(self, running_dir=running_dir)
 
     def shell(
         self,

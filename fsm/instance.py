@@ -15,7 +15,7 @@ import secrets
 import time
 import traceback
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from fsm.errors import (
     UnsafePathError,
     UnwritableDocumentError,
 )
-from fsm.executor import Executor, SubprocessExecutor
+from fsm.executor import Executor, RecordsCommands, SubprocessExecutor
 from fsm.files import recheck_folders
 from fsm.journal import Journal, RotatingLog
 from fsm.log import EventLog, get_logger
@@ -159,9 +159,9 @@ class Instance:
         self.committer = Committer(self)
         recheck_folders()
         self.executor: Executor = workspace.executor
-        if isinstance(workspace.executor, SubprocessExecutor):
+        if isinstance(workspace.executor, RecordsCommands):
             # Commands of this instance are recorded beside its journal (see fsm.orphans).
-            self.executor = replace(workspace.executor, running_dir=self.paths.meta / "running")
+            self.executor = workspace.executor.for_instance(self.paths.meta / "running")
         control = machine.spec.control
         self.external_paths: list[str] = list(machine.spec.external_fields)
         if control is not None:

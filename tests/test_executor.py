@@ -332,3 +332,38 @@ def test_redacted_command_shows_only_program_options_and_placeholders(
 def test_a_shell_command_is_described_as_written(executor: SubprocessExecutor) -> None:
     """A failed shell command is named by its text, not by the path of the shell that ran it."""
     assert executor.shell("exit 3").describe() == "exited 3: exit 3"
+
+
+def test_each_instance_gets_an_executor_recording_its_commands(tmp_path: Path) -> None:
+    """A workspace executor offering `for_instance` (the subprocess one, or a wrapper of it)
+    is asked for one copy per instance, recording in that instance's `running/` folder: a
+    later run of the instance reaps what a killed run left running. One without it is used as
+    it is."""
+    from dataclasses import dataclass
+
+    from fsm.instance import Workspace
+    from tests.conftest import COUNTER
+
+    @dataclass
+    class Wrapped(SubprocessExecutor):
+        asked: list[Path] | None = None
+
+        def for_instance(self, running_dir: Path) -> SubprocessExecutor:
+            assert self.asked is not None
+            self.asked.append(running_dir)
+            return super().for_instance(running_dir)
+
+    asked: list[Path] = []
+    wrapped = Wrapped(tmp_path, asked=asked)
+    first = Workspace(tmp_path, executor=wrapped).instance(str(COUNTER), "c1")
+    second = Workspace(tmp_path, executor=wrapped).instance(str(COUNTER), "c2")
+    assert asked == [first.paths.meta / "running", second.paths.meta / "running"]
+    assert isinstance(first.executor, SubprocessExecutor)
+    assert first.executor.running_dir == first.paths.meta / "running"
+    assert wrapped.running_dir is None  # the workspace's executor itself is left as it was
+
+    from fsm.testing import ScriptedExecutor
+
+    scripted = ScriptedExecutor()  # records nothing on disk: no for_instance
+    instance = Workspace(tmp_path, executor=scripted).instance(str(COUNTER), "c3")
+    assert instance.executor is scripted
