@@ -48,7 +48,6 @@ from fsm.errors import (
     MissingRequirementError,
     UnwritableDocumentError,
 )
-from fsm.files import confined_to
 from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
@@ -301,9 +300,9 @@ class Engine:
 
         Holding it, first clean up after a run that died outright: kill the commands it left
         behind (:mod:`fsm.orphans`), so that two agents never work on the same files, and make
-        its journal and document agree (:meth:`fsm.commit.Committer.repair`). At the end, catch
-        a write another program made into the document version fsm replaced last. Meanwhile
-        the machine's own writes through :mod:`fsm.files` are confined to the workspace.
+        its journal and document agree (:meth:`fsm.storage.Committing.repair`). At the end, let
+        the store take in a write another program made meanwhile. Meanwhile the machine's own
+        writes through :mod:`fsm.store` are confined to the workspace.
         """
         if self._lock_held:
             yield
@@ -315,7 +314,7 @@ class Engine:
         try:
             if instance.exists():
                 session.enter_context(instance.session())
-            with confined_to(instance.workspace.path):
+            with instance.store.confined():
                 for command in orphans.reap(instance.paths.meta / "running"):
                     instance.log.warning(
                         "orphaned_command_killed",
