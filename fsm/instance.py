@@ -74,7 +74,7 @@ class Workspace:
         clock: Clock | None = None,
         executor: Executor | None = None,
         config: WorkspaceConfig | None = None,
-        storage: Callable[[Machine, BaseModel], Store] | None = None,
+        storage: Callable[[Path, Machine, BaseModel], Store] | None = None,
     ) -> None:
         self.path = Path(path).resolve()
         self.config = config if config is not None else load_config(self.path)
@@ -132,7 +132,7 @@ class Workspace:
         """Where ``machine``'s instances are kept: the store this workspace was given, else
         its files (:meth:`store_for`)."""
         if self._storage is not None:
-            return self._storage(machine, options)
+            return self._storage(self.path, machine, options)
         return self.store_for(machine, options)
 
     def instance(self, machine: Machine | str, instance_id: str) -> Instance:
