@@ -143,7 +143,8 @@ class Kernel:
         """From ``state``, take the first transition for ``event`` (None: the first automatic
         one) whose guards hold, in declared order; None when there is none (or ``state`` has
         none: see :meth:`accepts`). ``attempt`` evaluates the guards and runs the actions; what
-        they raise propagates, and the kernel stays in ``state``.
+        they raise propagates, and the kernel stays in ``state``. A move that does not end in
+        the destination the machine declares is an internal error (FsmError).
         """
         model = self.model
         if getattr(model, "state", None) != state:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from fsm.definition import MachineSpec
 from fsm.engine import Engine, Kernel
+from fsm.errors import FsmError
 from fsm.instance import Instance
 from fsm.machine import GuardRef, Machine, Transition, resolve
 from fsm.registry import Registry
@@ -195,3 +196,17 @@ def test_the_engine_takes_only_what_the_kernel_chooses(make_counter: Any) -> Non
     engine.kernel = Refusing(instance.machine)
     assert engine.step().outcome == "waiting"
     assert engine.instance.load().state == "idle"
+
+
+def test_a_kernel_move_the_machine_does_not_declare_is_an_internal_error(
+    counter: Machine,
+) -> None:
+    """The kernel's move is checked against the declared destination: a kernel whose graph
+    disagrees with the machine is reported, not followed."""
+    kernel = Kernel(counter)
+    (counted,) = [t for t in counter.transitions if t.event == "count"]
+    for kernel_transition in kernel._machine.events["event:count"].transitions["idle"]:
+        kernel_transition.dest = "done"
+    results = {(counted.index, g.label): True for g in counted.guards}
+    with pytest.raises(FsmError, match="internal error: the kernel moved from 'idle' to 'done'"):
+        kernel.take("idle", "count", Scripted(results))
