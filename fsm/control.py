@@ -17,7 +17,6 @@ from pydantic import ValidationError
 
 from fsm.definition import describe_validation
 from fsm.errors import ControlRefusedError, FsmError
-from fsm.files import confined_to
 from fsm.update import apply_update
 
 if TYPE_CHECKING:
@@ -102,7 +101,7 @@ class ControlPlane:
             )
         started = time.monotonic()
         instance.committer.repair()
-        with confined_to(instance.workspace.path), instance.store.document_lock(instance.id):
+        with instance.store.confined(), instance.store.document_lock(instance.id):
             current = instance.load_unchecked()
             self._check(command, spec, current)
             saved = instance.commit(

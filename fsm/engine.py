@@ -1,20 +1,27 @@
 """The engine: steps, named events and runs, each step one transaction.
 
-This is the only module that imports ``transitions``. The kernel hands it callables only: every
-declared transition becomes a ``transitions`` transition with its own internal trigger, whose
-``before`` callback runs the actions (so an action that raises cancels the state change), and
-guards are evaluated here first so that every result can be journaled.
+This is the only module that imports ``transitions``, which is the engine's kernel: it chooses
+and takes each step's transition. Every declared transition is registered with it (see
+:class:`Kernel`) under its event's trigger and, when automatic, under the trigger of automatic
+transitions, in declared order, with its guards as conditions and its actions as its ``before``
+callback. The engine triggers one, and ``transitions`` evaluates the candidates' guards in
+order, takes the first transition whose guards all hold, runs its actions first (one that
+raises cancels the move) and moves to its destination, which the engine checks against the
+declared one. The kernel's conditions record each guard's result for the journal. Listing the
+events a person may choose (:meth:`Engine.allowed_events`) evaluates guards without it: no
+transition is taken there.
 
 A step (:meth:`Engine.step`, :meth:`Engine.fire`):
 
 1. re-reads the document; when the control status is not active, nothing runs;
-2. chooses a transition: the named event's first enabled transition, or the first enabled
-   automatic transition of the current state, in declared order;
-3. runs its actions, each returning an update, and writes the destination state;
-4. validates the result, merges what other writers changed meanwhile, writes it atomically and
+2. has the kernel choose a transition: the named event's first enabled transition, or the first
+   enabled automatic transition of the current state, in declared order, and take it: its
+   actions run, each returning an update, and the destination state is written;
+3. validates the result, merges what other writers changed meanwhile, writes it atomically and
    journals it;
-5. on failure (an action raised, the result did not validate) writes only the error bookkeeping
-   of the machine's ``on_error`` hook; the traceback goes to the journal and the instance log.
+4. on failure (a guard or an action raised, the result did not validate) writes only the error
+   bookkeeping of the machine's ``on_error`` hook; the traceback goes to the journal and the
+   instance log.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 from transitions import Machine as _KernelMachine
@@ -40,9 +48,8 @@ from fsm.errors import (
     MissingRequirementError,
     UnwritableDocumentError,
 )
-from fsm.files import confined_to
 from fsm.instance import Instance, Loaded
-from fsm.machine import FieldCodec, Machine, Transition, event_options
+from fsm.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
 from fsm.update import apply_update
 
@@ -58,8 +65,34 @@ class _KernelModel:
     state: str
 
 
+class Attempt(Protocol):
+    """What the kernel's callbacks call back into during one trigger (the engine's step)."""
+
+    def guard(self, transition: Transition, guard: GuardRef) -> bool:
+        """Evaluate ``guard`` of ``transition`` (a condition of the kernel)."""
+        ...
+
+    def enter(self, transition: Transition) -> None:
+        """Run the actions of ``transition``, which the kernel is taking (raise to cancel)."""
+        ...
+
+
+_AUTO = "auto:"
+"""The trigger of the automatic transitions (an event's trigger is ``event:<name>``; names
+cannot contain ``:``, so the two never collide)."""
+
+
 class Kernel:
-    """The machine's graph in ``transitions``: one internal trigger per declared transition."""
+    """The machine's graph in ``transitions``, which chooses and takes the transition of a step.
+
+    Every declared transition is registered, in declared order, under its event's trigger and,
+    when automatic, also under the trigger the automatic transitions share. Its guards are its
+    conditions and its actions its ``before`` callback. :meth:`take` triggers one of them:
+    ``transitions`` tries the current state's candidates in declared order, evaluating each one's
+    conditions in order until one fails, and takes the first whose conditions all hold, calling
+    its ``before`` first (an exception there, or in a condition, propagates and leaves the state
+    unchanged).
+    """
 
     def __init__(self, machine: Machine) -> None:
         self.model = _KernelModel()
@@ -71,35 +104,140 @@ class Kernel:
             send_event=True,
             ignore_invalid_triggers=False,
         )
+        self._taken: Transition | None = None
         for transition in machine.transitions:
-            self._machine.add_transition(
-                trigger=f"_t{transition.index}",
-                source=list(transition.sources),
-                dest=transition.dest,
-                before=self._before,
-            )
-        # Each transition's event, looked up once: a step triggers it directly.
-        self._events = {t.index: self._machine.events[f"_t{t.index}"] for t in machine.transitions}
-        self._pending: Callable[[], None] | None = None
+            conditions: list[str | Callable[..., bool | None]] = [
+                _condition(transition, guard) for guard in transition.guards
+            ]
+            before = partial(self._before, transition)
+            # "=" is transitions' own spelling of "the source state", as it is fsm's.
+            dest = "=" if transition.dest is None else transition.dest
+            triggers = [f"event:{transition.event}"] + ([_AUTO] if transition.auto else [])
+            for trigger in triggers:
+                self._machine.add_transition(
+                    trigger,
+                    source=list(transition.sources),
+                    dest=dest,
+                    conditions=conditions,
+                    before=before,
+                )
+        # Triggers looked up once: a step triggers one directly.
+        self._triggers: dict[str | None, Any] = {
+            name.removeprefix("event:"): event
+            for name, event in self._machine.events.items()
+            if name != _AUTO
+        }
+        self._triggers[None] = self._machine.events.get(_AUTO)
 
-    def take(self, state: str, transition: Transition, run_actions: Callable[[], None]) -> str:
-        """Move from ``state`` through ``transition``, running ``run_actions`` before the move.
+    @property
+    def state(self) -> str:
+        """The state the kernel is in (where its last move ended)."""
+        return self.model.state
 
-        If ``run_actions`` raises, the exception propagates and the state does not change.
+    def accepts(self, state: str, event: str | None) -> bool:
+        """True when ``state`` has a transition for ``event`` (None: an automatic one)."""
+        trigger = self._triggers.get(event)
+        return trigger is not None and state in trigger.transitions
+
+    def take(self, state: str, event: str | None, attempt: Attempt) -> Transition | None:
+        """From ``state``, take the first transition for ``event`` (None: the first automatic
+        one) whose guards hold, in declared order; None when there is none (or ``state`` has
+        none: see :meth:`accepts`). ``attempt`` evaluates the guards and runs the actions; what
+        they raise propagates, and the kernel stays in ``state``. A move that does not end in
+        the destination the machine declares is an internal error (FsmError).
         """
         model = self.model
         if getattr(model, "state", None) != state:
             self._machine.set_state(state, model=model)
-        self._pending = run_actions
+        trigger = self._triggers.get(event)
+        if trigger is None or state not in trigger.transitions:
+            return None
+        self._taken = None
         try:
-            self._events[transition.index].trigger(model)
+            moved = trigger.trigger(model, attempt)
         finally:
-            self._pending = None
-        return model.state
+            taken, self._taken = self._taken, None
+        if not moved:
+            return None
+        if taken is None or model.state != taken.dest_from(state):
+            # The graph given to transitions and the machine disagree: a bug of the engine.
+            raise FsmError(
+                f"internal error: the kernel moved from '{state}' to '{model.state}' through "
+                f"{'no declared transition' if taken is None else f'transition {taken.index}'}"
+            )
+        return taken
 
-    def _before(self, event: Any) -> None:
-        if self._pending is not None:
-            self._pending()
+    def _before(self, transition: Transition, event: Any) -> None:
+        self._taken = transition
+        attempt: Attempt = event.args[0]
+        attempt.enter(transition)
+
+
+def _condition(transition: Transition, guard: GuardRef) -> Callable[[Any], bool]:
+    """A kernel condition: ``guard`` of ``transition``, evaluated by the trigger's attempt."""
+
+    def condition(event: Any) -> bool:
+        attempt: Attempt = event.args[0]
+        return attempt.guard(transition, guard)
+
+    return condition
+
+
+class _Attempt:
+    """One step's trigger of the kernel: evaluates guards (each result recorded for the journal)
+    and runs the actions of the transition taken, leaving the resulting document."""
+
+    __slots__ = ("data", "engine", "evaluated", "loaded", "started", "transition")
+
+    def __init__(self, engine: Engine, loaded: Loaded) -> None:
+        self.engine = engine
+        self.loaded = loaded
+        self.evaluated: list[dict[str, Any]] = []
+        self.transition: Transition | None = None
+        """The transition whose guard or actions ran last (the one a failure is charged to)."""
+        self.started: float | None = None
+        self.data: dict[str, Any] = {}
+
+    def guard(self, transition: Transition, guard: GuardRef) -> bool:
+        self.transition = transition
+        tctx = self.engine._transition_context(transition, self.loaded.state)
+        try:
+            result = guard.holds(self.loaded.doc, tctx)
+        except Exception as exc:
+            self.evaluated.append(
+                {"transition": transition.index, "guard": guard.label, "result": None}
+            )
+            raise _ActionsFailed(f"guard {guard.name}", exc) from exc
+        self.evaluated.append(
+            {"transition": transition.index, "guard": guard.label, "result": result}
+        )
+        return result
+
+    def enter(self, transition: Transition) -> None:
+        self.transition = transition
+        if not transition.guards:
+            self.evaluated.append({"transition": transition.index, "guard": None, "result": True})
+        self.started = time.monotonic()
+        engine = self.engine
+        current = self.loaded
+        tctx = engine._transition_context(transition, current.state)
+        dest = transition.dest_from(current.state)
+        data, doc = current.data, current.doc
+        last = len(transition.actions) - 1
+        unchecked = False
+        for position, (name, action) in enumerate(transition.actions):
+            try:
+                update = action(doc, tctx)
+                if update:
+                    data = apply_update(data, update)
+                    # The next action (or a codec that reads the document) needs it now;
+                    # otherwise it is validated once, with the state written (below).
+                    unchecked = position == last and not engine._codec_reads_document
+                    if not unchecked:
+                        doc = engine.instance.validate(data)
+            except Exception as exc:
+                raise _ActionsFailed(name, exc) from exc
+        self.data = engine._entered(data, doc, dest, transition if unchecked else None)
 
 
 class _ActionsFailed(Exception):
@@ -163,9 +301,9 @@ class Engine:
 
         Holding it, first clean up after a run that died outright: kill the commands it left
         behind (:mod:`fsm.orphans`), so that two agents never work on the same files, and make
-        its journal and document agree (:meth:`fsm.commit.Committer.repair`). At the end, catch
-        a write another program made into the document version fsm replaced last. Meanwhile
-        the machine's own writes through :mod:`fsm.files` are confined to the workspace.
+        its journal and document agree (:meth:`fsm.storage.Committing.repair`). At the end, let
+        the store take in a write another program made meanwhile. Meanwhile the machine's own
+        writes through :mod:`fsm.store` are confined to the workspace.
         """
         if self._lock_held:
             yield
@@ -177,7 +315,7 @@ class Engine:
         try:
             if instance.exists():
                 session.enter_context(instance.session())
-            with confined_to(instance.workspace.path):
+            with instance.store.confined():
                 for command in orphans.reap(instance.paths.meta / "running"):
                     instance.log.warning(
                         "orphaned_command_killed",
@@ -343,27 +481,21 @@ class Engine:
                 )
             return StepResult("blocked", state, status)
         ctx = self.context()
-        candidates = self.machine.transitions_from(state, event)
-        if event is None:
-            candidates = [t for t in candidates if t.auto]
-        elif not candidates:
+        if event is not None and not self.kernel.accepts(state, event):
             allowed = ", ".join(self.machine.events_from(state)) or "none"
             raise EventNotAllowedError(
                 f"event '{event}' is not allowed in state '{state}' (allowed: {allowed})"
             )
-        evaluated: list[dict[str, Any]] = []
-        chosen: Transition | None = None
-        for transition in candidates:
-            tctx = self._transition_context(transition, state)
-            try:
-                holds = self._guards_hold(transition, current.doc, tctx, evaluated)
-            except _ActionsFailed as failure:
-                return self._failed(
-                    current, transition, ctx, failure, evaluated, actor, time.monotonic()
-                )
-            if holds:
-                chosen = transition
-                break
+        attempt = _Attempt(self, current)
+        try:
+            chosen = self.kernel.take(state, event, attempt)
+        except _ActionsFailed as failure:
+            assert attempt.transition is not None  # only a guard or an action raises it
+            started = time.monotonic() if attempt.started is None else attempt.started
+            return self._failed(
+                current, attempt.transition, ctx, failure, attempt.evaluated, actor, started
+            )
+        evaluated = attempt.evaluated
         if chosen is None:
             instance.log.info("guard_rejected", state=state, trigger=event, guards=evaluated)
             if event is not None:
@@ -372,66 +504,17 @@ class Engine:
                     f"event '{event}' refused in state '{state}' by its guards ({shown})"
                 )
             return StepResult("waiting", state, status)
-        return self._apply(current, chosen, ctx, tctx, evaluated, actor)
+        return self._commit(current, chosen, ctx, attempt, actor)
 
-    def _guards_hold(
-        self, transition: Transition, doc: BaseModel, ctx: Context, evaluated: list[dict[str, Any]]
-    ) -> bool:
-        for guard in transition.guards:
-            try:
-                result = guard.holds(doc, ctx)
-            except Exception as exc:
-                evaluated.append(
-                    {"transition": transition.index, "guard": guard.label, "result": None}
-                )
-                raise _ActionsFailed(f"guard {guard.name}", exc) from exc
-            evaluated.append(
-                {"transition": transition.index, "guard": guard.label, "result": result}
-            )
-            if not result:
-                return False
-        if not transition.guards:
-            evaluated.append({"transition": transition.index, "guard": None, "result": True})
-        return True
-
-    def _apply(
-        self,
-        current: Loaded,
-        transition: Transition,
-        ctx: Context,
-        tctx: Context,
-        evaluated: list[dict[str, Any]],
-        actor: str,
+    def _commit(
+        self, current: Loaded, transition: Transition, ctx: Context, attempt: _Attempt, actor: str
     ) -> StepResult:
-        """Take ``transition``; ``tctx`` is the context its guards saw (the actions' too)."""
+        """Commit the step the kernel took through ``transition`` (``attempt`` ran it)."""
         instance = self.instance
         source = current.state
         dest = transition.dest_from(source)
-        started = time.monotonic()
-        outcome: dict[str, Any] = {}
-
-        def run_actions() -> None:
-            data, doc = current.data, current.doc
-            last = len(transition.actions) - 1
-            unchecked = False
-            for position, (name, action) in enumerate(transition.actions):
-                try:
-                    update = action(doc, tctx)
-                    if update:
-                        data = apply_update(data, update)
-                        # The next action (or a codec that reads the document) needs it now;
-                        # otherwise it is validated once, with the state written (below).
-                        unchecked = position == last and not self._codec_reads_document
-                        if not unchecked:
-                            doc = instance.validate(data)
-                except Exception as exc:
-                    raise _ActionsFailed(name, exc) from exc
-            outcome["data"] = self._entered(data, doc, dest, transition if unchecked else None)
-
-        try:
-            self.kernel.take(source, transition, run_actions)
-        except _ActionsFailed as failure:
-            return self._failed(current, transition, ctx, failure, evaluated, actor, started)
+        evaluated = attempt.evaluated
+        started = time.monotonic() if attempt.started is None else attempt.started
         record = {
             "kind": "transition",
             "event": transition.event,
@@ -444,7 +527,7 @@ class Engine:
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
         }
         try:
-            saved = instance.commit(outcome["data"], record, base=current)
+            saved = instance.commit(attempt.data, record, base=current)
         except UnwritableDocumentError as exc:
             unwritable = _ActionsFailed(None, exc)
             return self._failed(current, transition, ctx, unwritable, evaluated, actor, started)

@@ -5,6 +5,8 @@ executor). An :class:`Instance` is one machine instance in it: it reads its docu
 knows its FSM state and control status, and commits new versions (validated, merged with what
 other writers changed meanwhile, written atomically, journaled, followed by the ``after_save``
 hook). The engine (:mod:`fsm.engine`) and the control plane (:mod:`fsm.control`) build on it.
+Documents and journals are kept by the workspace's store, used only through the protocols of
+:mod:`fsm.storage` (files unless the workspace is given another store).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import secrets
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -24,7 +26,6 @@ from pydantic import BaseModel, ValidationError
 
 from fsm import jsonio
 from fsm.clock import Clock, SystemClock
-from fsm.commit import Committer
 from fsm.config import WorkspaceConfig, load_config, resolve_options
 from fsm.context import Context
 from fsm.definition import describe_validation, did_you_mean
@@ -39,11 +40,11 @@ from fsm.errors import (
     UnwritableDocumentError,
 )
 from fsm.executor import Executor, RecordsCommands, SubprocessExecutor
-from fsm.files import recheck_folders
-from fsm.journal import Journal, RotatingLog
+from fsm.journal import RotatingLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.settings import check_input_keys
+from fsm.storage import Committing, JournalLog, Store
 from fsm.store import FileStore, InstancePaths, validate_id
 from fsm.update import MISSING, apply_update, canonical_hash
 
@@ -73,6 +74,7 @@ class Workspace:
         clock: Clock | None = None,
         executor: Executor | None = None,
         config: WorkspaceConfig | None = None,
+        storage: Callable[[Path, Machine, BaseModel], Store] | None = None,
     ) -> None:
         self.path = Path(path).resolve()
         self.config = config if config is not None else load_config(self.path)
@@ -80,6 +82,7 @@ class Workspace:
         self.option_texts = dict(option_texts or {})
         self.clock: Clock = clock or SystemClock()
         self.executor: Executor = executor or SubprocessExecutor(self.path, self.config.agents)
+        self._storage = storage
 
     def machine(self, name: str) -> Machine:
         """The machine named (or at path) ``name``."""
@@ -125,6 +128,13 @@ class Workspace:
             indent=storage.indent,
         )
 
+    def storage_for(self, machine: Machine, options: BaseModel) -> Store:
+        """Where ``machine``'s instances are kept: the store this workspace was given, else
+        its files (:meth:`store_for`)."""
+        if self._storage is not None:
+            return self._storage(self.path, machine, options)
+        return self.store_for(machine, options)
+
     def instance(self, machine: Machine | str, instance_id: str) -> Instance:
         """An existing-or-not instance handle (nothing is read yet)."""
         resolved = self.machine(machine) if isinstance(machine, str) else machine
@@ -145,9 +155,9 @@ class Instance:
         self.machine = machine
         self.id = instance_id
         self.options = workspace.options_for(machine)
-        self.store = workspace.store_for(machine, self.options)
+        self.store: Store = workspace.storage_for(machine, self.options)
         self.paths: InstancePaths = self.store.paths(instance_id)
-        self.journal = Journal(self.paths.journal, workspace.path)
+        self.journal: JournalLog = self.store.journal(instance_id)
         self.log = EventLog(
             get_logger("fsm"),
             RotatingLog(self.paths.log, workspace.path),
@@ -156,8 +166,7 @@ class Instance:
             instance=instance_id,
         )
         self._committed: Loaded | None = None
-        self.committer = Committer(self)
-        recheck_folders()
+        self.committer: Committing = self.store.committer(self)
         self.executor: Executor = workspace.executor
         if isinstance(workspace.executor, RecordsCommands):
             # Commands of this instance are recorded beside its journal (see fsm.orphans).
@@ -189,7 +198,7 @@ class Instance:
 
     def exists(self) -> bool:
         """True when the document exists."""
-        return self.paths.document.exists()
+        return self.store.exists(self.id)
 
     def validate(self, data: Mapping[str, Any]) -> BaseModel:
         """Validate JSON data with the document model (raises ValidationError)."""

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fsm import jsonio
 from fsm.errors import (
@@ -36,7 +36,19 @@ from fsm.errors import (
     UnknownInstanceError,
     UnwritableDocumentError,
 )
-from fsm.files import FileLock, atomic_write_bytes, atomic_write_text, read_file
+from fsm.files import (
+    FileLock,
+    atomic_write_bytes,
+    atomic_write_text,
+    confined_to,
+    read_file,
+    recheck_folders,
+)
+from fsm.journal import Journal
+
+if TYPE_CHECKING:
+    from fsm.commit import Committer
+    from fsm.instance import Instance
 
 __all__ = [
     "FileLock",
@@ -118,7 +130,8 @@ class Snapshot:
 
 
 class FileStore:
-    """Instance documents of one machine in one workspace, at the paths its storage declares."""
+    """Instance documents of one machine in one workspace, at the paths its storage declares
+    (the file implementation of :class:`fsm.storage.Store`)."""
 
     def __init__(
         self,
@@ -318,6 +331,23 @@ class FileStore:
                 f"(lock {lock.path})"
             )
         return lock
+
+    def journal(self, instance_id: str) -> Journal:
+        """The instance's NDJSON journal, in its meta folder."""
+        return Journal(self.paths(instance_id).journal, self.workspace)
+
+    def committer(self, instance: Instance) -> Committer:
+        """The :class:`fsm.commit.Committer` of ``instance``."""
+        from fsm.commit import Committer
+
+        # A new instance handle checks its folders again: a long-lived process notices a
+        # folder replaced by a link since.
+        recheck_folders()
+        return Committer(instance)
+
+    def confined(self) -> contextlib.AbstractContextManager[None]:
+        """Confine the writes machines make through this module to the workspace meanwhile."""
+        return confined_to(self.workspace)
 
     def _resolve(self, template: str, instance_id: str) -> Path:
         values = {**self._options, "id": instance_id}

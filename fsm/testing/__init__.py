@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from fsm.testing._driver import Driver, applied
 from fsm.testing._harness import Harness
+from fsm.testing._memory import MemoryJournal, MemoryStorage, MemoryStore
 from fsm.testing._scripted import Answer, Call, Matcher, Reply, ScriptedExecutor
 
 __all__ = [
@@ -33,6 +34,9 @@ __all__ = [
     "Driver",
     "Harness",
     "Matcher",
+    "MemoryJournal",
+    "MemoryStorage",
+    "MemoryStore",
     "Reply",
     "ScriptedExecutor",
     "applied",

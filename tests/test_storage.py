@@ -1,0 +1,134 @@
+"""The store interface (fsm.storage): the engine knows only the protocol, and a second store,
+in memory, runs a real machine from creation to completion with a journal that replay reads."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fsm
+from fsm.clock import SimulatedClock
+from fsm.control import ControlPlane
+from fsm.engine import Engine
+from fsm.errors import LockHeldError
+from fsm.inspect import replay, status
+from fsm.instance import Instance, Workspace
+from fsm.machine import Machine
+from fsm.testing import MemoryStorage, MemoryStore
+
+FILE_MODULES = {"fsm.files", "fsm.commit", "fsm.store", "fsm.journal", "fsm.repair"}
+
+
+def _imports(module: str) -> set[str]:
+    """The fsm modules ``module`` imports (at any depth of its code)."""
+    tree = ast.parse((Path(fsm.__file__).parent / f"{module}.py").read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_the_engine_knows_no_file_store() -> None:
+    """fsm/engine.py imports nothing of the file store: it reaches documents and journals only
+    through the instance and the protocols of fsm.storage."""
+    assert not _imports("engine") & FILE_MODULES
+    assert not {"fsm.files", "fsm.commit"} & _imports("instance")
+
+
+def _memory_workspace(folder: Path, storage: MemoryStorage) -> Workspace:
+    return Workspace(folder, clock=SimulatedClock(tick=0.001), storage=storage)
+
+
+def _records(instance: Instance) -> list[dict[str, Any]]:
+    """The journal without what differs between two runs (times, durations)."""
+    return [
+        {k: v for k, v in record.items() if k not in {"time", "duration_ms"}}
+        for record in instance.journal.read().records
+    ]
+
+
+def test_a_memory_store_runs_a_machine_from_creation_to_completion(
+    tmp_path: Path, counter: Machine
+) -> None:
+    """Create, start and run a counter whose document and journal live in memory: the run
+    completes, nothing is written where a file store keeps documents, and replay and status
+    read the journal the run left."""
+    storage = MemoryStorage()
+    instance = _memory_workspace(tmp_path, storage).instance(counter, "c1")
+    instance.create({"limit": 3})
+    result = Engine(instance).run()
+    assert (result.outcome, result.state) == ("completed", "done")
+    store = storage.store_of(counter)
+    assert store.list_ids() == ["c1"]
+    assert store.read("c1").data["count"] == 3
+    assert not (tmp_path / ".counters").exists()
+    assert not instance.paths.document.exists()
+    kinds = [r["kind"] for r in store.journal("c1").read().records]
+    assert kinds == ["create", "control", "transition", "transition", "transition", "transition"]
+    report = replay(instance)
+    assert (report.problems, report.state, report.records) == ([], "done", 6)
+    assert status(instance).state == "done"
+
+
+def test_both_stores_journal_the_same_run(tmp_path: Path, counter: Machine) -> None:
+    """The same run journals the same records (hashes included) in files and in memory."""
+    journals = []
+    for folder, storage in ((tmp_path / "files", None), (tmp_path / "memory", MemoryStorage())):
+        workspace = Workspace(folder, clock=SimulatedClock(tick=0.001), storage=storage)
+        instance = workspace.instance(counter, "c1")
+        instance.create({"limit": 2, "fail_at": 1})
+        Engine(instance).run()
+        journals.append(_records(instance))
+    on_files, in_memory = journals
+    assert "error" in [r["kind"] for r in on_files]
+    assert in_memory == on_files
+
+
+def test_a_memory_commit_keeps_another_writer_s_change(tmp_path: Path, counter: Machine) -> None:
+    """A title another program wrote while a step ran survives the step's commit, which is
+    journaled as merged."""
+    storage = MemoryStorage()
+    instance = _memory_workspace(tmp_path, storage).instance(counter, "c1")
+    instance.create({"limit": 3})
+    ControlPlane(instance).apply("start")
+    base = instance.load()
+    edited = {**base.data, "title": "renamed by a dashboard"}
+    storage.store_of(counter).write("c1", edited)
+    stepped = {**base.data, "count": 1}
+    saved = instance.commit(stepped, {"kind": "transition", "event": "count"}, base=base)
+    assert (saved.data["count"], saved.data["title"]) == (1, "renamed by a dashboard")
+    assert instance.journal.read().records[-1]["merged"] is True
+
+
+def test_a_memory_store_refuses_a_second_run(tmp_path: Path, counter: Machine) -> None:
+    """While a run holds an instance of a memory store, another run is refused."""
+    storage = MemoryStorage()
+    instance = _memory_workspace(tmp_path, storage).instance(counter, "c1")
+    instance.create({"limit": 3})
+    held = instance.store.run_lock("c1")
+    with pytest.raises(LockHeldError, match="already being run"):
+        Engine(instance).run()
+    held.release()
+    assert Engine(instance).run().outcome == "completed"
+
+
+def test_a_failed_step_is_journaled_in_memory(tmp_path: Path, counter: Machine) -> None:
+    """An action that raises is journaled as an error where the instance is, and is the last
+    error a paused run reports."""
+    storage = MemoryStorage()
+    instance = _memory_workspace(tmp_path, storage).instance(counter, "c1")
+    instance.create({"limit": 3, "fail_at": 0})
+    ControlPlane(instance).apply("start")
+    result = Engine(instance).step()
+    assert result.outcome == "failed"
+    error = instance.journal.last_error()
+    assert error is not None
+    assert (error["action"], error["state"]) == ("increment", "idle")
+    assert isinstance(instance.store, MemoryStore)
