@@ -44,6 +44,7 @@ from fsm.files import confined_to
 from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
+from fsm.records import ErrorRecord, GuardResult, TransitionRecord
 from fsm.update import apply_update
 
 __all__ = ["Engine", "Kernel"]
@@ -316,7 +317,7 @@ class Engine:
             message = f"instance is {status}{resumable}"
             error = self.instance.journal.last_error()
             if error is not None:
-                message += f"; last error: {error.get('action')}: {error.get('error')}"
+                message += f"; last error: {error.action}: {error.error}"
             return RunResult(outcome, state, status, steps, message)
         if max_steps is not None and len(steps) >= max_steps:
             return RunResult(
@@ -351,7 +352,7 @@ class Engine:
             raise EventNotAllowedError(
                 f"event '{event}' is not allowed in state '{state}' (allowed: {allowed})"
             )
-        evaluated: list[dict[str, Any]] = []
+        evaluated: list[GuardResult] = []
         chosen: Transition | None = None
         for transition in candidates:
             tctx = self._transition_context(transition, state)
@@ -375,7 +376,7 @@ class Engine:
         return self._apply(current, chosen, ctx, tctx, evaluated, actor)
 
     def _guards_hold(
-        self, transition: Transition, doc: BaseModel, ctx: Context, evaluated: list[dict[str, Any]]
+        self, transition: Transition, doc: BaseModel, ctx: Context, evaluated: list[GuardResult]
     ) -> bool:
         for guard in transition.guards:
             try:
@@ -400,7 +401,7 @@ class Engine:
         transition: Transition,
         ctx: Context,
         tctx: Context,
-        evaluated: list[dict[str, Any]],
+        evaluated: list[GuardResult],
         actor: str,
     ) -> StepResult:
         """Take ``transition``; ``tctx`` is the context its guards saw (the actions' too)."""
@@ -432,17 +433,16 @@ class Engine:
             self.kernel.take(source, transition, run_actions)
         except _ActionsFailed as failure:
             return self._failed(current, transition, ctx, failure, evaluated, actor, started)
-        record = {
-            "kind": "transition",
-            "event": transition.event,
-            "transition": transition.index,
-            "source": source,
-            "dest": dest,
-            "guards": evaluated,
-            "actions": [name for name, _ in transition.actions],
-            "actor": actor,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-        }
+        record = TransitionRecord(
+            event=transition.event,
+            transition=transition.index,
+            source=source,
+            dest=dest,
+            guards=evaluated,
+            actions=[name for name, _ in transition.actions],
+            actor=actor,
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+        )
         try:
             saved = instance.commit(outcome["data"], record, base=current)
         except UnwritableDocumentError as exc:
@@ -453,7 +453,7 @@ class Engine:
             trigger=transition.event,
             source=source,
             dest=saved.state,
-            duration_ms=record["duration_ms"],
+            duration_ms=record.duration_ms,
         )
         return StepResult(
             "applied", saved.state, saved.status, transition.event, source, saved.state
@@ -493,7 +493,7 @@ class Engine:
         transition: Transition,
         ctx: Context,
         failure: _ActionsFailed,
-        evaluated: list[dict[str, Any]],
+        evaluated: list[GuardResult],
         actor: str,
         started: float,
     ) -> StepResult:
@@ -515,19 +515,18 @@ class Engine:
             action=where,
             error=message,
         )
-        record = {
-            "kind": "error",
-            "event": transition.event,
-            "transition": transition.index,
-            "source": current.state,
-            "dest": current.state,
-            "guards": evaluated,
-            "action": where,
-            "error": message,
-            "traceback": trace,
-            "actor": actor,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-        }
+        record = ErrorRecord(
+            event=transition.event,
+            transition=transition.index,
+            source=current.state,
+            dest=current.state,
+            guards=evaluated,
+            action=where,
+            error=message,
+            traceback=trace,
+            actor=actor,
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+        )
         hook = self.machine.hooks.on_error
         saved = current
         if hook is not None:

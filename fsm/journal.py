@@ -1,12 +1,11 @@
 """The journal: one NDJSON record per applied transition, control command and failed step.
 
-Records are appended, never rewritten. Each one says when (``time``), what (``kind``: ``create``,
-``transition``, ``control``, ``error``, ``recover``), the event, source and destination states,
-the guards evaluated with their results, the actions run, the duration, the actor and reason,
-and the hashes of the document that resulted (``doc_hash`` of its bytes, ``core_hash`` of the
-canonical JSON of the fields only fsm writes), so that ``fsm replay`` can check that
-the journal reproduces the persisted document. A torn last line (a crash mid-append) is skipped
-on reading and reported, never fatal.
+Records are appended, never rewritten. Their kinds and fields are defined in :mod:`fsm.records`
+(built by the writers, parsed once here for the readers): each says when, what, the event, source
+and destination states, who and why, and the hashes of the document that resulted, so that
+``fsm replay`` can check that the journal reproduces the persisted document. A torn last line (a
+crash mid-append) is skipped on reading and reported, never fatal; so is a line that is not a
+record this fsm can read (reported with its reason).
 """
 
 from __future__ import annotations
@@ -22,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from fsm import jsonio
+from fsm.errors import JournalRecordError
 from fsm.files import append_bytes, open_nofollow
+from fsm.records import ErrorRecord, Record, TransitionRecord, parse_record
 
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog"]
 
@@ -205,16 +206,51 @@ class RotatingLog(LineLog):
 
 
 class Journal(LineLog):
-    """The instance journal (see the module docstring for the record fields)."""
+    """The instance journal: typed records (:mod:`fsm.records`) over the JSON lines.
 
-    def last(self) -> dict[str, Any] | None:
+    :meth:`entries`, :meth:`records`, :meth:`last` and :meth:`last_error` read typed records;
+    the inherited :meth:`scan` and :meth:`read`, and :meth:`backwards`, give the objects as the
+    lines hold them (``fsm history --json`` shows them so).
+    """
+
+    def write(self, record: Record) -> int:
+        """Append ``record``; return the file's size before it."""
+        return self.append(record.to_json())
+
+    def entries(self) -> Iterator[tuple[int, str, Record | JournalRecordError | None]]:
+        """``(line number, line, record)`` for every non-blank line, first to last: the record
+        is None when the line is unreadable (torn, not JSON), a JournalRecordError when it is
+        JSON that is not a record this fsm reads (it does not fit its kind, or a newer fsm
+        wrote it)."""
+        for number, text, data in self.scan():
+            if data is None:
+                yield number, text, None
+                continue
+            try:
+                yield number, text, parse_record(data, number)
+            except JournalRecordError as exc:
+                yield number, text, exc
+
+    def records(self) -> list[Record]:
+        """Every record this fsm can read, first to last (other lines are left out)."""
+        return [r for _, _, r in self.entries() if isinstance(r, Record)]
+
+    def records_backwards(self) -> Iterator[Record]:
+        """The records this fsm can read, last to first (see :meth:`backwards`)."""
+        for data in self.backwards():
+            try:
+                yield parse_record(data, 0)  # numbered from the end: no line number
+            except JournalRecordError:
+                continue
+
+    def last(self) -> Record | None:
         """The last readable record, read from the end of the file (cheap on long journals)."""
-        return next(self.backwards(), None)
+        return next(self.records_backwards(), None)
 
     def backwards(self) -> Iterator[dict[str, Any]]:
-        """The readable records from the last to the first, reading the file from its end in
-        blocks, so that a command needing only the latest records never reads the whole
-        journal. Unreadable lines (a torn last line) are skipped."""
+        """The readable objects from the last line to the first, as the lines hold them, reading
+        the file from its end in blocks, so that a command needing only the latest records never
+        reads the whole journal. Unreadable lines (a torn last line) are skipped."""
         try:
             fd = open_nofollow(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -237,12 +273,12 @@ class Journal(LineLog):
         finally:
             os.close(fd)
 
-    def last_error(self) -> dict[str, Any] | None:
+    def last_error(self) -> ErrorRecord | None:
         """The latest failed-step record not followed by a step that worked, if any."""
-        for record in self.backwards():
-            if record.get("kind") == "transition":
+        for record in self.records_backwards():
+            if isinstance(record, TransitionRecord):
                 return None
-            if record.get("kind") == "error":
+            if isinstance(record, ErrorRecord):
                 return record
         return None
 
