@@ -137,12 +137,13 @@ def misfit(data: dict[str, Any], shape: Shape) -> str:
     return f"a '{kind}' record does not fit its kind"
 
 
-def unreadable_format(version: int, line: int, newest: int) -> JournalRecordError:
+def unreadable_format(version: Any, line: int, newest: int) -> JournalRecordError:
     """The error of a record in a format this fsm cannot read (a newer one, or nonsense)."""
-    if version < 1:
-        return JournalRecordError(line, f"has no journal format {version} (formats start at 1)")
-    return JournalRecordError(
-        line,
-        f"was written by a newer fsm (journal format {version}; this fsm reads formats 1 to "
-        f"{newest}): upgrade fsm to read it",
-    )
+    if type(version) is int and version > newest:
+        return JournalRecordError(
+            line,
+            f"was written by a newer fsm (journal format {version}; this fsm reads formats 1 to "
+            f"{newest}): upgrade fsm to read it",
+        )
+    shown = json.dumps(version, ensure_ascii=False, default=str)[:40]
+    return JournalRecordError(line, f"has no journal format {shown} (formats are 1 to {newest})")

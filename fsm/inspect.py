@@ -18,6 +18,7 @@ from fsm.records import (
     Record,
     RecoverRecord,
     RepairRecord,
+    UnknownRecord,
 )
 from fsm.terminal import one_line
 from fsm.update import bytes_hash
@@ -194,6 +195,11 @@ class _Chain:
             return
         if isinstance(record, RepairRecord):  # settles where the instance is after a crash
             self.state = record.state
+            return
+        if isinstance(record, UnknownRecord) and record.source is None:
+            # A kind of a newer fsm that does not say where it starts: it moves no state, or
+            # says where it ended.
+            self.state = record.state if record.state is not None else self.state
             return
         state = self.state
         if state is not None and record.source != state and not record.merged:

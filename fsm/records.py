@@ -291,6 +291,8 @@ _BODIES: dict[type[Record], tuple[str, ...]] = {}
 
 _CONTAINS = frozenset.__contains__
 _ADOPT = object.__setattr__
+_NO_LIST: list[Any] = []
+"""What a missing list field reads as while checking (never changed)."""
 _SHAPES: dict[str, Shape] = {}
 """The shapes of the kinds read so far (derived at the first record of each: cheap imports)."""
 
@@ -306,18 +308,20 @@ def parse_record(data: dict[str, Any], line: int) -> Record:
         if cls is None:
             return _unknown(data, line)
         shape = _SHAPES[cls.KIND] = shape_of(cls, _NO_EXTRA, 1)
-    if not (
-        all(map(_CONTAINS, shape.allowed, map(type, map(data.get, shape.keys, shape.missing))))
-        and all(check(data[name]) for name, check in shape.lists if name in data)
-    ):
+    # The format first: a newer fsm may have changed what the fields are.
+    version = data.setdefault("format", 1)
+    if type(version) is not int or not 1 <= version <= FORMAT:
+        raise unreadable_format(version, line, FORMAT)
+    get = data.get
+    if not all(map(_CONTAINS, shape.allowed, map(type, map(get, shape.keys, shape.missing)))):
         raise JournalRecordError(line, misfit(data, shape))
-    if not 1 <= data.get("format", 1) <= FORMAT:
-        raise unreadable_format(data["format"], line, FORMAT)
+    for name, fits_list in shape.lists:
+        if not fits_list(get(name, _NO_LIST)):
+            raise JournalRecordError(line, misfit(data, shape))
     # The parsed object becomes the record's attributes as it is (no copy); a field it lacks
     # reads as the field's default, a class attribute (format 1 is the exception: its default
     # is the format written).
     record = object.__new__(shape.cls)
-    data.setdefault("format", 1)
     if not data.keys() <= shape.known:
         data["extra"] = {k: data.pop(k) for k in data.keys() - shape.known}
     _ADOPT(record, "__dict__", data)
@@ -328,7 +332,7 @@ def _unknown(data: dict[str, Any], line: int) -> UnknownRecord:
     """A record of a kind this fsm does not know: the common fields that fit are read, every
     other key is kept in ``extra``."""
     version = data.get("format", 1)
-    if type(version) is int and not 1 <= version <= FORMAT:
+    if type(version) is not int or not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
     shape = _SHAPES.get("") or _SHAPES.setdefault("", shape_of(UnknownRecord, _NO_EXTRA, 1))
     record = object.__new__(UnknownRecord)
