@@ -291,8 +291,6 @@ _BODIES: dict[type[Record], tuple[str, ...]] = {}
 
 _CONTAINS = frozenset.__contains__
 _ADOPT = object.__setattr__
-_NO_LIST: list[Any] = []
-"""What a missing list field reads as while checking (never changed)."""
 _SHAPES: dict[str, Shape] = {}
 """The shapes of the kinds read so far (derived at the first record of each: cheap imports)."""
 
@@ -301,31 +299,72 @@ def parse_record(data: dict[str, Any], line: int) -> Record:
     """The typed record of ``data``, the object on journal line ``line`` (taken over: the record
     keeps its lists). Raises JournalRecordError naming the line when the object does not fit its
     kind or was written in a newer journal format; a kind this fsm does not know is read as an
-    :class:`~fsm.records.UnknownRecord`."""
-    shape = _SHAPES.get(data.get("kind"))  # type: ignore[arg-type]
-    if shape is None:
-        cls = _KINDS.get(data.get("kind"))  # type: ignore[arg-type]
-        if cls is None:
-            return _unknown(data, line)
-        shape = _SHAPES[cls.KIND] = shape_of(cls, _NO_EXTRA, 1)
-    # The format first: a newer fsm may have changed what the fields are.
+    :class:`~fsm.records.UnknownRecord`.
+
+    A journal's records come in a few signatures (kind, keys, and the JSON type of each value):
+    a signature is checked field by field once, then only looked up; list elements are checked
+    on every record.
+    """
+    signature = (data.get("kind"), *data, *map(type, data.values()))
+    checked = _CHECKED.get(signature)
+    if checked is None:
+        return _parse_unseen(data, line, signature)
+    cls, lists, has_extra = checked
+    for name, fits_list in lists:
+        if not fits_list(data[name]):
+            raise JournalRecordError(line, misfit(data, _shape(cls)))
     version = data.setdefault("format", 1)
+    if not 1 <= version <= FORMAT:
+        raise unreadable_format(version, line, FORMAT)
+    return _adopted(cls, data, has_extra)
+
+
+def _adopted(cls: type[Record], data: dict[str, Any], has_extra: bool) -> Record:
+    """A record of ``cls`` whose attributes are ``data`` as it is (no copy): a field it lacks
+    reads as the field's default, a class attribute (``format`` is set: its default is the
+    format written, not 1)."""
+    record = object.__new__(cls)
+    if has_extra:
+        known = _shape(cls).known
+        data["extra"] = {k: data.pop(k) for k in data.keys() - known}
+    _ADOPT(record, "__dict__", data)
+    return record
+
+
+def _parse_unseen(data: dict[str, Any], line: int, signature: tuple[Any, ...]) -> Record:
+    """Check a record of a signature not seen yet, field by field; remember the signature."""
+    cls = _KINDS.get(data.get("kind"))  # type: ignore[arg-type]
+    if cls is None:
+        return _unknown(data, line)
+    shape = _shape(cls)
+    # The format first: a newer fsm may have changed what the fields are.
+    version = data.get("format", 1)
     if type(version) is not int or not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
     get = data.get
     if not all(map(_CONTAINS, shape.allowed, map(type, map(get, shape.keys, shape.missing)))):
         raise JournalRecordError(line, misfit(data, shape))
-    for name, fits_list in shape.lists:
-        if not fits_list(get(name, _NO_LIST)):
-            raise JournalRecordError(line, misfit(data, shape))
-    # The parsed object becomes the record's attributes as it is (no copy); a field it lacks
-    # reads as the field's default, a class attribute (format 1 is the exception: its default
-    # is the format written).
-    record = object.__new__(shape.cls)
-    if not data.keys() <= shape.known:
-        data["extra"] = {k: data.pop(k) for k in data.keys() - shape.known}
-    _ADOPT(record, "__dict__", data)
-    return record
+    lists = tuple((name, fits) for name, fits in shape.lists if name in data)
+    if not all(fits(data[name]) for name, fits in lists):
+        raise JournalRecordError(line, misfit(data, shape))
+    if len(_CHECKED) >= _MAX_SIGNATURES:  # a hostile journal: every line another shape
+        _CHECKED.clear()
+    has_extra = not data.keys() <= shape.known
+    _CHECKED[signature] = (cls, lists, has_extra)
+    data.setdefault("format", 1)
+    return _adopted(cls, data, has_extra)
+
+
+def _shape(cls: type[Record]) -> Shape:
+    shape = _SHAPES.get(cls.KIND)
+    if shape is None:
+        shape = _SHAPES[cls.KIND] = shape_of(cls, _NO_EXTRA, 1)
+    return shape
+
+
+_CHECKED: dict[tuple[Any, ...], tuple[type[Record], tuple[tuple[str, Any], ...], bool]] = {}
+"""Signatures that fit their kind: the kind's class, its list fields present, extra keys?"""
+_MAX_SIGNATURES = 512
 
 
 def _unknown(data: dict[str, Any], line: int) -> UnknownRecord:
@@ -334,7 +373,7 @@ def _unknown(data: dict[str, Any], line: int) -> UnknownRecord:
     version = data.get("format", 1)
     if type(version) is not int or not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
-    shape = _SHAPES.get("") or _SHAPES.setdefault("", shape_of(UnknownRecord, _NO_EXTRA, 1))
+    shape = _shape(UnknownRecord)
     record = object.__new__(UnknownRecord)
     attrs = record.__dict__
     attrs.update(shape.defaults)
