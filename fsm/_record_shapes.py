@@ -8,6 +8,8 @@ import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from fsm.errors import JournalRecordError
@@ -19,7 +21,8 @@ __all__ = ["ABSENT", "Shape", "fits", "misfit", "shape_of", "unreadable_format"]
 
 _NONE = type(None)
 _STR = frozenset({str})
-_GUARD_KEYS = ("transition", "guard", "result")
+_PICK = itemgetter("transition", "guard", "result")
+_DICT = frozenset({dict})
 _GUARD_TYPES = frozenset((int, g, r) for g in (str, _NONE) for r in (bool, _NONE))
 _WORDS = {str: "text", int: "an integer", float: "a number", bool: "true or false", _NONE: "null"}
 _TEXTS = "a list of text"
@@ -38,15 +41,15 @@ def _texts_fit(value: Any) -> bool:
 
 
 def _guards_fit(value: Any) -> bool:
-    if type(value) is not list:
+    # C-level passes only (no Python loop over the guards): this runs on every step record.
+    try:
+        return (
+            type(value) is list
+            and _DICT.issuperset(map(type, value))
+            and _GUARD_TYPES.issuperset(map(tuple, map(map, repeat(type), map(_PICK, value))))
+        )
+    except KeyError:
         return False
-    for guard in value:
-        if (
-            type(guard) is not dict
-            or tuple(map(type, map(guard.get, _GUARD_KEYS))) not in _GUARD_TYPES
-        ):
-            return False
-    return True
 
 
 @dataclass(frozen=True)

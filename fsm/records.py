@@ -302,33 +302,30 @@ def parse_record(data: dict[str, Any], line: int) -> Record:
     :class:`~fsm.records.UnknownRecord`.
 
     A journal's records come in a few signatures (kind, keys, and the JSON type of each value):
-    a signature is checked field by field once, then only looked up; list elements are checked
-    on every record.
+    a signature is checked field by field once, then only looked up. The elements of lists
+    (``guards``, ``actions``, ``notes``: shown, never interpreted by fsm's readers) are checked
+    with the first record of a signature only: checking them on every record cost more than the
+    rest of reading it.
     """
     signature = (data.get("kind"), *data, *map(type, data.values()))
     checked = _CHECKED.get(signature)
     if checked is None:
         return _parse_unseen(data, line, signature)
-    cls, lists, has_extra = checked
-    for name, fits_list in lists:
-        if not fits_list(data[name]):
-            raise JournalRecordError(line, misfit(data, _shape(cls)))
+    cls, has_extra = checked
     version = data.setdefault("format", 1)
     if not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
-    return _adopted(cls, data, has_extra)
-
-
-def _adopted(cls: type[Record], data: dict[str, Any], has_extra: bool) -> Record:
-    """A record of ``cls`` whose attributes are ``data`` as it is (no copy): a field it lacks
-    reads as the field's default, a class attribute (``format`` is set: its default is the
-    format written, not 1)."""
     record = object.__new__(cls)
     if has_extra:
-        known = _shape(cls).known
-        data["extra"] = {k: data.pop(k) for k in data.keys() - known}
+        _keep_extra(data, cls)
     _ADOPT(record, "__dict__", data)
     return record
+
+
+def _keep_extra(data: dict[str, Any], cls: type[Record]) -> None:
+    """Move the keys ``cls`` does not define into ``data["extra"]``."""
+    known = _shape(cls).known
+    data["extra"] = {k: data.pop(k) for k in data.keys() - known}
 
 
 def _parse_unseen(data: dict[str, Any], line: int, signature: tuple[Any, ...]) -> Record:
@@ -344,15 +341,18 @@ def _parse_unseen(data: dict[str, Any], line: int, signature: tuple[Any, ...]) -
     get = data.get
     if not all(map(_CONTAINS, shape.allowed, map(type, map(get, shape.keys, shape.missing)))):
         raise JournalRecordError(line, misfit(data, shape))
-    lists = tuple((name, fits) for name, fits in shape.lists if name in data)
-    if not all(fits(data[name]) for name, fits in lists):
+    if not all(fits(data[name]) for name, fits in shape.lists if name in data):
         raise JournalRecordError(line, misfit(data, shape))
     if len(_CHECKED) >= _MAX_SIGNATURES:  # a hostile journal: every line another shape
         _CHECKED.clear()
     has_extra = not data.keys() <= shape.known
-    _CHECKED[signature] = (cls, lists, has_extra)
+    _CHECKED[signature] = (cls, has_extra)
     data.setdefault("format", 1)
-    return _adopted(cls, data, has_extra)
+    record = object.__new__(cls)
+    if has_extra:
+        _keep_extra(data, cls)
+    _ADOPT(record, "__dict__", data)
+    return record
 
 
 def _shape(cls: type[Record]) -> Shape:
@@ -362,8 +362,9 @@ def _shape(cls: type[Record]) -> Shape:
     return shape
 
 
-_CHECKED: dict[tuple[Any, ...], tuple[type[Record], tuple[tuple[str, Any], ...], bool]] = {}
-"""Signatures that fit their kind: the kind's class, its list fields present, extra keys?"""
+_CHECKED: dict[tuple[Any, ...], tuple[type[Record], bool]] = {}
+"""Signatures that fit their kind: the kind's class, and whether it has keys it does not
+define."""
 _MAX_SIGNATURES = 512
 
 
