@@ -35,13 +35,21 @@ fields as format 2. A higher format than :data:`FORMAT` means a newer fsm change
 mean: such a record is refused with a clear error (upgrade fsm) rather than misread. Adding a field
 is not a new format: older readers keep it in ``extra``.
 
-**Representation.** Frozen dataclasses, read by a hand-written parser that checks field types a
-whole group at a time and fills the instance's ``__dict__`` in one update, not through
-``__init__``: replay and history read 100,000 records a second, and this adds about a tenth to
-reading a line, where a pydantic ``TypeAdapter`` on a discriminated union (validating the JSON
-text directly) or the dataclasses' own frozen ``__init__`` doubled it (measured; see the commit
-that introduced this module). Lists (``guards``, ``actions``, ``notes``) stay the lists parsed,
-typed as read-only sequences.
+**Representation.** Frozen dataclasses: the writers build them with their ``__init__`` (typed
+keywords: renaming a field is a mypy error at every writer and reader). Readers get them from
+:func:`parse_record`, which does not go through ``__init__``: the parsed JSON object becomes the
+instance's ``__dict__`` as it is (a missing field reads as its default, a class attribute), and
+types are checked per *signature* (kind, keys, and the JSON type of each value): a signature is
+checked field by field once, then only looked up. List elements (``guards``, ``actions``,
+``notes``: shown, never interpreted by fsm) are checked with a signature's first record only.
+
+Measured on 100,000 journal lines (on top of the JSON parse, about 2 µs a line): the frozen
+``__init__`` with hand-written checks cost 4.7 µs a record; pydantic validating the line into a
+discriminated union of models (``TypeAdapter.validate_json``) 2.1 µs, into typed dicts 2.5 µs,
+a whole block at once more than the JSON parse itself; checking every field with ``map`` over
+``dict.get`` 2 to 3 µs; the signature and the ``__dict__`` adoption about 1.4 µs. ``fsm replay``
+went from 136,000 to 113,000 records a second, ``fsm history`` from 110,000 to 92,000
+(``history --json`` shows the lines as they are and did not change).
 """
 
 from __future__ import annotations
