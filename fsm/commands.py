@@ -314,8 +314,12 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
         if not isinstance(record, Record):
             sys.stdout.writelines(lines)  # the warning comes after the lines before it
             lines.clear()
-            problem = "is unreadable" if record is None else record.problem
-            print(f"fsm: warning: journal line {number} {problem}; skipped", file=sys.stderr)
+            warning = (
+                f"journal line {number} is unreadable and was skipped"
+                if record is None
+                else f"{record}; it was skipped"
+            )
+            print(f"fsm: warning: {warning}", file=sys.stderr)
         else:
             lines.append(history_line(record) + "\n")
         if len(lines) >= 4096:

@@ -260,7 +260,7 @@ def test_readers_report_a_misfit_line_and_go_on(old: Instance, cli: Cli) -> None
     assert replay(old).records == 12
     shown = cli("history", str(COUNTER), "old")
     assert shown.code == 0 and len(shown.out.splitlines()) == 12
-    assert "fsm: warning: journal line 3 was written by a newer fsm" in shown.err
+    assert "fsm: warning: journal line 3: was written by a newer fsm" in shown.err
     raw = cli("history", str(COUNTER), "old", "--json")
     assert json.loads(raw.out.splitlines()[2]) == {"kind": "control", "event": "pause", "format": 7}
 
