@@ -293,25 +293,56 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     Each record is one line: readable text (:func:`_history_line`), or with ``--json`` the
     record as the journal holds it (compact JSON), characters a terminal would act on escaped.
     """
+    from fsm.inspect import history_line
+    from fsm.records import Record
+
     instance = instance_from(args, values)
-    show = _json_line if args.json else _history_line
     if args.tail is not None:
         if args.tail < 0:
             raise InputError("--tail must be 0 or more")
-        records = list(itertools.islice(instance.journal.backwards(), args.tail))
-        sys.stdout.writelines(show(record) + "\n" for record in reversed(records))
+        if args.json:
+            raw = list(itertools.islice(instance.journal.backwards(), args.tail))
+            sys.stdout.writelines(_json_line(data) + "\n" for data in reversed(raw))
+        else:
+            records = list(itertools.islice(instance.journal.records_backwards(), args.tail))
+            sys.stdout.writelines(history_line(record) + "\n" for record in reversed(records))
         return 0
+    if args.json:
+        return _history_json(instance)
     lines: list[str] = []
-    for number, line, record in instance.journal.scan():
-        if record is None:
+    for number, _, record in instance.journal.entries():
+        if not isinstance(record, Record):
             sys.stdout.writelines(lines)  # the warning comes after the lines before it
+            lines.clear()
+            warning = (
+                f"journal line {number} is unreadable and was skipped"
+                if record is None
+                else f"{record}; it was skipped"
+            )
+            print(f"fsm: warning: {warning}", file=sys.stderr)
+        else:
+            lines.append(history_line(record) + "\n")
+        if len(lines) >= 4096:
+            sys.stdout.writelines(lines)
+            lines.clear()
+    sys.stdout.writelines(lines)
+    return 0
+
+
+def _history_json(instance: Instance) -> int:
+    """Every journal line's object as the line holds it (a line that is not a record this fsm
+    reads is still shown: nothing here reads its fields)."""
+    lines: list[str] = []
+    for number, line, data in instance.journal.scan():
+        if data is None:
+            sys.stdout.writelines(lines)
             lines.clear()
             warning = f"fsm: warning: journal line {number} is unreadable and was skipped"
             print(warning, file=sys.stderr)
-        elif args.json and _safe_as_written(line):
+        elif _safe_as_written(line):
             lines.append(line + "\n")  # nothing to escape, nothing to encode again
         else:
-            lines.append(show(record) + "\n")
+            lines.append(_json_line(data) + "\n")
         if len(lines) >= 4096:
             sys.stdout.writelines(lines)
             lines.clear()
@@ -327,21 +358,6 @@ def _safe_as_written(line: str) -> bool:
 
 def _json_line(record: dict[str, Any]) -> str:
     return json_text(record, separators=(",", ":"))
-
-
-def _history_line(record: dict[str, Any]) -> str:
-    kind = record.get("kind", "?")
-    event = record.get("event") or ""
-    move = f"{record.get('source') or '-'} -> {record.get('dest') or '-'}"
-    extra = ""
-    if kind == "control":
-        extra = f" status {record.get('status_from')} -> {record.get('status_to')}"
-    if kind == "error":
-        extra = f" {record.get('error', '')}"
-    who = f" by {record['actor']}" if record.get("actor") else ""
-    why = f" ({record['reason']})" if record.get("reason") else ""
-    # One record, one line, whatever the reason or error holds.
-    return one_line(f"{record.get('time', '?')} {kind:<10} {event:<12} {move}{extra}{who}{why}")
 
 
 def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -57,6 +57,7 @@ from fsm.files import (
     write_temporary_open,
 )
 from fsm.merge import merge_concurrent
+from fsm.records import MergeRecord, Record
 from fsm.repair import repair as repair_instance
 from fsm.update import bytes_hash
 from fsm.versions import journal_seen, written_over
@@ -141,7 +142,7 @@ class Committer:
     def commit(
         self,
         data: Mapping[str, Any],
-        record: Mapping[str, Any],
+        record: Record,
         *,
         base: Loaded | None,
         locked: bool = False,
@@ -156,14 +157,12 @@ class Committer:
         with self.instance.store.document_lock(self.instance.id):
             return self._commit(data, record, base)
 
-    def _commit(
-        self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
-    ) -> Loaded:
+    def _commit(self, data: Mapping[str, Any], record: Record, base: Loaded | None) -> Loaded:
         settled = self._settle_replaced()
         if settled is not None and base is not None:
             # A change re-applied just now is newer than the step's base: build on it.
             data = merge_concurrent(self.instance, data, base, dict(settled.data), settled.raw)
-            base, record = settled, {**record, "merged": True}
+            base, record = settled, record.as_merged()
         return self._until_settled(*self._write_round(data, record, base))
 
     def _until_settled(self, saved: Loaded, lost: _Lost | None) -> Loaded:
@@ -175,7 +174,7 @@ class Committer:
         return saved
 
     def _write_round(
-        self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
+        self, data: Mapping[str, Any], record: Record, base: Loaded | None
     ) -> tuple[Loaded, _Lost | None]:
         instance = self.instance
         path = instance.paths.document
@@ -201,7 +200,7 @@ class Committer:
                     theirs = self._their_data(current, data)
                     their_base = self._read_by(current, base)
                     merged = merge_concurrent(instance, data, their_base, theirs, current)
-                    entry_record = {**record, "merged": True}
+                    entry_record = record.as_merged()
                 final = instance.touched(merged)
                 doc = self._validated(final)
                 raw = self._render(final)
@@ -209,15 +208,14 @@ class Committer:
                 state = instance.machine.codec.read(doc)
                 status = instance.status_of(final)
                 core = instance.core_hash(final)
-                journal.append(
-                    {
-                        "time": instance.clock.iso(),
-                        **entry_record,
-                        "state": state,
-                        "status": status,
-                        "doc_hash": bytes_hash(raw),
-                        "core_hash": core,
-                    }
+                journal.write(
+                    entry_record.stamped(
+                        time=instance.clock.iso(),
+                        state=state,
+                        status=status,
+                        doc_hash=bytes_hash(raw),
+                        core_hash=core,
+                    )
                 )
                 appended = True
                 if not self._unchanged(fd, path, current):
@@ -460,15 +458,13 @@ class Committer:
         if not isinstance(theirs, dict):
             return on_disk, None
         merged = merge_concurrent(self.instance, ours.data, their_base, theirs, their_raw)
-        record = {
-            "kind": "merge",
-            "event": None,
-            "source": ours.state,
-            "dest": ours.state,
-            "actor": "external",
-            "reason": "re-applied a change another program wrote while fsm replaced the document",
-            "merged": True,
-        }
+        record = MergeRecord(
+            source=ours.state,
+            dest=ours.state,
+            actor="external",
+            reason="re-applied a change another program wrote while fsm replaced the document",
+            merged=True,
+        )
         self.instance.log.info("lost_write_reapplied", state=ours.state)
         return self._write_round(merged, record, on_disk)
 
@@ -505,7 +501,7 @@ class Committer:
 
     # --- failures and parking --------------------------------------------------------------
 
-    def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
+    def journal_failure(self, record: Record, *, base: Loaded) -> Loaded:
         """Journal a failed step that changes no document, under the document lock.
 
         The record states where the instance is now: another writer may have moved it (a stop)
@@ -517,16 +513,16 @@ class Committer:
                 current = instance.load_unchecked()
             except StoreError:
                 current = base
-            entry = {"time": instance.clock.iso(), **record}
-            if current.raw != base.raw:
-                entry["merged"] = True
-            entry.update(
-                state=current.state,
-                status=current.status,
-                doc_hash=bytes_hash(current.raw),
-                core_hash=instance.core_hash(current.data),
+            entry = record.as_merged() if current.raw != base.raw else record
+            instance.journal.write(
+                entry.stamped(
+                    time=instance.clock.iso(),
+                    state=current.state,
+                    status=current.status,
+                    doc_hash=bytes_hash(current.raw),
+                    core_hash=instance.core_hash(current.data),
+                )
             )
-            instance.journal.append(entry)
         return current
 
     def park(self, data: Mapping[str, Any]) -> Path:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from fsm.definition import describe_validation
 from fsm.errors import ControlRefusedError, FsmError
+from fsm.records import ControlRecord
 from fsm.update import apply_update
 
 if TYPE_CHECKING:
@@ -106,17 +107,16 @@ class ControlPlane:
             self._check(command, spec, current)
             saved = instance.commit(
                 self._updated(command, spec, current, self.spec.field),
-                {
-                    "kind": "control",
-                    "event": command,
-                    "source": current.state,
-                    "dest": spec.state or current.state,
-                    "status_from": current.status,
-                    "status_to": spec.dest,
-                    "actor": actor,
-                    "reason": reason,
-                    "duration_ms": round((time.monotonic() - started) * 1000, 3),
-                },
+                ControlRecord(
+                    event=command,
+                    source=current.state,
+                    dest=spec.state or current.state,
+                    status_from=current.status,
+                    status_to=spec.dest,
+                    actor=actor,
+                    reason=reason,
+                    duration_ms=round((time.monotonic() - started) * 1000, 3),
+                ),
                 base=current,
                 locked=True,
             )

@@ -31,7 +31,7 @@ the current state and dims what was never taken.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,6 +40,7 @@ from fsm.definition import CONTROL_COMMANDS
 from fsm.diagram_mermaid import mermaid_text
 from fsm.diagram_render import dot_text
 from fsm.errors import DiagramRenderError, InputError
+from fsm.records import ControlRecord, CreateRecord, Record, RecoverRecord, TransitionRecord
 
 if TYPE_CHECKING:
     from fsm.machine import Machine
@@ -227,7 +228,7 @@ def diagram_model(machine: Machine) -> DiagramModel:
     )
 
 
-def overlay_from_journal(records: Sequence[Mapping[str, Any]], current_state: str) -> RunOverlay:
+def overlay_from_journal(records: Iterable[Record], current_state: str) -> RunOverlay:
     """Count visits from journal records.
 
     A ``create`` or ``recover`` record, a ``transition`` record (self-loops included: the step
@@ -240,26 +241,18 @@ def overlay_from_journal(records: Sequence[Mapping[str, Any]], current_state: st
         table[key] = table.get(key, 0) + 1
 
     for record in records:
-        kind = record.get("kind")
-        dest = record.get("dest")
-        source = record.get("source")
-        if kind in ("create", "recover") and isinstance(dest, str):
-            bump(overlay.state_visits, dest)
-        elif kind == "transition" and isinstance(record.get("transition"), int):
-            index = record["transition"]
-            bump(overlay.edge_visits, index)
-            if isinstance(source, str):
-                bump(overlay.edge_source_visits, (index, source))
-            if isinstance(dest, str):
-                bump(overlay.state_visits, dest)
-        elif kind == "control" and isinstance(record.get("event"), str):
-            command = record["event"]
-            bump(overlay.control_visits, command)
-            status_from = record.get("status_from")
-            if isinstance(status_from, str):
-                bump(overlay.control_source_visits, (command, status_from))
-            if isinstance(dest, str) and dest != source:
-                bump(overlay.state_visits, dest)
+        if isinstance(record, (CreateRecord, RecoverRecord)):
+            bump(overlay.state_visits, record.dest)
+        elif isinstance(record, TransitionRecord):
+            bump(overlay.edge_visits, record.transition)
+            bump(overlay.edge_source_visits, (record.transition, record.source))
+            bump(overlay.state_visits, record.dest)
+        elif isinstance(record, ControlRecord):
+            bump(overlay.control_visits, record.event)
+            if record.status_from is not None:
+                bump(overlay.control_source_visits, (record.event, record.status_from))
+            if record.dest != record.source:
+                bump(overlay.state_visits, record.dest)
     return overlay
 
 

@@ -51,6 +51,7 @@ from fsm.errors import (
 from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
+from fsm.records import ErrorRecord, GuardResult, TransitionRecord
 from fsm.update import apply_update
 
 __all__ = ["Engine", "Kernel"]
@@ -192,7 +193,7 @@ class _Attempt:
     def __init__(self, engine: Engine, loaded: Loaded) -> None:
         self.engine = engine
         self.loaded = loaded
-        self.evaluated: list[dict[str, Any]] = []
+        self.evaluated: list[GuardResult] = []
         self.transition: Transition | None = None
         """The transition whose guard or actions ran last (the one a failure is charged to)."""
         self.started: float | None = None
@@ -454,7 +455,7 @@ class Engine:
             message = f"instance is {status}{resumable}"
             error = self.instance.journal.last_error()
             if error is not None:
-                message += f"; last error: {error.get('action')}: {error.get('error')}"
+                message += f"; last error: {error.action}: {error.error}"
             return RunResult(outcome, state, status, steps, message)
         if max_steps is not None and len(steps) >= max_steps:
             return RunResult(
@@ -515,17 +516,16 @@ class Engine:
         dest = transition.dest_from(source)
         evaluated = attempt.evaluated
         started = time.monotonic() if attempt.started is None else attempt.started
-        record = {
-            "kind": "transition",
-            "event": transition.event,
-            "transition": transition.index,
-            "source": source,
-            "dest": dest,
-            "guards": evaluated,
-            "actions": [name for name, _ in transition.actions],
-            "actor": actor,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-        }
+        record = TransitionRecord(
+            event=transition.event,
+            transition=transition.index,
+            source=source,
+            dest=dest,
+            guards=evaluated,
+            actions=[name for name, _ in transition.actions],
+            actor=actor,
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+        )
         try:
             saved = instance.commit(attempt.data, record, base=current)
         except UnwritableDocumentError as exc:
@@ -536,7 +536,7 @@ class Engine:
             trigger=transition.event,
             source=source,
             dest=saved.state,
-            duration_ms=record["duration_ms"],
+            duration_ms=record.duration_ms,
         )
         return StepResult(
             "applied", saved.state, saved.status, transition.event, source, saved.state
@@ -576,7 +576,7 @@ class Engine:
         transition: Transition,
         ctx: Context,
         failure: _ActionsFailed,
-        evaluated: list[dict[str, Any]],
+        evaluated: list[GuardResult],
         actor: str,
         started: float,
     ) -> StepResult:
@@ -598,19 +598,18 @@ class Engine:
             action=where,
             error=message,
         )
-        record = {
-            "kind": "error",
-            "event": transition.event,
-            "transition": transition.index,
-            "source": current.state,
-            "dest": current.state,
-            "guards": evaluated,
-            "action": where,
-            "error": message,
-            "traceback": trace,
-            "actor": actor,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-        }
+        record = ErrorRecord(
+            event=transition.event,
+            transition=transition.index,
+            source=current.state,
+            dest=current.state,
+            guards=evaluated,
+            action=where,
+            error=message,
+            traceback=trace,
+            actor=actor,
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+        )
         hook = self.machine.hooks.on_error
         saved = current
         if hook is not None:

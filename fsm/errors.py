@@ -21,6 +21,7 @@ line saying what went wrong, where, and (when there is one) what to do::
         ├── CorruptDocumentError           the document does not parse or does not validate
         ├── LockHeldError                  another run holds the instance
         ├── JournalMismatchError           the journal does not reproduce the document
+        ├── JournalRecordError             a journal line that is not a record fsm can read
         ├── UnsafePathError                a path through a symbolic link, or out of the workspace
         └── UnwritableDocumentError        a document that is not strict JSON or not UTF-8
 
@@ -43,6 +44,7 @@ __all__ = [
     "InputError",
     "InvalidIdError",
     "JournalMismatchError",
+    "JournalRecordError",
     "LockHeldError",
     "MissingRequirementError",
     "OptionsError",
@@ -145,6 +147,16 @@ class LockHeldError(StoreError):
 
 class JournalMismatchError(StoreError):
     """Replaying the journal does not reproduce the persisted document."""
+
+
+class JournalRecordError(StoreError):
+    """A journal line holds JSON that does not fit its record kind, or was written in a newer
+    journal format (see :mod:`fsm.records`); ``line`` is its number."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        self.problem = problem
+        super().__init__(f"journal line {line}: {problem}")
 
 
 class UnsafePathError(StoreError):

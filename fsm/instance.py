@@ -43,6 +43,7 @@ from fsm.executor import Executor, RecordsCommands, SubprocessExecutor
 from fsm.journal import RotatingLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
+from fsm.records import CreateRecord, Record
 from fsm.settings import check_input_keys
 from fsm.storage import Committing, JournalLog, Store
 from fsm.store import FileStore, InstancePaths, validate_id
@@ -292,7 +293,7 @@ class Instance:
     def commit(
         self,
         data: Mapping[str, Any],
-        record: Mapping[str, Any],
+        record: Record,
         *,
         base: Loaded | None,
         locked: bool = False,
@@ -313,7 +314,7 @@ class Instance:
             self._committed = saved
         return saved
 
-    def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
+    def journal_failure(self, record: Record, *, base: Loaded) -> Loaded:
         """Journal a failed step that changes no document (see :class:`fsm.commit.Committer`)."""
         return self.committer.journal_failure(record, base=base)
 
@@ -378,15 +379,12 @@ class Instance:
         with self.store.document_lock(self.id):
             if self.exists():
                 raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
-            record = {
-                "kind": "create",
-                "machine": self.machine.name,
-                "event": None,
-                "source": None,
-                "dest": initial,
-                "actor": actor,
-                "duration_ms": round((time.monotonic() - started) * 1000, 3),
-            }
+            record = CreateRecord(
+                machine=self.machine.name,
+                dest=initial,
+                actor=actor,
+                duration_ms=round((time.monotonic() - started) * 1000, 3),
+            )
             loaded = self.commit(data, record, base=None, locked=True)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)
         return loaded

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from fsm.records import ControlRecord
 from fsm.update import apply_update, bytes_hash, get_path, keep_external
 
 if TYPE_CHECKING:
@@ -52,28 +53,27 @@ def _journal_external_control(
     if their_status == base.status:
         return
     last = instance.journal.last()
-    if last is not None and last.get("doc_hash") == their_hash:
+    if last is not None and last.doc_hash == their_hash:
         return  # fsm's own control plane made (and journaled) the change
     try:
         their_state = instance.machine.codec.read(instance.validate(theirs))
     except ValidationError:
         their_state = base.state
-    instance.journal.append(
-        {
-            "time": instance.clock.iso(),
-            "kind": "control",
-            "event": "external",
-            "source": base.state,
-            "dest": their_state,
-            "status_from": base.status,
-            "status_to": their_status,
-            "actor": "external",
-            "reason": "status changed by another program while a step ran",
-            "merged": True,
-            "state": their_state,
-            "status": their_status,
-            "doc_hash": their_hash,
-        }
+    instance.journal.write(
+        ControlRecord(
+            time=instance.clock.iso(),
+            event="external",
+            source=base.state,
+            dest=their_state,
+            status_from=base.status,
+            status_to=their_status,
+            actor="external",
+            reason="status changed by another program while a step ran",
+            merged=True,
+            state=their_state,
+            status=their_status,
+            doc_hash=their_hash,
+        )
     )
     instance.log.info("external_control_seen", status_from=base.status, status_to=their_status)
 

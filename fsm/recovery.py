@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from fsm.definition import describe_validation
 from fsm.errors import CorruptDocumentError, FsmError, InputError, UnknownInstanceError
 from fsm.instance import Instance
+from fsm.records import RecoverRecord
 from fsm.registry import Recovery
 
 __all__ = ["RecoveryReport", "recover"]
@@ -64,17 +65,14 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
                 raw_text = None
             data, notes = _rebuilt(instance, hook, raw_text)
             moved = _move_aside(instance, path) if raw_text is not None else None
-            record = {
-                "kind": "recover",
-                "machine": machine.name,
-                "event": None,
-                "source": None,
-                "dest": machine.codec.read(instance.validate(data)),
-                "actor": actor,
-                "notes": notes,
-                "moved_aside": str(moved) if moved else None,
-                "duration_ms": round((time.monotonic() - started) * 1000, 3),
-            }
+            record = RecoverRecord(
+                machine=machine.name,
+                dest=machine.codec.read(instance.validate(data)),
+                actor=actor,
+                notes=notes,
+                moved_aside=str(moved) if moved else None,
+                duration_ms=round((time.monotonic() - started) * 1000, 3),
+            )
             try:
                 saved = instance.commit(data, record, base=None, locked=True)
             except BaseException:

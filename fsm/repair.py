@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from fsm.errors import StoreError
 from fsm.files import dead_temporaries, leftover_temporaries, replace
+from fsm.records import RepairRecord
 from fsm.update import bytes_hash
 
 if TYPE_CHECKING:
@@ -57,13 +58,13 @@ def _may_need_repair(instance: Instance) -> bool:
     if _dead_side_temporaries(instance):
         return True
     last = instance.journal.last()
-    if last is None or "doc_hash" not in last:
+    if last is None or last.doc_hash is None:
         return False
     try:
         raw = instance.store.read_raw_bytes(instance.id)
     except OSError:
         return False
-    return raw is not None and bytes_hash(raw) != last["doc_hash"]
+    return raw is not None and bytes_hash(raw) != last.doc_hash
 
 
 def _dead_side_temporaries(instance: Instance) -> list[Path]:
@@ -85,38 +86,38 @@ def _remove(dead: list[Path]) -> list[str]:
 
 def _settle_unwritten(instance: Instance, temporaries: list[Path]) -> list[str]:
     """Settle a last journal record whose document is not the one on disk."""
-    records = instance.journal.backwards()
+    records = instance.journal.records_backwards()
     last = next(records, None)
-    if last is None or "doc_hash" not in last:
+    if last is None or last.doc_hash is None:
         return []
     try:
         raw = instance.store.read_raw_bytes(instance.id)
     except OSError:
         return []
-    if raw is None or bytes_hash(raw) == last["doc_hash"]:
+    if raw is None or bytes_hash(raw) == last.doc_hash:
         return []
-    previous = next((r for r in records if "doc_hash" in r), None)
-    if previous is None or previous["doc_hash"] != bytes_hash(raw):
+    previous = next((r for r in records if r.doc_hash is not None), None)
+    if previous is None or previous.doc_hash != bytes_hash(raw):
         return []  # changed by another program since: merged by the next commit
     for tmp in temporaries:
         try:
             content = tmp.read_bytes()
         except OSError:
             continue
-        if bytes_hash(content) == last["doc_hash"]:
+        if bytes_hash(content) == last.doc_hash:
             replace(tmp, instance.paths.document)
             temporaries.remove(tmp)
             with contextlib.suppress(StoreError):  # its after_save never ran
                 instance.after_save(instance.loaded_from(content))
             return [
-                f"completed the write of the last journal record ({last.get('kind')} "
-                f"{last.get('event')}): the process was killed before the document was "
+                f"completed the write of the last journal record ({last.kind} "
+                f"{last.event}): the process was killed before the document was "
                 "replaced"
             ]
     return [
-        f"the document of the last journal record ({last.get('kind')} {last.get('event')}) "
+        f"the document of the last journal record ({last.kind} {last.event}) "
         "was never written (the process was killed): the instance stays in "
-        f"'{previous.get('state')}'"
+        f"'{previous.state}'"
     ]
 
 
@@ -125,18 +126,16 @@ def _journal_repair(instance: Instance, notes: list[str]) -> None:
         current = instance.load_unchecked()
     except StoreError:
         return
-    instance.journal.append(
-        {
-            "time": instance.clock.iso(),
-            "kind": "repair",
-            "event": None,
-            "source": current.state,
-            "dest": current.state,
-            "actor": "fsm",
-            "reason": "; ".join(notes),
-            "state": current.state,
-            "status": current.status,
-            "doc_hash": bytes_hash(current.raw),
-            "core_hash": instance.core_hash(current.data),
-        }
+    instance.journal.write(
+        RepairRecord(
+            time=instance.clock.iso(),
+            source=current.state,
+            dest=current.state,
+            actor="fsm",
+            reason="; ".join(notes),
+            state=current.state,
+            status=current.status,
+            doc_hash=bytes_hash(current.raw),
+            core_hash=instance.core_hash(current.data),
+        )
     )

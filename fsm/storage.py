@@ -26,8 +26,10 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from fsm.errors import JournalRecordError
     from fsm.instance import Instance, Loaded
     from fsm.journal import JournalRead
+    from fsm.records import ErrorRecord, Record
     from fsm.store import InstancePaths, Snapshot
 
 __all__ = ["Committing", "JournalLog", "RunLock", "Store"]
@@ -70,11 +72,28 @@ class JournalLog(Protocol):
         """The readable records, last first."""
         ...
 
-    def last(self) -> dict[str, Any] | None:
+    def write(self, record: Record) -> int:
+        """Append ``record`` (:mod:`fsm.records`); return the journal's mark before it."""
+        ...
+
+    def entries(self) -> Iterator[tuple[int, str, Record | JournalRecordError | None]]:
+        """``(line number, line, record)`` for every line, first to last (None: unreadable;
+        a JournalRecordError: JSON that is not a record this fsm reads)."""
+        ...
+
+    def records(self) -> list[Record]:
+        """Every record this fsm can read, first to last."""
+        ...
+
+    def records_backwards(self) -> Iterator[Record]:
+        """The records this fsm can read, last to first."""
+        ...
+
+    def last(self) -> Record | None:
         """The last readable record."""
         ...
 
-    def last_error(self) -> dict[str, Any] | None:
+    def last_error(self) -> ErrorRecord | None:
         """The latest failed-step record not followed by a step that worked."""
         ...
 
@@ -100,7 +119,7 @@ class Committing(Protocol):
     def commit(
         self,
         data: Mapping[str, Any],
-        record: Mapping[str, Any],
+        record: Record,
         *,
         base: Loaded | None,
         locked: bool = False,
@@ -111,7 +130,7 @@ class Committing(Protocol):
         """
         ...
 
-    def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
+    def journal_failure(self, record: Record, *, base: Loaded) -> Loaded:
         """Journal a failed step that changes no document; return the current version."""
         ...
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from fsm.records import ControlRecord
 from fsm.update import MISSING, apply_update, bytes_hash, get_path
 
 if TYPE_CHECKING:
@@ -80,23 +81,22 @@ def journal_seen(instance: Instance, newest: Loaded, current: Loaded) -> None:
         return  # only its own fields: an edit the journal need not know of
     doc_hash = bytes_hash(current.raw)
     last = instance.journal.last()
-    if last is not None and last.get("doc_hash") == doc_hash:
+    if last is not None and last.doc_hash == doc_hash:
         return  # fsm's control plane, in another process, journaled it
-    instance.journal.append(
-        {
-            "time": instance.clock.iso(),
-            "kind": "control",
-            "event": "external",
-            "source": newest.state,
-            "dest": current.state,
-            "status_from": newest.status,
-            "status_to": current.status,
-            "actor": "external",
-            "reason": "changed by another program between steps",
-            "state": current.state,
-            "status": current.status,
-            "doc_hash": doc_hash,
-            "core_hash": instance.core_hash(current.data),
-        }
+    instance.journal.write(
+        ControlRecord(
+            time=instance.clock.iso(),
+            event="external",
+            source=newest.state,
+            dest=current.state,
+            status_from=newest.status,
+            status_to=current.status,
+            actor="external",
+            reason="changed by another program between steps",
+            state=current.state,
+            status=current.status,
+            doc_hash=doc_hash,
+            core_hash=instance.core_hash(current.data),
+        )
     )
     instance.log.info("external_control_seen", status_from=newest.status, status_to=current.status)

@@ -23,6 +23,7 @@ from fsm.diagram import (
 )
 from fsm.errors import FsmError, InputError
 from fsm.machine import Machine, load_machine
+from fsm.records import ControlRecord, CreateRecord, ErrorRecord, Record, TransitionRecord
 
 COUNTER_DIR = Path(__file__).parent / "engine_machines" / "counter"
 COUNTER_STATES = ("idle", "counting", "done", "failed")
@@ -335,22 +336,29 @@ def test_import_does_not_load_pygraphviz() -> None:
 # --- run overlays ----------------------------------------------------------------------------
 
 
-def record(
-    kind: str, event: str | None, source: str | None, dest: str, **extra: Any
-) -> dict[str, Any]:
-    """A journal record with the fields the overlay reads."""
-    return {"kind": kind, "event": event, "source": source, "dest": dest, **extra}
+def control(command: str, source: str, dest: str, status_from: str) -> ControlRecord:
+    """A control record with the fields the overlay reads."""
+    return ControlRecord(
+        event=command, source=source, dest=dest, status_from=status_from, status_to=None
+    )
 
 
-JOURNAL = [
-    record("create", None, None, "idle"),
-    record("control", "start", "idle", "idle", status_from="created"),
-    record("transition", "count", "idle", "counting", transition=1),
-    record("transition", "count", "counting", "counting", transition=1),
-    record("error", "count", "counting", "counting", transition=1),
-    record("control", "pause", "counting", "counting", status_from="running"),
-    record("control", "resume", "counting", "counting", status_from="paused"),
-    record("transition", "finish", "counting", "done", transition=2),
+def step(event: str, source: str, dest: str, transition: int) -> TransitionRecord:
+    """A transition record with the fields the overlay reads."""
+    return TransitionRecord(event=event, source=source, dest=dest, transition=transition)
+
+
+JOURNAL: list[Record] = [
+    CreateRecord(dest="idle"),
+    control("start", "idle", "idle", "created"),
+    step("count", "idle", "counting", 1),
+    step("count", "counting", "counting", 1),
+    ErrorRecord(
+        event="count", source="counting", dest="counting", transition=1, action="a", error="e"
+    ),
+    control("pause", "counting", "counting", "running"),
+    control("resume", "counting", "counting", "paused"),
+    step("finish", "counting", "done", 2),
 ]
 
 
@@ -366,7 +374,7 @@ def test_overlay_counts_journal_records() -> None:
 
 def test_overlay_counts_a_stop_as_a_visit() -> None:
     """A control command that moves the state (stop -> failed) counts a visit of that state."""
-    stop = record("control", "stop", "counting", "failed", status_from="running")
+    stop = control("stop", "counting", "failed", "running")
     records = [*JOURNAL[:4], stop]
     overlay = overlay_from_journal(records, "failed")
     assert overlay.state_visits["failed"] == 1
@@ -427,7 +435,7 @@ def test_overlay_counts_match_a_real_run(counter: Machine, tmp_path: Path) -> No
     instance.create({"limit": 3})
     result = Engine(instance).run()
     assert result.state == "done"
-    overlay = overlay_from_journal(instance.journal.read().records, result.state)
+    overlay = overlay_from_journal(instance.journal.records(), result.state)
     count = next(t.index for t in counter.transitions if t.event == "count")
     finish = next(t.index for t in counter.transitions if t.event == "finish")
     assert overlay.state_visits == {"idle": 1, "counting": 3, "done": 1}

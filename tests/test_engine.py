@@ -20,6 +20,10 @@ from fsm.errors import (
 from fsm.inspect import replay
 from fsm.instance import Instance, Workspace
 from fsm.machine import Machine
+from fsm.records import ControlRecord, TransitionRecord
+
+COUNT_STEP = TransitionRecord(event="count", transition=0, source="idle", dest="counting")
+"""A step record for commits made by hand."""
 
 MakeCounter = Callable[..., Instance]
 
@@ -237,9 +241,7 @@ def test_commit_keeps_external_fields_changed_during_a_step(make_counter: MakeCo
     edited["title"] = "new title"
     edited["added_by_dashboard"] = {"x": 1}
     instance.paths.document.write_text(json.dumps(edited, indent=2))
-    saved = instance.commit(
-        {**base.data, "count": 1, "phase": "counting"}, {"kind": "transition"}, base=base
-    )
+    saved = instance.commit({**base.data, "count": 1, "phase": "counting"}, COUNT_STEP, base=base)
     assert saved.data["title"] == "new title"
     assert saved.data["added_by_dashboard"] == {"x": 1}
     assert saved.data["count"] == 1
@@ -252,7 +254,7 @@ def test_commit_keeps_a_pause_pressed_during_a_step(make_counter: MakeCounter) -
     paused = json.loads(base.raw)
     paused["status"] = "paused"
     instance.paths.document.write_text(json.dumps(paused))
-    saved = instance.commit({**base.data, "count": 1}, {"kind": "transition"}, base=base)
+    saved = instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
     assert (saved.data["status"], saved.data["count"]) == ("paused", 1)
 
 
@@ -299,10 +301,12 @@ def test_status_changed_by_another_program_is_journaled(make_counter: MakeCounte
     paused = json.loads(base.raw)
     paused["status"] = "paused"
     instance.paths.document.write_text(json.dumps(paused))
-    instance.commit({**base.data, "count": 1}, {"kind": "transition", "source": "idle"}, base=base)
-    kinds = [(r["kind"], r.get("event"), r.get("actor")) for r in instance.journal.read().records]
-    assert kinds[-2:] == [("control", "external", "external"), ("transition", None, None)]
-    assert instance.journal.read().records[-2]["status_to"] == "paused"
+    instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
+    records = instance.journal.records()
+    kinds = [(r.kind, r.event, r.actor) for r in records]
+    assert kinds[-2:] == [("control", "external", "external"), ("transition", "count", None)]
+    assert isinstance(records[-2], ControlRecord)
+    assert records[-2].status_to == "paused"
 
 
 def test_fsm_control_during_a_step_is_not_journaled_twice(make_counter: MakeCounter) -> None:
@@ -312,7 +316,7 @@ def test_fsm_control_during_a_step_is_not_journaled_twice(make_counter: MakeCoun
     instance = started(make_counter(limit=3))
     base = instance.load()
     ControlPlane(instance).apply("pause")
-    instance.commit({**base.data, "count": 1}, {"kind": "transition", "source": "idle"}, base=base)
+    instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
     events = [r.get("event") for r in instance.journal.read().records if r["kind"] == "control"]
     assert events == ["start", "pause"]
 
@@ -324,7 +328,7 @@ def test_document_broken_during_a_step_parks_the_result(make_counter: MakeCounte
     base = instance.load()
     instance.paths.document.write_bytes(b'{"status": "pau')
     with pytest.raises(CorruptDocumentError, match="result was kept in"):
-        instance.commit({**base.data, "count": 1}, {"kind": "transition"}, base=base)
+        instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
     assert instance.paths.document.read_bytes() == b'{"status": "pau'
     parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
     assert len(parked) == 1
@@ -377,7 +381,7 @@ def test_pause_during_the_final_step_does_not_leave_a_paused_ending(
     paused["status"] = "paused"
     instance.paths.document.write_text(json.dumps(paused))
     ours = {**base.data, "phase": "done", "status": "done"}
-    saved = instance.commit(ours, {"kind": "transition", "source": "idle"}, base=base)
+    saved = instance.commit(ours, COUNT_STEP, base=base)
     assert (saved.state, saved.status) == ("done", "done")
 
 
@@ -421,7 +425,7 @@ def test_commit_that_cannot_take_the_lock_parks_the_result(
 
     monkeypatch.setattr(instance.store, "document_lock", held)
     with pytest.raises(StoreError, match="result was kept in"):
-        instance.commit({**base.data, "count": 1}, {"kind": "transition"}, base=base)
+        instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
     parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
     assert [json.loads(p.read_text())["count"] for p in parked] == [1]
 

@@ -17,6 +17,7 @@ from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.instance import Instance, Workspace
 from fsm.journal import Journal
 from fsm.machine import Machine, load_machine
+from fsm.records import ControlRecord, ErrorRecord, TransitionRecord
 from tests.conftest import ENGINE_MACHINES, CliResult
 
 JUDGED = ENGINE_MACHINES / "judged" / "machine.yaml"
@@ -193,22 +194,30 @@ def test_journal_reads_backwards_across_blocks_and_skips_a_torn_tail(tmp_path: P
     included, and skips a torn last line."""
     journal = Journal(tmp_path / "journal.ndjson")
     for number in range(300):
-        journal.append({"kind": "transition", "n": number, "pad": "x" * (number * 7 % 900)})
+        journal.append({"kind": "note", "n": number, "pad": "x" * (number * 7 % 900)})
     with journal.path.open("a") as handle:
         handle.write('{"kind": "tr')
     numbers = [record["n"] for record in journal.backwards()]
     assert numbers == list(range(299, -1, -1))
-    assert journal.last() == {"kind": "transition", "n": 299, "pad": "x" * (299 * 7 % 900)}
+    last = journal.last()
+    assert last is not None and last.extra == {"n": 299, "pad": "x" * (299 * 7 % 900)}
 
 
 def test_last_error_is_only_an_error_not_followed_by_a_working_step(tmp_path: Path) -> None:
     """last_error finds the latest failed step unless a transition came after it."""
     journal = Journal(tmp_path / "journal.ndjson")
     assert journal.last_error() is None
-    journal.append({"kind": "error", "action": "a", "error": "first"})
-    journal.append({"kind": "control", "event": "pause"})
-    assert journal.last_error() == {"kind": "error", "action": "a", "error": "first"}
-    journal.append({"kind": "transition"})
+    journal.write(
+        ErrorRecord(event="go", source="a", dest="a", transition=0, action="act", error="first")
+    )
+    journal.write(
+        ControlRecord(
+            event="pause", source="a", dest="a", status_from="running", status_to="paused"
+        )
+    )
+    error = journal.last_error()
+    assert error is not None and (error.action, error.error) == ("act", "first")
+    journal.write(TransitionRecord(event="go", source="a", dest="a", transition=0))
     assert journal.last_error() is None
 
 

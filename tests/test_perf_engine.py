@@ -4,13 +4,13 @@ the document, and the context built once per engine is the one guards and action
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from fsm.clock import SimulatedClock
 from fsm.control import ControlPlane
 from fsm.engine import Engine
 from fsm.instance import Instance, Workspace
 from fsm.machine import load_machine
+from fsm.records import ErrorRecord
 
 MACHINE = """\
 name: strict
@@ -98,9 +98,9 @@ def _instance(tmp_path: Path) -> Instance:
     return instance
 
 
-def _last(instance: Instance) -> dict[str, Any]:
+def _last(instance: Instance) -> ErrorRecord:
     record = instance.journal.last()
-    assert record is not None
+    assert isinstance(record, ErrorRecord)
     return record
 
 
@@ -117,7 +117,7 @@ def test_an_invalid_update_of_the_last_action_is_that_actions_failure(tmp_path: 
     result = Engine(instance).fire("spoil")
     assert result.outcome == "failed"
     assert (result.error or "").startswith("negative failed: the step's result does not validate")
-    assert _last(instance)["action"] == "negative"
+    assert _last(instance).action == "negative"
     assert "count" not in instance.load().data  # unchanged
 
 
@@ -128,7 +128,7 @@ def test_a_state_the_model_refuses_is_a_validation_failure(tmp_path: Path) -> No
     assert result.outcome == "failed"
     assert (result.error or "").startswith("validation failed: the step's result does not validate")
     assert "phase 'bad' holds no count" in (result.error or "")
-    assert _last(instance)["action"] == "validation"
+    assert _last(instance).action == "validation"
     assert instance.load().state == "a"
 
 

@@ -106,7 +106,9 @@ def test_replay_reports_the_first_broken_links_and_counts_the_rest(
     _counted(cli)
     path = _journal(tmp_path)
     lines = path.read_text().splitlines(keepends=True)
-    stray = json.dumps({"kind": "transition", "event": "x", "source": "nowhere", "dest": "idle"})
+    stray = json.dumps(
+        {"kind": "transition", "event": "x", "transition": 0, "source": "nowhere", "dest": "idle"}
+    )
     broken = MAX_REPORTED + 5
     path.write_text("".join([*lines[:-1], (stray + "\n") * broken, lines[-1]]))
     result = cli("replay", C, "c1")

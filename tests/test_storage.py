@@ -17,6 +17,7 @@ from fsm.errors import LockHeldError
 from fsm.inspect import replay, status
 from fsm.instance import Instance, Workspace
 from fsm.machine import Machine
+from fsm.records import TransitionRecord
 from fsm.testing import MemoryStorage, MemoryStore
 
 FILE_MODULES = {"fsm.files", "fsm.commit", "fsm.store", "fsm.journal", "fsm.repair"}
@@ -102,7 +103,8 @@ def test_a_memory_commit_keeps_another_writer_s_change(tmp_path: Path, counter: 
     edited = {**base.data, "title": "renamed by a dashboard"}
     storage.store_of(counter).write("c1", edited)
     stepped = {**base.data, "count": 1}
-    saved = instance.commit(stepped, {"kind": "transition", "event": "count"}, base=base)
+    step = TransitionRecord(event="count", transition=0, source="idle", dest="counting")
+    saved = instance.commit(stepped, step, base=base)
     assert (saved.data["count"], saved.data["title"]) == (1, "renamed by a dashboard")
     assert instance.journal.read().records[-1]["merged"] is True
 
@@ -130,5 +132,5 @@ def test_a_failed_step_is_journaled_in_memory(tmp_path: Path, counter: Machine) 
     assert result.outcome == "failed"
     error = instance.journal.last_error()
     assert error is not None
-    assert (error["action"], error["state"]) == ("increment", "idle")
+    assert (error.action, error.state) == ("increment", "idle")
     assert isinstance(instance.store, MemoryStore)

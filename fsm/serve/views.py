@@ -73,7 +73,7 @@ class Served:
     def instance_svg(self, instance: Instance) -> bytes:
         """The instance's diagram: current state, visit counts, untaken edges dimmed."""
         loaded = instance.load_unchecked()
-        overlay = diagram.overlay_from_journal(instance.journal.read().records, loaded.state)
+        overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
         return self.render(diagram.to_dot(instance.machine, run=overlay))
 
 

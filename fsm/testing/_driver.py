@@ -17,6 +17,14 @@ from fsm.inspect import replay
 from fsm.instance import Instance, Loaded, Workspace
 from fsm.machine import Machine
 from fsm.outcome import Chooser, RunResult, StepResult, Verdict
+from fsm.records import (
+    ControlRecord,
+    CreateRecord,
+    ErrorRecord,
+    Record,
+    RecoverRecord,
+    TransitionRecord,
+)
 from fsm.update import apply_update
 
 __all__ = ["Driver", "RecordingInstance", "applied"]
@@ -25,7 +33,6 @@ DocT = TypeVar("DocT", bound=BaseModel, default=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-_STATE_CHANGES = ("create", "recover", "transition", "control")
 """Journal records after which the instance may be in another state."""
 
 
@@ -39,7 +46,7 @@ class RecordingInstance(Instance):
     def commit(
         self,
         data: Mapping[str, Any],
-        record: Mapping[str, Any],
+        record: Record,
         *,
         base: Loaded | None,
         locked: bool = False,
@@ -142,31 +149,35 @@ class Driver(Generic[DocT]):
         return self.instance.machine.verdict(loaded.state, loaded.doc)
 
     def journal(self) -> list[dict[str, Any]]:
-        """The journal's records, oldest first."""
+        """The journal's records as its lines hold them (JSON objects), oldest first."""
         return list(self.instance.journal.read().records)
+
+    def records(self) -> list[Record]:
+        """The journal's typed records (:mod:`fsm.records`), oldest first."""
+        return self.instance.journal.records()
 
     def events(self) -> list[str]:
         """The event of every step taken, in order; a step whose action failed shows as
         ``event!`` (it changed no state)."""
         return [
-            f"{r['event']}!" if r["kind"] == "error" else str(r["event"])
-            for r in self.journal()
-            if r.get("kind") in ("transition", "error")
+            f"{r.event}!" if isinstance(r, ErrorRecord) else r.event
+            for r in self.records()
+            if isinstance(r, (TransitionRecord, ErrorRecord))
         ]
 
     def path(self) -> list[str]:
         """The states the instance was in, in order: where it was created, then the state each
         step (and each control command that moved it) led to."""
         states: list[str] = []
-        for record in self.journal():
-            kind, source, dest = record.get("kind"), record.get("source"), record.get("dest")
-            if kind not in _STATE_CHANGES or not isinstance(dest, str):
-                continue
-            if kind == "control" and dest == source:
-                continue
-            if not states and isinstance(source, str) and kind not in ("create", "recover"):
-                states.append(source)  # created by another program, without a create record
-            states.append(dest)
+        for record in self.records():
+            if isinstance(record, (CreateRecord, RecoverRecord)):
+                states.append(record.dest)
+            elif isinstance(record, (TransitionRecord, ControlRecord)):
+                if isinstance(record, ControlRecord) and record.dest == record.source:
+                    continue
+                if not states:
+                    states.append(record.source)  # created by another program, no create record
+                states.append(record.dest)
         return states
 
     def assert_path(self, expected: Sequence[str]) -> None:

@@ -29,16 +29,17 @@ from fsm.definition import describe_validation
 from fsm.errors import LockHeldError, StoreError, UnknownInstanceError, UnwritableDocumentError
 from fsm.files import confined_to
 from fsm.instance import Instance, Loaded
-from fsm.journal import JournalRead
+from fsm.journal import JournalRead, TypedRecords
 from fsm.machine import Machine
 from fsm.merge import merge_concurrent
+from fsm.records import Record
 from fsm.store import InstancePaths, Snapshot, validate_id
 from fsm.update import bytes_hash
 
 __all__ = ["MemoryCommitter", "MemoryJournal", "MemoryStorage", "MemoryStore"]
 
 
-class MemoryJournal:
+class MemoryJournal(TypedRecords):
     """An instance's journal as a list of JSON lines."""
 
     def __init__(self) -> None:
@@ -72,19 +73,6 @@ class MemoryJournal:
         """The records, last first."""
         for line in reversed(list(self.lines)):
             yield json.loads(line)
-
-    def last(self) -> dict[str, Any] | None:
-        """The last record."""
-        return next(self.backwards(), None)
-
-    def last_error(self) -> dict[str, Any] | None:
-        """The latest failed-step record not followed by a step that worked."""
-        for record in self.backwards():
-            if record.get("kind") == "transition":
-                return None
-            if record.get("kind") == "error":
-                return record
-        return None
 
     def has_torn_tail(self) -> bool:
         """Never: a record is appended whole or not at all."""
@@ -209,7 +197,7 @@ class MemoryCommitter:
     def commit(
         self,
         data: Mapping[str, Any],
-        record: Mapping[str, Any],
+        record: Record,
         *,
         base: Loaded | None,
         locked: bool = False,
@@ -220,17 +208,15 @@ class MemoryCommitter:
         with self.store.document_lock(self.instance.id):
             return self._commit(data, record, base)
 
-    def _commit(
-        self, data: Mapping[str, Any], record: Mapping[str, Any], base: Loaded | None
-    ) -> Loaded:
+    def _commit(self, data: Mapping[str, Any], record: Record, base: Loaded | None) -> Loaded:
         instance, store = self.instance, self.store
         current = store.read_raw_bytes(instance.id)
         if base is None and current is not None:
             raise StoreError(f"the document of '{instance.id}' appeared while it was created")
-        merged, entry = dict(data), dict(record)
+        merged, entry = dict(data), record
         if base is not None and current is not None and current != base.raw:
             merged = merge_concurrent(instance, data, base, json.loads(current), current)
-            entry["merged"] = True
+            entry = record.as_merged()
         final = instance.touched(merged)
         try:
             doc = instance.validate(final)
@@ -248,21 +234,20 @@ class MemoryCommitter:
         loaded = Loaded(
             final, raw, doc, instance.machine.codec.read(doc), instance.status_of(final)
         )
-        store.journal(instance.id).append(
-            {
-                "time": instance.clock.iso(),
-                **entry,
-                "state": loaded.state,
-                "status": loaded.status,
-                "doc_hash": bytes_hash(raw),
-                "core_hash": instance.core_hash(final),
-            }
+        store.journal(instance.id).write(
+            entry.stamped(
+                time=instance.clock.iso(),
+                state=loaded.state,
+                status=loaded.status,
+                doc_hash=bytes_hash(raw),
+                core_hash=instance.core_hash(final),
+            )
         )
         store.put(instance.id, raw)
         instance.after_save(loaded)
         return loaded
 
-    def journal_failure(self, record: Mapping[str, Any], *, base: Loaded) -> Loaded:
+    def journal_failure(self, record: Record, *, base: Loaded) -> Loaded:
         """Journal a failed step where the instance is now."""
         instance = self.instance
         with self.store.document_lock(instance.id):
@@ -270,16 +255,16 @@ class MemoryCommitter:
                 current = instance.load_unchecked()
             except StoreError:
                 current = base
-            entry = {"time": instance.clock.iso(), **record}
-            if current.raw != base.raw:
-                entry["merged"] = True
-            entry.update(
-                state=current.state,
-                status=current.status,
-                doc_hash=bytes_hash(current.raw),
-                core_hash=instance.core_hash(current.data),
+            entry = record.as_merged() if current.raw != base.raw else record
+            self.store.journal(instance.id).write(
+                entry.stamped(
+                    time=instance.clock.iso(),
+                    state=current.state,
+                    status=current.status,
+                    doc_hash=bytes_hash(current.raw),
+                    core_hash=instance.core_hash(current.data),
+                )
             )
-            self.store.journal(instance.id).append(entry)
         return current
 
     def current_bytes(self) -> bytes | None:

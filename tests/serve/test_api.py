@@ -11,6 +11,7 @@ import pytest
 from fsm.control import ControlPlane
 from fsm.engine import Engine
 from fsm.inspect import list_instances, status
+from fsm.records import ControlRecord
 from fsm.serve import views
 from tests.serve.conftest import Api
 
@@ -132,8 +133,8 @@ def test_control_applies_and_journals(api: Api) -> None:
     assert answer.json()["status"] == "running"
     assert answer.json()["control"] == ["pause", "stop"]
     last = api.instance("c1").journal.last()
-    assert last is not None
-    assert (last["event"], last["actor"], last["reason"]) == ("start", "ann", "go")
+    assert isinstance(last, ControlRecord)
+    assert (last.event, last.actor, last.reason) == ("start", "ann", "go")
 
 
 # --- errors: the exit codes' meanings as HTTP statuses -------------------------------------
