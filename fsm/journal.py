@@ -30,6 +30,8 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 _BLOCK = 1 << 20
 """Bytes read at a time when a journal is scanned from its start."""
 _BLANK = " \t\r\x0b\x0c"
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""A record's line (``json.dumps`` would build this encoder for every record)."""
 """What ``bytes.strip`` strips: a line of nothing else is blank, not unreadable."""
 
 
@@ -58,7 +60,7 @@ class LineLog:
 
     def append(self, record: Mapping[str, Any]) -> int:
         """Append one record as a line; return the file's size before it."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        line = _LINE.encode(record) + "\n"
         # Text from outside (argv, file names) may hold lone surrogates: keep them visible as
         # escapes rather than losing the record.
         data = line.encode("utf-8", errors="backslashreplace")

@@ -37,6 +37,7 @@ from fsm.errors import (
     UnwritableDocumentError,
 )
 from fsm.files import FileLock, atomic_write_bytes, atomic_write_text, read_file
+from fsm.jsonrender import dumps_indented
 
 __all__ = [
     "FileLock",
@@ -246,8 +247,9 @@ class FileStore:
 
     def render(self, data: Mapping[str, Any]) -> str:
         """The text a document is written as."""
-        indent = self.indent or None
-        return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+        if self.indent:
+            return dumps_indented(data, self.indent) + "\n"
+        return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
 
     def list_ids(self) -> list[str]:
         """Ids of every instance whose document exists."""
