@@ -216,7 +216,7 @@ def write_temporary_open(
 ) -> tuple[Path, int]:
     """:func:`write_temporary`, returning the file still open (for reading and writing): once
     it replaces ``path`` the caller can look at the document without opening it again."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     fd = open_nofollow(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, root=root)
     try:
         if mode is None:

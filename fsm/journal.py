@@ -66,11 +66,14 @@ class LineLog:
         data = line.encode("utf-8", errors="backslashreplace")
         if self._fd is None:
             return append_bytes(self.path, data, root=self.root)
-        if os.fstat(self._fd).st_nlink == 0:  # removed meanwhile: never write into the void
+        info = os.fstat(self._fd)
+        if info.st_nlink == 0:  # removed meanwhile: never write into the void
             self._reopen()
-        before = os.lseek(self._fd, 0, os.SEEK_END)
+            info = os.fstat(self._fd)
+        # The size before: what the end of an O_APPEND file is when nobody else appends (the
+        # journal is written under the document lock), without a seek of its own.
         os.write(self._fd, data)
-        return before
+        return info.st_size
 
     @contextlib.contextmanager
     def kept_open(self) -> Iterator[None]:
