@@ -232,13 +232,21 @@ def test_an_interrupt_just_after_the_document_is_replaced_keeps_its_record(
 
     _new(cli, "c1", "limit=3")
     assert cli("start", C, "c1").code == 0
-    real_replace = commit.replace
+    real_replace, real_sync = commit.replace, commit.sync_folder
 
     def interrupted(*args: object, **kwargs: object) -> None:
         real_replace(*args, **kwargs)  # type: ignore[arg-type]
         raise KeyboardInterrupt
 
+    def interrupted_sync(*args: object, **kwargs: object) -> None:
+        real_sync(*args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    # The document is swapped in (renameat2) and the folder synced, or, where the system
+    # cannot swap, renamed over (the folder synced within): either way the interrupt lands
+    # once the new version is visible.
     monkeypatch.setattr(commit, "replace", interrupted)
+    monkeypatch.setattr(commit, "sync_folder", interrupted_sync)
     assert cli("step", C, "c1").code == 130
     monkeypatch.undo()
     assert _document(tmp_path, "c1")["count"] == 1
