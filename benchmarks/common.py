@@ -49,7 +49,7 @@ class Result:
         )
 
     def row(self) -> str:
-        """The line as a Markdown table row (docs/performance.md)."""
+        """The line as a Markdown table row (the README's table)."""
         budget = f"{self.budget:.2f}x" if self.budget is not None else "-"
         verdict = {True: "ok", False: "over", None: "info"}[self.ok]
         return (

@@ -1,7 +1,7 @@
 """Performance benchmarks (SPEC section 7 and issue 14), run on demand::
 
     .venv/bin/pip install -e '.[bench]' && .venv/bin/python benchmarks/run.py [--quick]
-    .venv/bin/python benchmarks/run.py --repeat 3 --write-docs   # medians, into the docs
+    .venv/bin/python benchmarks/run.py --repeat 3 --write-docs   # medians, into the README
 
 Every figure is a ratio against a baseline measured in the same run on the same machine, next
 to its budget, so that it means the same on a fast laptop and on a loaded CI box:
@@ -48,7 +48,8 @@ import fleet_bench
 import serve_bench
 from common import ROOT, Result
 
-DOCS = ROOT / "docs" / "performance.md"
+README = ROOT / "README.md"
+"""Where the last measured table is shown (docs/performance.md explains it)."""
 START, END = "<!-- benchmark table -->", "<!-- end of benchmark table -->"
 
 
@@ -70,16 +71,18 @@ def main(argv: list[str] | None = None) -> int:
         "(a busy moment of a shared machine then moves no figure)",
     )
     parser.add_argument(
-        "--write-docs", action="store_true", help=f"put the table into {DOCS.relative_to(ROOT)}"
+        "--write-docs",
+        action="store_true",
+        help=f"put the table into {README.relative_to(ROOT)} (between its table markers)",
     )
     args = parser.parse_args(argv)
     times, rounds = (3, 1) if args.quick else (9, 3)
     parts: dict[str, Callable[[Path], list[Result]]] = {
         "engine": lambda f: [
             engine_bench.in_memory_step(f),
-            engine_bench.persisted_step(f),
+            *engine_bench.persisted_step(f),
             engine_bench.build_large(f),
-            engine_bench.list_api(f),
+            *engine_bench.list_api(f),
         ],
         "status": lambda f: cli_bench.status(f, times),
         "ls": lambda f: cli_bench.listing(f, times),
@@ -128,8 +131,10 @@ def _median(results: list[Result]) -> Result:
 
 
 def write_docs(results: list[Result]) -> None:
-    """Replace the table between the markers of docs/performance.md."""
-    text = DOCS.read_text(encoding="utf-8")
+    """Replace the table between the markers of the README (the only copy of the table)."""
+    text = README.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise SystemExit(f"{README}: the markers {START} and {END} are missing")
     before, _, rest = text.partition(START)
     _, _, after = rest.partition(END)
     rows = [
@@ -138,7 +143,7 @@ def write_docs(results: list[Result]) -> None:
         *(result.row() for result in results),
     ]
     table = "\n".join([START, *rows, END])
-    DOCS.write_text(before + table + after, encoding="utf-8")
+    README.write_text(before + table + after, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,9 @@ from fsm.errors import CorruptDocumentError, FsmError, StoreError, UnwritableDoc
 from fsm.files import (
     atomic_write_text,
     exchange,
+    holds,
+    identity,
+    is_file,
     open_nofollow,
     read_fd,
     read_file,
@@ -105,9 +108,10 @@ class Committer:
         """Files commits replaced, kept open until a look finds nothing more written into
         them (more than one while another writer is midway in one)."""
         self._folder_fd: int | None = None
-        self._written: int | None = None
-        """The file this committer wrote last, kept open during a session (it is the document
-        until someone replaces it): loads and the next commit read it without an open."""
+        self._written: tuple[int, tuple[int, int]] | None = None
+        """The file this committer wrote last and its identity, kept open during a session (it
+        is the document until someone replaces it): loads and the next commit read it without
+        an open."""
         self._keeping = False
 
     @contextlib.contextmanager
@@ -124,18 +128,19 @@ class Committer:
             yield
         finally:
             self._keeping = False
-            for fd in (self._folder_fd, self._written):
-                if fd is not None:
-                    os.close(fd)
+            if self._folder_fd is not None:
+                os.close(self._folder_fd)
+            if self._written is not None:
+                os.close(self._written[0])
             self._folder_fd = self._written = None
 
-    def current_bytes(self) -> bytes | None:
-        """The document's bytes now (None when there is none), read through the file kept
-        open when it still is the document."""
-        fd = self._written
-        if fd is not None and same_file(fd, self.instance.paths.document):
-            return read_fd(fd)
-        return self.instance.store.read_raw_bytes(self.instance.id)
+    def still(self, raw: bytes) -> bool:
+        """True when the document holds exactly ``raw`` now, read through the file kept open
+        when it still is the document."""
+        written = self._written
+        if written is not None and is_file(self.instance.paths.document, written[1]):
+            return holds(written[0], raw)
+        return self.instance.store.read_raw_bytes(self.instance.id) == raw
 
     # --- committing ------------------------------------------------------------------------
 
@@ -180,10 +185,10 @@ class Committer:
         path = instance.paths.document
         journal = instance.journal
         for _ in range(MAX_ROUNDS):
-            mark = journal.size()
             fd, current = self._open_current(path)
             tmp: Path | None = None
             tmp_fd: int | None = None
+            mark = 0
             appended = False
             try:
                 if base is None and current is not None:
@@ -208,7 +213,8 @@ class Committer:
                 state = instance.machine.codec.read(doc)
                 status = instance.status_of(final)
                 core = instance.core_hash(final)
-                journal.write(
+                # Where the record starts: the commit takes it back from there if it must.
+                mark = journal.write(
                     entry_record.stamped(
                         time=instance.clock.iso(),
                         state=state,
@@ -235,7 +241,7 @@ class Committer:
                 raise
             assert tmp_fd is not None  # the file just written
             if self._keeping:
-                self._written = tmp_fd
+                self._written = tmp_fd, identity(tmp_fd)
             else:
                 os.close(tmp_fd)
             from fsm.instance import Loaded
@@ -265,9 +271,10 @@ class Committer:
         the file kept open from the last commit when it still is the document."""
         written, self._written = self._written, None
         if written is not None:
-            if same_file(written, path):
-                return written, read_fd(written)
-            os.close(written)
+            fd, known = written
+            if is_file(path, known):
+                return fd, read_fd(fd)
+            os.close(fd)
         try:
             fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -279,13 +286,9 @@ class Committer:
     @staticmethod
     def _unchanged(fd: int | None, path: Path, current: bytes | None) -> bool:
         """True when ``path`` is still the file read as ``current``, with the same bytes."""
-        if fd is None:
+        if fd is None or current is None:
             return not path.exists()
-        try:
-            same_file = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            return False
-        return same_file and read_fd(fd) == current
+        return same_file(fd, path) and holds(fd, current)
 
     def _their_data(self, raw: bytes, ours: Mapping[str, Any]) -> dict[str, Any]:
         """The document another writer left (``raw``, settled); when it is corrupt the step's
@@ -355,6 +358,9 @@ class Committer:
         into it, or renamed its own version over it (``foreign``), return that lost change."""
         if fd is None or before is None:
             return None
+        if foreign is None and holds(fd, before):  # usual: nobody wrote into it
+            self._replaced.append(_Replaced(fd, before, before))
+            return None
         after = read_fd(fd)
         if foreign is not None:
             self._replaced.append(_Replaced(fd, after, before))
@@ -402,10 +408,10 @@ class Committer:
         pending, self._replaced = self._replaced, []
         written: Loaded | None = None
         for replaced in pending:
-            now = read_fd(replaced.fd)
-            if now == replaced.raw:
+            if holds(replaced.fd, replaced.raw):
                 os.close(replaced.fd)
                 continue
+            now = read_fd(replaced.fd)
             now = self._settled_bytes(replaced.fd, now)
             if not _parses(now) and not last:
                 self._replaced.append(replaced)
@@ -432,7 +438,7 @@ class Committer:
         """End of an operation: re-apply a change written into the replaced file, close it."""
         if not self._replaced:
             return
-        if all(read_fd(r.fd) == r.raw for r in self._replaced):  # usual: no lock needed
+        if all(holds(r.fd, r.raw) for r in self._replaced):  # usual: no lock needed
             for replaced in self._replaced:
                 os.close(replaced.fd)
             self._replaced = []

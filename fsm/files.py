@@ -48,6 +48,9 @@ __all__ = [
     "dead_temporaries",
     "ensure_folder",
     "exchange",
+    "holds",
+    "identity",
+    "is_file",
     "leftover_temporaries",
     "open_nofollow",
     "read_fd",
@@ -213,7 +216,7 @@ def write_temporary_open(
 ) -> tuple[Path, int]:
     """:func:`write_temporary`, returning the file still open (for reading and writing): once
     it replaces ``path`` the caller can look at the document without opening it again."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     fd = open_nofollow(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, root=root)
     try:
         if mode is None:
@@ -457,6 +460,28 @@ class FileLock:
     def held(self) -> bool:
         """True while this object holds the lock."""
         return self._locked
+
+
+def holds(fd: int, raw: bytes) -> bool:
+    """True when the open file ``fd`` holds exactly ``raw``: one read of one byte more, where
+    :func:`read_fd` asks the file's size first."""
+    return os.pread(fd, len(raw) + 1, 0) == raw
+
+
+def identity(fd: int) -> tuple[int, int]:
+    """The inode and device of the open file ``fd``: they never change while it is open, so a
+    caller that keeps it open asks once (see :func:`is_file`)."""
+    info = os.fstat(fd)
+    return info.st_ino, info.st_dev
+
+
+def is_file(path: Path, known: tuple[int, int]) -> bool:
+    """True when ``path`` (not followed if a link) is the file of identity ``known``."""
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (found.st_ino, found.st_dev) == known
 
 
 def same_file(fd: int, path: Path) -> bool:

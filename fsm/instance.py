@@ -167,6 +167,7 @@ class Instance:
             instance=instance_id,
         )
         self._committed: Loaded | None = None
+        self._core_plans: dict[tuple[str, ...], tuple[frozenset[str], dict[str, Any]]] = {}
         self.committer: Committing = self.store.committer(self)
         self.executor: Executor = workspace.executor
         if isinstance(workspace.executor, RecordsCommands):
@@ -214,7 +215,7 @@ class Instance:
         actions is never handed out again, as a fresh read never would be.
         """
         committed, self._committed = self._committed, None
-        if committed is not None and self.committer.current_bytes() == committed.raw:
+        if committed is not None and self.committer.still(committed.raw):
             return committed
         return self.committer.reconcile(self.load_unchecked())
 
@@ -222,7 +223,7 @@ class Instance:
         """The current version for display (progress lines): like :meth:`load`, but the version
         this process committed last is kept for the next :meth:`load`."""
         committed = self._committed
-        if committed is not None and self.committer.current_bytes() == committed.raw:
+        if committed is not None and self.committer.still(committed.raw):
             return committed
         return self.load_unchecked()
 
@@ -277,10 +278,24 @@ class Instance:
         """The hash of ``data`` without the fields other programs may change (external fields,
         the control status and what it owns, top-level keys the model does not define) and the
         touch timestamps: what only fsm writes."""
-        paths = [*self.external_paths, *self.machine.spec.storage.touch]
-        known = self.machine.document_keys
-        stripped = apply_update(data, dict.fromkeys(paths, MISSING))
-        return canonical_hash({key: value for key, value in stripped.items() if key in known})
+        kept, nested = self._core_plan()
+        core = {key: value for key, value in data.items() if key in kept}
+        if nested:
+            core = apply_update(core, nested)
+        return canonical_hash(core)
+
+    def _core_plan(self) -> tuple[frozenset[str], dict[str, Any]]:
+        """What :meth:`core_hash` keeps: the model's top-level keys but those stripped whole,
+        and the deletions of the stripped paths that lie deeper (a hash per step: worked out
+        once per list of paths)."""
+        paths = (*self.external_paths, *self.machine.spec.storage.touch)
+        plan = self._core_plans.get(paths)
+        if plan is None:
+            whole = {path for path in paths if "." not in path}
+            kept = self.machine.document_keys - whole
+            nested = {path: MISSING for path in paths if "." in path and path.split(".")[0] in kept}
+            plan = self._core_plans[paths] = (kept, nested)
+        return plan
 
     def touched(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """``data`` with the storage ``touch`` fields set to now."""
@@ -288,6 +303,8 @@ class Instance:
         if not touch:
             return dict(data)
         now = self.clock.iso()
+        if all("." not in path for path in touch):
+            return {**data, **dict.fromkeys(touch, now)}
         return apply_update(data, dict.fromkeys(touch, now))
 
     def commit(

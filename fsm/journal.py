@@ -31,6 +31,8 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 _BLOCK = 1 << 20
 """Bytes read at a time when a journal is scanned from its start."""
 _BLANK = " \t\r\x0b\x0c"
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""A record's line (``json.dumps`` would build this encoder for every record)."""
 """What ``bytes.strip`` strips: a line of nothing else is blank, not unreadable."""
 
 
@@ -59,17 +61,20 @@ class LineLog:
 
     def append(self, record: Mapping[str, Any]) -> int:
         """Append one record as a line; return the file's size before it."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        line = _LINE.encode(record) + "\n"
         # Text from outside (argv, file names) may hold lone surrogates: keep them visible as
         # escapes rather than losing the record.
         data = line.encode("utf-8", errors="backslashreplace")
         if self._fd is None:
             return append_bytes(self.path, data, root=self.root)
-        if os.fstat(self._fd).st_nlink == 0:  # removed meanwhile: never write into the void
+        info = os.fstat(self._fd)
+        if info.st_nlink == 0:  # removed meanwhile: never write into the void
             self._reopen()
-        before = os.lseek(self._fd, 0, os.SEEK_END)
+            info = os.fstat(self._fd)
+        # The size before: what the end of an O_APPEND file is when nobody else appends (the
+        # journal is written under the document lock), without a seek of its own.
         os.write(self._fd, data)
-        return before
+        return info.st_size
 
     @contextlib.contextmanager
     def kept_open(self) -> Iterator[None]:

@@ -10,6 +10,7 @@ change while the document and the journal do not: the command line keeps them in
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -79,12 +80,51 @@ def list_instances(
             # One machine's bad options must not hide the other machines' instances.
             rows.append(options_error_row(machine.name, exc))
             continue
+        folders = _MetaFolders()
         for instance_id in store.list_ids():
             document, journal = store.locations(instance_id)
-            row = row_of(machine, instance_id, document, journal)
+            lone = folders.without_journal(document, journal)
+            row = row_of(machine, instance_id, document, journal, lone=lone)
             if row is not None:
                 rows.append(row)
     return newest_first(rows, status_filter)
+
+
+class _MetaFolders:
+    """Which instances of one store have no meta folder, hence no journal, told by one
+    directory listing where the meta folders lie beside the documents (``{folder}/{id}.fsm``
+    next to ``{folder}/{id}.json``): documents another program wrote (the CCW dashboard's) then
+    cost no failed open of a journal each."""
+
+    def __init__(self) -> None:
+        self._layout: tuple[int, int, frozenset[str]] | None = None
+        self._looked = False
+
+    def without_journal(self, document: str, journal: str) -> bool:
+        """True when the listing shows that ``journal``'s folder does not exist (False when
+        it exists or no listing tells)."""
+        if not self._looked:
+            self._layout = self._look(document, journal)
+            self._looked = True
+        if self._layout is None:
+            return False
+        start, end, names = self._layout
+        return journal[start:end] not in names
+
+    @staticmethod
+    def _look(document: str, journal: str) -> tuple[int, int, frozenset[str]] | None:
+        """Where the meta folder's name lies in a journal's path (the same for every id of the
+        store: an id holds no ``/``), and the names in the documents' folder; None for a folder
+        per instance (a listing would cost what it saves)."""
+        meta = os.path.dirname(journal)
+        folder = os.path.dirname(meta)
+        if folder != os.path.dirname(document):
+            return None
+        try:
+            names = frozenset(os.listdir(folder))
+        except OSError:
+            return None
+        return len(folder) + 1, len(meta) - len(journal), names
 
 
 def options_error_row(machine: str, exc: OptionsError) -> Row:
@@ -100,29 +140,54 @@ def newest_first(rows: list[Row], status_filter: str | None) -> list[ListedInsta
 
 
 def row_of(
-    machine: Machine, instance_id: str, document: str, journal: str, *, stamped: bool = False
+    machine: Machine,
+    instance_id: str,
+    document: str,
+    journal: str,
+    *,
+    stamped: bool = False,
+    lone: bool = False,
 ) -> Row | None:
     """The row of one instance; None when its journal says another machine created it. With
-    ``stamped`` the row carries the stamps of its files (for the index of ``fsm ls``)."""
+    ``stamped`` the row carries the stamps of its files (for the index of ``fsm ls``); ``lone``:
+    the caller knows there is no journal."""
     journal_stamp = stamp_of(journal) if stamped else None
-    if not belongs_to(machine, journal):
+    if not lone and not belongs_to(machine, journal):
         return None
     try:
         raw, info = read_file(document)
-        data = jsonio.loads(raw)
+        data = jsonio.loads_quick(raw)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError, FsmError) as exc:
         row = ListedInstance(machine.name, instance_id, None, None, "", f"unreadable: {exc}")
         return Row(row, 0, None)
     state, invalid, doc = _checked(machine, data)
-    updated = iso_utc(datetime.fromtimestamp(info.st_mtime, UTC))
+    updated = _updated(info.st_mtime)
     listed = ListedInstance(
         machine.name, instance_id, _status_of(machine, data), state, updated, invalid
     )
     if invalid is None and state is not None and machine.is_final(state):
         listed = _with_verdict(machine, listed, doc)
     return Row(listed, info.st_mtime_ns, (_stamp(info), journal_stamp) if stamped else None)
+
+
+def _updated(mtime: float) -> str:
+    """``iso_utc(datetime.fromtimestamp(mtime, UTC))``, the text of the second made once for
+    all the files modified within it: rounded to microseconds as ``datetime`` does (half to
+    even), then cut to milliseconds."""
+    if mtime < 0:
+        return iso_utc(datetime.fromtimestamp(mtime, UTC))
+    fraction, whole = math.modf(mtime)
+    micro = round(fraction * 1e6)
+    if micro >= 1_000_000:
+        whole, micro = whole + 1, micro - 1_000_000
+    return f"{_second(int(whole))}.{micro // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()[:19]
 
 
 def stamp_of(path: str) -> list[int] | None:
@@ -158,7 +223,7 @@ def belongs_to(machine: Machine, journal: str) -> bool:
     except OSError:
         return True
     try:
-        record = jsonio.loads(first.decode("utf-8", errors="replace"))
+        record = jsonio.loads_quick(first.decode("utf-8", errors="replace"))
     except jsonio.JsonError:
         return True
     owner = record.get("machine") if isinstance(record, dict) else None

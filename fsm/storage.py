@@ -134,8 +134,9 @@ class Committing(Protocol):
         """Journal a failed step that changes no document; return the current version."""
         ...
 
-    def current_bytes(self) -> bytes | None:
-        """The document's bytes now (None when there is none)."""
+    def still(self, raw: bytes) -> bool:
+        """True when the document holds exactly ``raw`` now (the version this instance
+        committed last may then be used without reading and validating it again)."""
         ...
 
     def reconcile(self, loaded: Loaded) -> Loaded:

@@ -49,6 +49,7 @@ from fsm.journal import Journal
 if TYPE_CHECKING:
     from fsm.commit import Committer
     from fsm.instance import Instance
+from fsm.jsonrender import dumps_indented
 
 __all__ = [
     "FileLock",
@@ -259,8 +260,9 @@ class FileStore:
 
     def render(self, data: Mapping[str, Any]) -> str:
         """The text a document is written as."""
-        indent = self.indent or None
-        return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+        if self.indent:
+            return dumps_indented(data, self.indent) + "\n"
+        return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
 
     def list_ids(self) -> list[str]:
         """Ids of every instance whose document exists."""

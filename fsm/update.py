@@ -122,7 +122,11 @@ def bytes_hash(raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What ``json.dumps`` with these options would build on every call (a hash per step)."""
+
+
 def canonical_hash(doc: Mapping[str, Any]) -> str:
     """SHA-256 of the document's canonical JSON (sorted keys, no spaces), as ``sha256:<hex>``."""
-    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = _CANONICAL.encode(doc)
     return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()

@@ -267,9 +267,9 @@ class MemoryCommitter:
             )
         return current
 
-    def current_bytes(self) -> bytes | None:
-        """The document's bytes now."""
-        return self.store.read_raw_bytes(self.instance.id)
+    def still(self, raw: bytes) -> bool:
+        """True when the document holds exactly ``raw`` now."""
+        return self.store.read_raw_bytes(self.instance.id) == raw
 
     def reconcile(self, loaded: Loaded) -> Loaded:
         """``loaded``: every writer of a memory store replaces the whole document."""
