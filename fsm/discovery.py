@@ -128,11 +128,12 @@ def find_machine(target: str) -> MachineEntry:
     path = Path(target)
     if path.suffix in {".yaml", ".yml"}:
         return _machine_file(path)
-    machines, clashes = _registered()
+    machines = registered_machines()
     if target in machines:
         return machines[target]
-    if target in clashes:
-        raise DefinitionError(target, [clashes[target]])
+    clash = name_clashes().get(target)
+    if clash is not None:
+        raise DefinitionError(target, [clash])
     if path.is_dir():
         return _machine_file(path / "machine.yaml")
     from fsm.definition import did_you_mean
