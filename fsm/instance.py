@@ -16,7 +16,7 @@ import json
 import secrets
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -45,7 +45,7 @@ from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.records import CreateRecord, Record
 from fsm.settings import check_input_keys
-from fsm.storage import Committing, JournalLog, Store
+from fsm.storage import Committing, JournalLog, Store, StoreFactory
 from fsm.store import FileStore, InstancePaths, validate_id
 from fsm.update import MISSING, apply_update, canonical_hash
 
@@ -75,7 +75,7 @@ class Workspace:
         clock: Clock | None = None,
         executor: Executor | None = None,
         config: WorkspaceConfig | None = None,
-        storage: Callable[[Path, Machine, BaseModel], Store] | None = None,
+        storage: StoreFactory | None = None,
     ) -> None:
         self.path = Path(path).resolve()
         self.config = config if config is not None else load_config(self.path)

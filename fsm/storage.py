@@ -21,18 +21,22 @@ commands it runs, in its meta folder in the workspace (:attr:`fsm.store.Instance
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from fsm.errors import JournalRecordError
     from fsm.instance import Instance, Loaded
     from fsm.journal import JournalRead
+    from fsm.machine import Machine
     from fsm.records import ErrorRecord, Record
     from fsm.store import InstancePaths, Snapshot
 
-__all__ = ["Committing", "JournalLog", "RunLock", "Store"]
+__all__ = ["Committing", "JournalLog", "RunLock", "Store", "StoreFactory"]
 
 
 class RunLock(Protocol):
@@ -224,3 +228,8 @@ class Store(Protocol):
         """Meanwhile, the files machines write through :mod:`fsm.store` stay inside the
         workspace (the engine runs guards, actions and hooks in it)."""
         ...
+
+
+StoreFactory = Callable[[Path, "Machine", BaseModel], Store]
+"""What ``Workspace(storage=...)`` takes: the store of one machine's instances, made from the
+workspace's folder, the machine and its options."""

@@ -14,7 +14,7 @@ from fsm.config import load_config
 from fsm.errors import MissingRequirementError
 from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.machine import load_machine
-from fsm.testing import Call, Harness, Reply, ScriptedExecutor, applied
+from fsm.testing import Call, Harness, MemoryStorage, Reply, ScriptedExecutor, applied
 from tests.conftest import COUNTER, ENGINE_MACHINES
 
 JUDGED = ENGINE_MACHINES / "judged" / "machine.yaml"
@@ -32,6 +32,19 @@ def test_a_run_is_driven_to_its_end_and_its_path_read_from_the_journal(tmp_path:
     counter.assert_consistent()
     assert [version["count"] for version in counter.written] == [0, 0, 1, 2, 2]
     assert (tmp_path / ".counters" / "c1.json").is_file()
+
+
+def test_the_harness_runs_a_machine_against_another_store(tmp_path: Path) -> None:
+    """With ``storage=MemoryStorage()`` the same scenario runs with documents and journals in
+    memory: the driver reads them from the store, and no document is written to disk."""
+    storage = MemoryStorage()
+    counter = Harness(COUNTER, tmp_path, storage=storage).create({"limit": 2}, instance_id="c1")
+    assert counter.run().outcome == "completed"
+    counter.assert_path(["idle", "counting", "counting", "done"])
+    counter.assert_consistent()
+    assert counter.data["count"] == 2
+    assert storage.store_of(counter.instance.machine).read("c1").data == counter.data
+    assert not (tmp_path / ".counters").exists()
 
 
 def test_a_failed_step_is_an_event_with_a_bang_and_no_state(tmp_path: Path) -> None:

@@ -33,8 +33,6 @@ DocT = TypeVar("DocT", bound=BaseModel, default=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-"""Journal records after which the instance may be in another state."""
-
 
 class RecordingInstance(Instance):
     """An instance that keeps each document version it commits (:attr:`Driver.written`)."""
@@ -80,9 +78,8 @@ class Driver(Generic[DocT]):
 
     @property
     def data(self) -> dict[str, Any]:
-        """The document's JSON as it is on disk."""
-        data: dict[str, Any] = json.loads(self.instance.paths.document.read_bytes())
-        return data
+        """The document's JSON as its store holds it (on disk, for the file store)."""
+        return self.instance.store.read(self.instance.id).data
 
     @property
     def doc(self) -> DocT:

@@ -16,6 +16,7 @@ from fsm.discovery import open_machine
 from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.instance import Workspace
 from fsm.machine import Machine
+from fsm.storage import StoreFactory
 from fsm.store import validate_id
 from fsm.testing._driver import DocT, Driver, RecordingInstance
 from fsm.testing._scripted import ScriptedExecutor
@@ -39,7 +40,9 @@ class Harness(Generic[DocT]):
     tables as fsm.toml has them (``{"codex": ["codex", "exec", "{prompt}"]}``), used by the
     fallback executor for calls no rule answers. ``executor`` replaces the default
     (``ScriptedExecutor(fallback=SubprocessExecutor(root, agents))``); ``clock`` the default
-    ``SimulatedClock(tick=1.0)``, which moves one second each time it is read.
+    ``SimulatedClock(tick=1.0)``, which moves one second each time it is read. ``storage``
+    gives the workspace another store than files (:class:`fsm.testing.MemoryStorage`, or
+    your own :class:`fsm.storage.Store`), to test a machine against it.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class Harness(Generic[DocT]):
         agents: Mapping[str, AgentTable] | None = None,
         executor: ScriptedExecutor | None = None,
         clock: Clock | None = None,
+        storage: StoreFactory | None = None,
     ) -> None:
         self.machine = machine if isinstance(machine, Machine) else open_machine(str(machine))
         self._temporary = root is None
@@ -71,6 +75,7 @@ class Harness(Generic[DocT]):
         if executor.workspace is None:
             executor.workspace = self.root
         self.executor = executor
+        self.storage = storage
 
     def add_agent(self, tool: str, table: AgentTable) -> None:
         """Give the default fallback executor an agent table (as ``[agent.<tool>]`` would)."""
@@ -83,6 +88,7 @@ class Harness(Generic[DocT]):
             options={**self.options, **options},
             clock=self.clock,
             executor=self.executor,
+            storage=self.storage,
         )
 
     def instance(
