@@ -304,8 +304,6 @@ class Journal(TypedRecords, LineLog):
         for texts in self._blocks():
             for text in texts:
                 number += 1
-                if not text.strip(_BLANK):
-                    continue
                 data = None
                 if len(text) <= limit and text.count("[") + text.count("{") <= depth:
                     try:
@@ -313,6 +311,8 @@ class Journal(TypedRecords, LineLog):
                     except ValueError:
                         data = None
                 if type(data) is not dict:
+                    if not text.strip(_BLANK):  # asked only here: a record is never blank
+                        continue
                     data = _parse_text(text)  # the careful reader's verdict
                     if data is None:
                         yield number, text, None
