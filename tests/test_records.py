@@ -3,6 +3,7 @@ survive, and records that do not fit (or come from a newer fsm) are reported by 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -88,6 +89,7 @@ def lines_of(journal: Journal) -> list[dict[str, Any]]:
 def test_every_kind_round_trips_through_a_journal_line(record: Record, tmp_path: Path) -> None:
     """A record written (unstamped and stamped) reads back equal, in the current format."""
     journal = Journal(tmp_path / "journal.ndjson")
+    before = dataclasses.asdict(record)
     stamped = record.stamped(time="t", state="b", status=None, doc_hash="h", core_hash="c")
     journal.write(record)
     journal.write(stamped)
@@ -95,6 +97,10 @@ def test_every_kind_round_trips_through_a_journal_line(record: Record, tmp_path:
     assert read == [record, stamped]
     assert [r.format for r in read] == [FORMAT, FORMAT]
     assert lines_of(journal)[1]["doc_hash"] == "h"
+    assert dataclasses.asdict(record) == before  # a stamped copy leaves the record as it was
+    merged = stamped.as_merged()
+    assert (merged.merged, merged.doc_hash, type(merged)) == (True, "h", type(record))
+    assert merged == dataclasses.replace(stamped, merged=True)
 
 
 def test_a_record_lists_keep_their_values_when_parsed() -> None:
