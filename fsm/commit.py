@@ -104,6 +104,9 @@ class Committer:
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self.recent: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
+        self._seen: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
+        """Versions other writers put in place that fsm read and merged (newest last): a copy
+        written back later may be of one of them rather than of a version of fsm's."""
         self._replaced: list[_Replaced] = []
         """Files commits replaced, kept open until a look finds nothing more written into
         them (more than one while another writer is midway in one)."""
@@ -247,6 +250,8 @@ class Committer:
             from fsm.instance import Loaded
 
             loaded = Loaded(final, raw, doc, state, status)
+            if entry_record is not record and current is not None:
+                self._saw(current)  # merged into what was just written: a version to know
             self.recent.append((loaded, core))
             lost = self._keep_replaced(fd, current, foreign)
             instance.after_save(loaded)
@@ -420,6 +425,7 @@ class Committer:
             lost = self._lost(replaced.before, now)
             if lost is not None:
                 current = self.instance.load_unchecked()
+                self._saw(current.raw)
                 written = self._until_settled(
                     *self._reapply(current, lost.before, lost.raw, on_disk=current)
                 )
@@ -494,6 +500,7 @@ class Committer:
             if base is None:
                 return current  # not a version fsm wrote: somebody else's edit, left to replay
             if base is not newest:
+                self._saw(current.raw)
                 return self._until_settled(
                     *self._reapply(newest, base, current.raw, on_disk=current)
                 )
@@ -502,8 +509,22 @@ class Committer:
             return current
 
     def _versions(self) -> list[tuple[Loaded, str]]:
-        """The versions this process wrote lately, with their core hashes, newest first."""
-        return [*reversed(self.recent)]
+        """The versions another writer may have read before writing a copy back, with their
+        core hashes: this process's latest, newest first (they win a tie), then the versions
+        other writers put in place that it merged. Without the latter, a copy of another
+        writer's version (a dashboard's rename, then its stop written over fsm's merge of it)
+        is taken for a copy of fsm's merge, and what the merge added reads as deleted."""
+        return [*reversed(self.recent), *reversed(self._seen)]
+
+    def _saw(self, raw: bytes) -> None:
+        """Remember ``raw``, a version another writer put in place, once (if it is valid)."""
+        if any(loaded.raw == raw for loaded, _ in self._seen):
+            return
+        try:
+            loaded = self.instance.loaded_from(raw)
+        except StoreError:
+            return
+        self._seen.append((loaded, self.instance.core_hash(loaded.data)))
 
     # --- failures and parking --------------------------------------------------------------
 

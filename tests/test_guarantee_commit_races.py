@@ -218,6 +218,36 @@ def test_a_change_in_the_replaced_file_is_not_undone_by_a_later_write(
     check_replay(instance)
 
 
+def test_a_copy_of_another_writers_version_is_not_taken_for_fsms_merge_of_it(
+    make_counter: Make,
+) -> None:
+    """A note lands in the file fsm just replaced; the dashboard then renames a title edit over
+    the document (read without the note), fsm re-applies the note onto that version, and the
+    dashboard writes a stop made from the version it renamed. The stop's copy lacks the note
+    because its writer never saw it, not because it deleted it: the note stays. (Found by the
+    statistical test: the copy was taken for one of fsm's merge, which has the note.)"""
+    instance = _instance(make_counter)
+    engine = Engine(instance)
+    note = Writer("opened", instance.paths.document)
+    title = Writer("rename", instance.paths.document)
+    stop = Writer("inplace", instance.paths.document)
+    with engine._run_lock():
+        note.prepare()
+        engine.step()  # replaces the file the note's writer holds open
+        note.write(CHANGES["note"])
+        title.prepare()  # sees the document without the note
+        title.write(CHANGES["title"])
+        stop.prepare()  # sees the title edit, still without the note
+        engine.step()  # re-applies the note onto the title edit, then counts
+        stop.write(CHANGES["stop"])
+        result = engine.run()
+    doc = json.loads(instance.paths.document.read_text())
+    assert result.outcome == "failed"
+    kept = (doc["title"], doc.get("dashboard_note"), doc["status"], doc["failure_reason"])
+    assert kept == ("edited", "theirs", "failed", "stopped by the dashboard")
+    check_replay(instance)
+
+
 @pytest.mark.parametrize("kind", ["inplace", "opened"])
 def test_without_renameat2_other_writers_are_still_merged(
     make_counter: Make, monkeypatch: pytest.MonkeyPatch, kind: str
