@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BARE, COUNTER, CliResult
+from tests.conftest import BARE, COUNTER, Cli
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 
 

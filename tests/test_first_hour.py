@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from fsm.cli import main
-from tests.conftest import COUNTER, ENGINE_MACHINES, CliResult
+from tests.conftest import COUNTER, ENGINE_MACHINES, Cli, CliResult
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 JUDGED = str(ENGINE_MACHINES / "judged" / "machine.yaml")
 

@@ -13,9 +13,8 @@ import pytest
 
 from fsm.files import FileLock
 from fsm.fleet import Driven, exit_code
-from tests.conftest import COUNTER, CliResult, fsm_process
+from tests.conftest import COUNTER, Cli, CliResult, fsm_process
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 """The engine tests' counter: it can be told to fail (fail_at) or to be slow (delay)."""
 EXAMPLE = str(Path(__file__).parent.parent / "examples" / "counter" / "machine.yaml")

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 import pytest
 
-from tests.conftest import COUNTER, CliResult
+from tests.conftest import COUNTER, Cli
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 
 DEEP = "[" * 100_000 + "]" * 100_000

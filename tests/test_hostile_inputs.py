@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import COUNTER, CliResult
+from tests.conftest import COUNTER, Cli, CliResult
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fsm.terminal import json_text, one_line, printable
-from tests.conftest import COUNTER, CliResult
+from tests.conftest import COUNTER, Cli
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 
 HOSTILE = "a\x1b[31mred\x1b[0m\x07\rb\x9b2J\u202egnp.exe\ttab\x7f\udcff\u2028z"

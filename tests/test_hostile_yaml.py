@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -14,9 +14,7 @@ from types import FrameType
 import pytest
 
 from fsm.yaml_loader import MAX_ALIAS_NODES, MAX_DEPTH, YamlProblem, load_yaml
-from tests.conftest import COUNTER, CliResult
-
-Cli = Callable[..., CliResult]
+from tests.conftest import COUNTER, Cli
 
 LOL = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"

@@ -18,11 +18,10 @@ from fsm.instance import Instance, Workspace
 from fsm.journal import Journal
 from fsm.machine import Machine, load_machine
 from fsm.records import ControlRecord, ErrorRecord, TransitionRecord
-from tests.conftest import ENGINE_MACHINES, CliResult
+from tests.conftest import ENGINE_MACHINES, Cli
 
 JUDGED = ENGINE_MACHINES / "judged" / "machine.yaml"
 J = str(JUDGED)
-Cli = Callable[..., CliResult]
 
 
 @pytest.fixture

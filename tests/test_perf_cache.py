@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,7 @@ import pytest
 from fsm import cache, listing_index
 from fsm.definition import read_definition
 from fsm.listing import row_of
-from tests.conftest import COUNTER, CliResult
-
-Cli = Callable[..., CliResult]
+from tests.conftest import COUNTER, Cli
 
 
 @pytest.fixture

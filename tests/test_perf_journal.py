@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,8 @@ from fsm import journal as journal_module
 from fsm.inspect import MAX_REPORTED, replay
 from fsm.instance import Workspace
 from fsm.journal import Journal
-from tests.conftest import COUNTER, CliResult
+from tests.conftest import COUNTER, Cli
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 
 

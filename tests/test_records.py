@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,7 @@ from fsm.records import (
     parse_record,
 )
 from fsm.testing import Driver
-from tests.conftest import COUNTER, CliResult
-
-Cli = Callable[..., CliResult]
+from tests.conftest import COUNTER, Cli
 
 OLD = Path(__file__).parent / "journal_v1"
 """A counter whose journal was written, by hand, in the shapes fsm wrote before records had a

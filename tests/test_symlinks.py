@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fsm.errors import UnsafePathError
 from fsm.files import atomic_write_text, ensure_folder
-from tests.conftest import COUNTER, ENGINE_MACHINES, CliResult
+from tests.conftest import COUNTER, ENGINE_MACHINES, Cli
 
-Cli = Callable[..., CliResult]
 C = str(COUNTER)
 
 
