@@ -45,10 +45,21 @@ class SystemClock:
         """Return ``time.monotonic()``."""
         return time.monotonic()
 
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")
+        """A second, and its text up to the milliseconds (one tuple: threads share clocks)."""
+
     def iso(self) -> str:
-        """Return the current UTC time as ISO-8601 text (:func:`iso_utc` of :meth:`now`, which
-        is in UTC already: a step reads the time three times)."""
-        return datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+        """Return the current UTC time as ISO-8601 text, the text :func:`iso_utc` gives for
+        :meth:`now` (milliseconds cut, not rounded). A step reads the time three times: the text
+        of the second is made once per second, and no ``datetime`` is built (within a
+        persisted step, building and formatting one cost ~6 µs a reading)."""
+        second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
+        known, prefix = self._second
+        if second != known:
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+            self._second = (second, prefix)
+        return f"{prefix}{nanoseconds // 1_000_000:03d}Z"
 
 
 class SimulatedClock:

@@ -112,4 +112,3 @@ MERMAID_UNSAFE = re.compile(r'[#:;"{}]')
 def _mermaid_text(text: str) -> str:
     """One line of Mermaid label text, with the characters its parser splits on as entity codes."""
     return MERMAID_UNSAFE.sub(lambda m: f"#{ord(m.group())};", " ".join(text.split()))
-

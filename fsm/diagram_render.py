@@ -135,9 +135,7 @@ def _group_box(
     return lines
 
 
-def _work_edges(
-    model: DiagramModel, groups: list[StateGroup], run: RunOverlay | None
-) -> list[str]:
+def _work_edges(model: DiagramModel, groups: list[StateGroup], run: RunOverlay | None) -> list[str]:
     """One edge per shared transition of a box, one per source state for the others."""
     group_of = {index: group for group in groups for index in group.transitions}
     loops = [

@@ -116,9 +116,10 @@ class _Index:
             return None
         try:
             stored = json.loads(raw)
-            if stored["key"] != key or cache.stamp(f for f, _, _ in stored["code"]) != stored[
-                "code"
-            ]:
+            if (
+                stored["key"] != key
+                or cache.stamp(f for f, _, _ in stored["code"]) != stored["code"]
+            ):
                 return None
             return cls(key, stored["layout"], stored["code"], stored["rows"])
         except (ValueError, KeyError, TypeError):

@@ -180,8 +180,7 @@ class Machine:
         except Exception as exc:
             return Verdict(
                 False,
-                f"the outcome of state '{state}' could not be judged: "
-                f"{type(exc).__name__}: {exc}",
+                f"the outcome of state '{state}' could not be judged: {type(exc).__name__}: {exc}",
             )
         if not isinstance(verdict, Verdict):
             return Verdict(

@@ -37,9 +37,7 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def record(
-    folder: Path, pid: int, argv: Sequence[str], root: Path | None = None
-) -> Path | None:
+def record(folder: Path, pid: int, argv: Sequence[str], root: Path | None = None) -> Path | None:
     """Note that the process group ``pid`` runs the program ``argv[0]``; return the record's
     path. Only the program is kept: the arguments may hold a secret (an agent's token)."""
     path = folder / f"{pid}.json"

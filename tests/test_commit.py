@@ -166,6 +166,7 @@ def _killed_at(instance: Instance, target: str, monkeypatch: pytest.MonkeyPatch)
     """Step ``instance`` in a forked child that SIGKILLs itself when ``target`` is called."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child dies
+
         def die(*args: Any, **kwargs: Any) -> Any:
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -81,8 +81,7 @@ def test_a_mistyped_command_gets_a_did_you_mean(cli: Cli, typed: str, meant: str
     result = cli(typed, "x")
     assert result.code == 2
     assert result.err.strip() == (
-        f"fsm: error: unknown command '{typed}' (did you mean '{meant}'?); "
-        "'fsm --help' lists them"
+        f"fsm: error: unknown command '{typed}' (did you mean '{meant}'?); 'fsm --help' lists them"
     )
 
 
@@ -107,8 +106,7 @@ def test_options_lists_options_and_inputs_with_where_to_set_them(cli: Cli) -> No
     assert result.out.splitlines() == [
         "judged options: set in fsm.toml [machine.judged], or for one command with -o KEY=VALUE",
         "  retries  integer  default 0",
-        "           How often a part whose program failed is run again before it counts as "
-        "failed.",
+        "           How often a part whose program failed is run again before it counts as failed.",
         "",
         "judged creation inputs: fsm new judged --set KEY=VALUE (or --input FILE.json)",
         "  parts         list of object  default []",

@@ -75,8 +75,10 @@ def test_quick_reading_agrees_with_the_careful_one(text: bytes) -> None:
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-        lambda children: st.lists(children, max_size=4)
-        | st.dictionaries(st.text(max_size=5), children, max_size=4),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=5), children, max_size=4)
+        ),
         max_leaves=25,
     )
 )

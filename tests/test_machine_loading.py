@@ -24,14 +24,14 @@ class Tally(BaseModel):
     count: int = 0
 '''
 
-FUNCTIONS = '''\
+FUNCTIONS = """\
 from fsm.registry import Registry
 
 {import_line}
 
 registry = Registry()
 registry.document(Tally)
-'''
+"""
 
 MACHINE = """\
 name: tally

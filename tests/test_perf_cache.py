@@ -181,7 +181,7 @@ def test_ls_reads_everything_again_when_the_options_change(
     _ls(cli, machine)
     reads.clear()
     assert _ls(cli, machine, "-o", "folder=elsewhere") == []
-    (tmp_path / "fsm.toml").write_text('[machine.counter]\nstep_size = 2\n')
+    (tmp_path / "fsm.toml").write_text("[machine.counter]\nstep_size = 2\n")
     assert [row["id"] for row in _ls(cli, machine)] == ["a1"]
     assert reads == ["a1"]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fsm.clock import SimulatedClock
 from fsm.control import ControlPlane
 from fsm.engine import Engine
@@ -139,3 +141,27 @@ def test_actions_get_the_context_of_their_own_transition(tmp_path: Path) -> None
     assert (result.outcome, result.state) == ("completed", "ok")
     assert instance.load().data["seen"] == ["finish:b->ok"]
     assert instance.load().data["status"] == "done"
+
+
+def test_the_system_clock_text_is_iso_utc_of_each_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real clock's cached text of the second agrees with :func:`iso_utc` (milliseconds cut,
+    not rounded) at every moment, including when the second, the day and the year turn."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from fsm.clock import SystemClock, iso_utc
+
+    clock = SystemClock()
+    moments = [
+        1_798_761_599_999_999_999,  # the last nanosecond of 2026
+        1_798_761_600_000_000_000,  # the first of 2027
+        1_798_761_600_000_999_999,
+        1_798_761_600_001_000_000,
+        1_798_761_600_999_500_000,
+        1_798_761_601_000_000_001,
+        1_798_761_599_500_000_000,  # back in time (the clock was set back): a new second again
+    ]
+    for moment in moments:
+        monkeypatch.setattr(time, "time_ns", lambda moment=moment: moment)
+        expected = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=moment // 1000)
+        assert clock.iso() == iso_utc(expected), moment

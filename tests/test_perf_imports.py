@@ -41,9 +41,7 @@ def _imported(workspace: Path, argv: list[str], watched: tuple[str, ...]) -> lis
     return loaded
 
 
-@pytest.mark.parametrize(
-    "machine", [str(COUNTER), "ccw-loop"], ids=["counter", "ccw-loop"]
-)
+@pytest.mark.parametrize("machine", [str(COUNTER), "ccw-loop"], ids=["counter", "ccw-loop"])
 def test_status_imports_neither_kernel_graphviz_toolkit_nor_yaml(
     tmp_path: Path, machine: str
 ) -> None:

@@ -114,3 +114,28 @@ def test_replay_reports_the_first_broken_links_and_counts_the_rest(
     assert result.err.count("starts in 'nowhere'") == MAX_REPORTED
     # the last five strays, and the last record (which starts where the strays did not end)
     assert "and 6 more records that break the chain" in result.err
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"time": "2026-01-01T00:00:00.000Z", "kind": "transition", "transition": 3, "ok": True},
+        {"reason": "é \u2028 \x00 \x1b[31m", "nested": {"list": [1, 2.5, None, 10**30]}},
+        {"nan": float("nan"), "inf": float("-inf"), "tuple": (1, 2), "path": Path("/a/b")},
+    ],
+    ids=["plain", "text", "odd-values"],
+)
+def test_a_line_is_the_json_text_json_dumps_gives(record: dict[str, object]) -> None:
+    """Lines are written by pydantic-core for speed: the text is the one ``json.dumps`` gives
+    (no spaces, no ASCII escapes, ``str`` of what JSON does not know), one line per record."""
+    expected = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    assert journal_module.line_bytes(record) == (expected + "\n").encode()
+
+
+def test_a_line_with_a_lone_surrogate_keeps_it_visible_as_an_escape() -> None:
+    """Text from outside (a file name, an argument) may hold a lone surrogate, which UTF-8
+    cannot carry: the line is still written, the surrogate as a JSON escape, which reads back
+    as the same text."""
+    line = journal_module.line_bytes({"reason": "bad \udcff name"})
+    assert line == b'{"reason":"bad \\udcff name"}\n'
+    assert json.loads(line) == {"reason": "bad \udcff name"}

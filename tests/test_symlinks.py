@@ -42,8 +42,14 @@ def _link(path: Path, target: Path) -> None:
 
 @pytest.mark.parametrize(
     "linked",
-    [".counters/c1.fsm", ".counters/c1.fsm/journal.ndjson", ".counters/c1.fsm/log.ndjson",
-     ".counters/c1.fsm/run.lock", ".counters/c1.fsm/document.lock", ".counters/c1.json"],
+    [
+        ".counters/c1.fsm",
+        ".counters/c1.fsm/journal.ndjson",
+        ".counters/c1.fsm/log.ndjson",
+        ".counters/c1.fsm/run.lock",
+        ".counters/c1.fsm/document.lock",
+        ".counters/c1.json",
+    ],
 )
 def test_a_linked_instance_file_or_folder_is_refused(
     cli: Cli, tmp_path: Path, outside: Path, linked: str
