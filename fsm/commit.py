@@ -49,7 +49,6 @@ from fsm.files import (
     atomic_write_text,
     exchange,
     holds,
-    identity,
     is_file,
     open_nofollow,
     read_fd,
@@ -188,7 +187,7 @@ class Committer:
         path = instance.paths.document
         journal = instance.journal
         for _ in range(MAX_ROUNDS):
-            fd, current = self._open_current(path)
+            fd, current, ident, mode = self._open_current(path)
             tmp: Path | None = None
             tmp_fd: int | None = None
             mark = 0
@@ -212,7 +211,9 @@ class Committer:
                 final = instance.touched(merged)
                 doc = self._validated(final)
                 raw = self._render(final)
-                tmp, tmp_fd = write_temporary_open(path, raw, root=instance.workspace.path)
+                tmp, tmp_fd, written_info = write_temporary_open(
+                    path, raw, mode=mode, root=instance.workspace.path
+                )
                 state = instance.machine.codec.read(doc)
                 status = instance.status_of(final)
                 core = instance.core_hash(final)
@@ -227,12 +228,12 @@ class Committer:
                     )
                 )
                 appended = True
-                if not self._unchanged(fd, path, current):
+                if not self._unchanged(fd, ident, path, current):
                     journal.truncate(mark)  # another writer was quicker: merge again
                     appended = False
                     self._discard(tmp, tmp_fd, fd)
                     continue
-                foreign = self._install(tmp, path, fd)
+                foreign = self._install(tmp, path, ident)
                 tmp = None
             except BaseException:
                 # Interrupted once the file was replaced (SIGTERM while the folder is synced):
@@ -244,7 +245,7 @@ class Committer:
                 raise
             assert tmp_fd is not None  # the file just written
             if self._keeping:
-                self._written = tmp_fd, identity(tmp_fd)
+                self._written = tmp_fd, (written_info.st_ino, written_info.st_dev)
             else:
                 os.close(tmp_fd)
             from fsm.instance import Loaded
@@ -271,29 +272,41 @@ class Committer:
             if opened is not None:
                 os.close(opened)
 
-    def _open_current(self, path: Path) -> tuple[int | None, bytes | None]:
-        """The document's file, opened, and its bytes (None, None when there is none yet):
-        the file kept open from the last commit when it still is the document."""
+    def _open_current(
+        self, path: Path
+    ) -> tuple[int | None, bytes | None, tuple[int, int] | None, int | None]:
+        """The document's file, opened, its bytes, its identity (inode, device) and permission
+        bits (all None when there is none yet): the file kept open from the last commit when it
+        still is the document (one status call of the path tells both)."""
         written, self._written = self._written, None
         if written is not None:
             fd, known = written
-            if is_file(path, known):
-                return fd, read_fd(fd)
+            try:
+                info = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                info = None
+            if info is not None and (info.st_ino, info.st_dev) == known:
+                return fd, read_fd(fd, info.st_size), known, stat.S_IMODE(info.st_mode)
             os.close(fd)
         try:
             fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
-            return None, None
+            return None, None, None, None
         except OSError as exc:
             raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        return fd, read_fd(fd)
+        info = os.fstat(fd)
+        ident = (info.st_ino, info.st_dev)
+        return fd, read_fd(fd, info.st_size), ident, stat.S_IMODE(info.st_mode)
 
     @staticmethod
-    def _unchanged(fd: int | None, path: Path, current: bytes | None) -> bool:
-        """True when ``path`` is still the file read as ``current``, with the same bytes."""
-        if fd is None or current is None:
+    def _unchanged(
+        fd: int | None, ident: tuple[int, int] | None, path: Path, current: bytes | None
+    ) -> bool:
+        """True when ``path`` is still the file read as ``current`` (open as ``fd``, of
+        identity ``ident``), with the same bytes."""
+        if fd is None or ident is None or current is None:
             return not path.exists()
-        return same_file(fd, path) and holds(fd, current)
+        return is_file(path, ident) and holds(fd, current)
 
     def _their_data(self, raw: bytes, ours: Mapping[str, Any]) -> dict[str, Any]:
         """The document another writer left (``raw``, settled); when it is corrupt the step's
@@ -332,23 +345,22 @@ class Committer:
 
     # --- writers that lost the race --------------------------------------------------------
 
-    def _install(self, tmp: Path, path: Path, fd: int | None) -> bytes | None:
-        """Put the temporary file ``tmp`` in place of the document (read through ``fd``).
+    def _install(self, tmp: Path, path: Path, ident: tuple[int, int] | None) -> bytes | None:
+        """Put the temporary file ``tmp`` in place of the document (the file of identity
+        ``ident`` that was read).
 
         The two are swapped (:func:`fsm.files.exchange`), so the file replaced stays reachable:
         when it is not the one fsm read, another program renamed its version over the document
         after the last check, and its bytes are returned (else None) to be merged, not lost.
         """
-        if fd is None or not exchange(tmp, path):
+        if ident is None or not exchange(tmp, path):
             replace(tmp, path, folder_fd=self._folder_fd)
             return None
         # The new version is visible now: nothing below may fail the commit.
         foreign: bytes | None = None
         with contextlib.suppress(OSError, FsmError):
-            info, mine = os.lstat(tmp), os.fstat(fd)
-            if (info.st_ino, info.st_dev) != (mine.st_ino, mine.st_dev) and stat.S_ISREG(
-                info.st_mode
-            ):
+            info = os.lstat(tmp)
+            if (info.st_ino, info.st_dev) != ident and stat.S_ISREG(info.st_mode):
                 foreign = read_file(tmp)[0]
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -49,7 +49,6 @@ __all__ = [
     "ensure_folder",
     "exchange",
     "holds",
-    "identity",
     "is_file",
     "leftover_temporaries",
     "open_nofollow",
@@ -147,16 +146,19 @@ def _is_inside(path: str, root: str) -> bool:
     return path == root or path.startswith(os.path.join(root, ""))
 
 
-def open_nofollow(path: Path, flags: int, *, root: Path | None = None) -> int:
+def open_nofollow(
+    path: Path, flags: int, *, root: Path | None = None, mode: int = _NEW_FILE_MODE
+) -> int:
     """``os.open`` that refuses a symbolic link as the file itself, creating the folder (inside
-    ``root``) when it is missing and ``flags`` create the file."""
+    ``root``) when it is missing and ``flags`` create the file (with ``mode``, less the
+    umask)."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
     if root is None and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
         root = _root_for(path, None)
     if root is not None:
         ensure_folder(path.parent, root)  # remembered: one set lookup after the first time
     try:
-        return os.open(path, flags, _NEW_FILE_MODE)
+        return os.open(path, flags, mode)
     except FileNotFoundError:
         if not flags & os.O_CREAT:
             raise
@@ -166,7 +168,7 @@ def open_nofollow(path: Path, flags: int, *, root: Path | None = None) -> int:
     except OSError as exc:
         raise _link_error(path, exc) from exc
     try:
-        return os.open(path, flags, _NEW_FILE_MODE)
+        return os.open(path, flags, mode)
     except OSError as exc:
         raise _link_error(path, exc) from exc
 
@@ -206,33 +208,43 @@ def write_temporary(
     The temporary file gets ``mode``, else the permission bits of the file it will replace. Its
     name, ``.<name>.<pid>.<ns>.tmp``, lets :func:`leftover_temporaries` find it after a crash.
     """
-    tmp, fd = write_temporary_open(path, data, mode=mode, root=root)
+    tmp, fd, _ = write_temporary_open(path, data, mode=mode, root=root)
     os.close(fd)
     return tmp
 
 
 def write_temporary_open(
     path: Path, data: bytes, *, mode: int | None = None, root: Path | None = None
-) -> tuple[Path, int]:
-    """:func:`write_temporary`, returning the file still open (for reading and writing): once
-    it replaces ``path`` the caller can look at the document without opening it again."""
+) -> tuple[Path, int, os.stat_result]:
+    """:func:`write_temporary`, returning the file still open (for reading and writing), and
+    its status once written: once it replaces ``path`` the caller can look at the document
+    without opening it again, and knows its identity.
+
+    The file is created with its permission bits already (a private document's next version is
+    never readable by others, not even while it is written), and changed only when the umask
+    took some away (one status call where a change of mode would be written to the disk's
+    journal at every step).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = open_nofollow(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, root=root)
+    if mode is None:
+        mode = _mode_of(path)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+    fd = open_nofollow(tmp, flags, root=root, mode=_NEW_FILE_MODE if mode is None else mode)
     try:
-        if mode is None:
-            mode = _mode_of(path)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        if mode is not None:
+        info = os.fstat(fd)
+        if mode is not None and stat.S_IMODE(info.st_mode) != mode:
             os.fchmod(fd, mode)
+            info = os.fstat(fd)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    return tmp, fd
+    return tmp, fd, info
 
 
 def _mode_of(path: Path) -> int | None:
@@ -390,9 +402,11 @@ def read_file(path: str | Path) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
-def read_fd(fd: int) -> bytes:
-    """Everything in the open file ``fd``, read from its start (the offset is not moved)."""
-    return _read_sized(fd, os.fstat(fd).st_size)
+def read_fd(fd: int, size: int | None = None) -> bytes:
+    """Everything in the open file ``fd``, read from its start (the offset is not moved);
+    ``size``: its size as a status call just made tells it (a file growing meanwhile is still
+    read whole)."""
+    return _read_sized(fd, os.fstat(fd).st_size if size is None else size)
 
 
 def _read_sized(fd: int, size: int) -> bytes:
@@ -466,13 +480,6 @@ def holds(fd: int, raw: bytes) -> bool:
     """True when the open file ``fd`` holds exactly ``raw``: one read of one byte more, where
     :func:`read_fd` asks the file's size first."""
     return os.pread(fd, len(raw) + 1, 0) == raw
-
-
-def identity(fd: int) -> tuple[int, int]:
-    """The inode and device of the open file ``fd``: they never change while it is open, so a
-    caller that keeps it open asks once (see :func:`is_file`)."""
-    info = os.fstat(fd)
-    return info.st_ino, info.st_dev
 
 
 def is_file(path: Path, known: tuple[int, int]) -> bool:

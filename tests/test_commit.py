@@ -50,7 +50,7 @@ def test_a_write_between_the_merge_and_the_replace_is_merged(
     real = commit_module.write_temporary_open
     calls = 0
 
-    def racing_write(path: Path, data: bytes, **kwargs: Any) -> tuple[Path, int]:
+    def racing_write(path: Path, data: bytes, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == 1:
@@ -77,12 +77,12 @@ def test_a_write_into_the_replaced_file_is_reapplied(
     real = Committer._install
 
     def replace_while_dashboard_writes(
-        self: Committer, tmp: Path, path: Path, fd: int | None
+        self: Committer, tmp: Path, path: Path, ident: tuple[int, int] | None
     ) -> bytes | None:
         monkeypatch.setattr(Committer, "_install", real)  # only the step's own replace
         stale = json.loads(path.read_text())
         with path.open("r+") as handle:  # opened before the replace
-            foreign = real(self, tmp, path, fd)
+            foreign = real(self, tmp, path, ident)
             stale.update(status="paused", title="late")
             handle.truncate(0)
             handle.write(json.dumps(stale))
@@ -230,7 +230,7 @@ def test_killed_before_the_journal_record_leaves_only_a_temporary_to_remove(
     instance = _started(make_counter, limit=2)
     real = commit_module.write_temporary_open
 
-    def write_then_die(path: Path, data: bytes, **kwargs: Any) -> tuple[Path, int]:
+    def write_then_die(path: Path, data: bytes, **kwargs: Any) -> Any:
         written = real(path, data, **kwargs)
         os.kill(os.getpid(), signal.SIGKILL)
         return written

@@ -12,6 +12,7 @@ import json
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,55 @@ def test_an_agents_secret_reaches_no_file(tmp_path: Path, name: str) -> None:
         develop = next(root.rglob("develop.md")).read_text()
         assert "agent called with" in develop
     assert SECRET not in output
+
+
+@pytest.mark.parametrize(
+    ("umask", "document_mode"),
+    [(0o022, 0o600), (0o022, 0o640), (0o077, 0o644), (0o002, 0o664)],
+    ids=["private", "group", "umask-stricter", "group-writable"],
+)
+def test_a_next_version_has_the_documents_mode_from_its_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask: int, document_mode: int
+) -> None:
+    """The temporary file of a document's next version is created with the document's mode, so
+    it is never more open than the document, not even while it is written; where the umask
+    takes bits away, they are put back (the mode is kept on rewrite whatever the umask)."""
+    import os
+
+    from fsm import files
+
+    document = tmp_path / "doc.json"
+    document.write_text("{}")
+    document.chmod(document_mode)
+    modes_at_creation: list[int] = []
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        modes_at_creation.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(files.os, "write", write)
+    old_umask = os.umask(umask)
+    try:
+        tmp, fd, info = files.write_temporary_open(document, b'{"a": 1}', root=tmp_path)
+    finally:
+        os.umask(old_umask)
+    os.close(fd)
+    assert modes_at_creation[0] == document_mode & ~umask
+    assert stat.S_IMODE(tmp.stat().st_mode) == stat.S_IMODE(info.st_mode) == document_mode
+    assert (info.st_ino, info.st_dev) == (tmp.stat().st_ino, tmp.stat().st_dev)
+
+
+def test_a_new_documents_first_version_honours_the_umask(tmp_path: Path) -> None:
+    """No document yet: the file is created as any new file is (0666 less the umask)."""
+    import os
+
+    from fsm import files
+
+    old_umask = os.umask(0o027)
+    try:
+        tmp, fd, _ = files.write_temporary_open(tmp_path / "new.json", b"{}", root=tmp_path)
+    finally:
+        os.umask(old_umask)
+    os.close(fd)
+    assert stat.S_IMODE(tmp.stat().st_mode) == 0o640
