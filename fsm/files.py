@@ -142,6 +142,15 @@ def ensure_folder(folder: Path, root: Path | None) -> None:
     _checked.add(key)
 
 
+def _known_folder(path: Path, root: Path) -> bool:
+    """True when the folder of ``path`` was checked already (:func:`ensure_folder`'s key, made
+    from the path's text: building ``path.parent`` costs more than the lookup, on every write
+    of a persisted step)."""
+    text = os.fspath(path)
+    cut = text.rfind(os.sep)
+    return cut > 0 and f"{root}\0{text[:cut]}" in _checked
+
+
 def _is_inside(path: str, root: str) -> bool:
     return path == root or path.startswith(os.path.join(root, ""))
 
@@ -155,8 +164,8 @@ def open_nofollow(
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
     if root is None and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
         root = _root_for(path, None)
-    if root is not None:
-        ensure_folder(path.parent, root)  # remembered: one set lookup after the first time
+    if root is not None and not _known_folder(path, root):
+        ensure_folder(path.parent, root)
     try:
         return os.open(path, flags, mode)
     except FileNotFoundError:
