@@ -151,13 +151,19 @@ def _drive_each(tasks: list[tuple[Machine, str]], jobs: int) -> Iterator[Driven]
                 yield driven
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM): each worker abandons the step it is in (its commands'
-        # process groups are killed, its locks released) and ends, then the pool goes.
-        pool.shutdown(wait=False, cancel_futures=True)
+        # process groups are killed, its locks released) and ends, then the pool goes. The
+        # pool's manager thread is waited for: left running, it closes its wake-up pipe while
+        # the interpreter's exit writes to it (a traceback after "interrupted", about one
+        # interrupted fleet in forty).
         children = multiprocessing.active_children()
         for child in children:
             child.terminate()
         for child in children:
             child.join(timeout=60)
+            if child.is_alive():  # a worker stuck past its cleanup: it cannot keep the pool
+                child.kill()
+                child.join()
+        pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
 
