@@ -139,3 +139,37 @@ def test_a_line_with_a_lone_surrogate_keeps_it_visible_as_an_escape() -> None:
     line = journal_module.line_bytes({"reason": "bad \udcff name"})
     assert line == b'{"reason":"bad \\udcff name"}\n'
     assert json.loads(line) == {"reason": "bad \udcff name"}
+
+
+@pytest.mark.parametrize("kept", [1024, 1], ids=["texts-kept", "texts-forgotten"])
+def test_history_shows_each_repeated_step_with_its_own_time_and_actor(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """The text of a repeated step is made once and reused: each line still shows its own
+    record's time, actor and escapes, also when the kept texts are forgotten for new ones."""
+    monkeypatch.setattr("fsm.inspect._MAX_STEP_TEXTS", kept)
+    _counted(cli)
+    path = _journal(tmp_path)
+    step = {"kind": "transition", "event": "count", "source": "counting", "dest": "counting"}
+    added = [
+        {**step, "time": "T1", "transition": 0, "actor": "run"},
+        {**step, "time": "T2", "transition": 0, "actor": "run"},
+        {**step, "time": "T3\x1b[2J", "transition": 0, "actor": "agent"},
+        {**step, "time": "T4", "transition": 0},
+        {**step, "time": "T5", "transition": 0, "event": "go\u202e", "actor": "run"},
+        {**step, "time": "T6", "transition": 0, "actor": "run"},
+    ]
+    with path.open("a") as handle:
+        handle.writelines(json.dumps(record) + "\n" for record in added)
+    shown = cli("history", C, "c1")
+    assert shown.code == 0 and shown.err == ""
+    move = "counting -> counting"
+    assert shown.out.splitlines()[-6:] == [
+        f"T1 transition count        {move} by run",
+        f"T2 transition count        {move} by run",
+        f"T3\\x1b[2J transition count        {move} by agent",
+        f"T4 transition count        {move}",
+        f"T5 transition go\\u202e{' ' * 10}{move} by run",
+        f"T6 transition count        {move} by run",
+    ]
+    assert cli("history", C, "c1", "--tail", "6").out.splitlines() == shown.out.splitlines()[-6:]
