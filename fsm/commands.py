@@ -311,7 +311,7 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.json:
         return _history_json(instance)
     lines: list[str] = []
-    for number, _, record in instance.journal.entries():
+    for number, record in instance.journal.entries():
         if isinstance(record, Record):
             lines.append(history_line(record))
             if len(lines) < 4096:

@@ -143,7 +143,7 @@ def replay(instance: Instance) -> ReplayReport:
     chain = _Chain()
     bad_lines: list[int] = []
     bad_count = last_line = misfits = 0
-    for number, _, record in instance.journal.entries():
+    for number, record in instance.journal.entries():
         last_line = number
         if record is None:
             bad_count += 1
