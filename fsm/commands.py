@@ -290,11 +290,11 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Print the journal as it is read (or only its last ``--tail`` records, read from its end).
 
-    Each record is one line: readable text (:func:`fsm.inspect.history_line`), or with
+    Each record is one line: readable text (:func:`fsm.history.history_line`), or with
     ``--json`` the record as the journal holds it (compact JSON), characters a terminal would
     act on escaped.
     """
-    from fsm.inspect import history_line
+    from fsm.history import history_line
     from fsm.records import Record
 
     instance = instance_from(args, values)

@@ -8,20 +8,10 @@ from typing import Any
 
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError, JournalRecordError
+from fsm.history import history_line
 from fsm.instance import Instance
 from fsm.machine import event_options
-from fsm.records import (
-    ControlRecord,
-    CreateRecord,
-    ErrorRecord,
-    MergeRecord,
-    Record,
-    RecoverRecord,
-    RepairRecord,
-    TransitionRecord,
-    UnknownRecord,
-)
-from fsm.terminal import one_line
+from fsm.records import CreateRecord, Record, RecoverRecord, RepairRecord, UnknownRecord
 from fsm.update import bytes_hash
 
 __all__ = [
@@ -241,45 +231,6 @@ def _check_last(
             )
         if last.status != loaded.status:
             report.notes.append(f"status changed outside fsm: '{last.status}' -> '{loaded.status}'")
-
-
-def history_line(record: Record) -> str:
-    """One line of ``fsm history``: when, what, from where to where, who and why."""
-    time = record.time or "?"
-    if not time.isprintable():
-        time = one_line(time)
-    if type(record) is not TransitionRecord:
-        return time + _history_rest(record)
-    # A journal's steps repeat a few (event, source, dest, actor): each one's text is made
-    # once (escaping works character by character, so the parts escape as the whole would).
-    key = (record.event, record.source, record.dest, record.actor)
-    rest = _STEP_TEXTS.get(key)
-    if rest is None:
-        if len(_STEP_TEXTS) >= _MAX_STEP_TEXTS:  # a journal of ever new steps
-            _STEP_TEXTS.clear()
-        rest = _STEP_TEXTS[key] = _history_rest(record)
-    return time + rest
-
-
-def _history_rest(record: Record) -> str:
-    """What follows the time on a record's line of ``fsm history``."""
-    kind = record.kind
-    event = record.event or ""
-    move = f"{record.source or '-'} -> {record.dest or '-'}"
-    extra = why = ""
-    if isinstance(record, ControlRecord):
-        extra = f" status {record.status_from} -> {record.status_to}"
-    elif isinstance(record, ErrorRecord):
-        extra = f" {record.error}"
-    if isinstance(record, (ControlRecord, MergeRecord, RepairRecord)) and record.reason:
-        why = f" ({record.reason})"
-    who = f" by {record.actor}" if record.actor else ""
-    # One record, one line, whatever the reason or error holds.
-    return one_line(f" {kind:<10} {event:<12} {move}{extra}{who}{why}")
-
-
-_STEP_TEXTS: dict[tuple[str | None, ...], str] = {}
-_MAX_STEP_TEXTS = 1024
 
 
 def check_replay(instance: Instance) -> ReplayReport:

@@ -149,7 +149,7 @@ def test_history_shows_each_repeated_step_with_its_own_time_and_actor(
 ) -> None:
     """The text of a repeated step is made once and reused: each line still shows its own
     record's time, actor and escapes, also when the kept texts are forgotten for new ones."""
-    monkeypatch.setattr("fsm.inspect._MAX_STEP_TEXTS", kept)
+    monkeypatch.setattr("fsm.history._MAX_STEP_TEXTS", kept)
     _counted(cli)
     path = _journal(tmp_path)
     step = {"kind": "transition", "event": "count", "source": "counting", "dest": "counting"}
