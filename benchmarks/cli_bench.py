@@ -112,7 +112,10 @@ def journal(folder: Path, times: int) -> list[Result]:
         _throughput(f"fsm {name} {RECORDS:,} records", wall[name])
         for name in ("replay", "history", "history --json")
     ]
-    results.append(_throughput(f"fsm replay {RECORDS:,} records, CPU time", cpu["replay"], None))
+    results += [
+        _throughput(f"fsm {name} {RECORDS:,} records, CPU time", cpu[name], None)
+        for name in ("replay", "history")
+    ]
     tail = wall["history --tail 10"]
     results.append(timed("fsm history --tail 10 vs fsm replay", tail, wall["replay"], None))
     results += [

@@ -13,7 +13,9 @@ to its budget, so that it means the same on a fast laptop and on a loaded CI box
   (1.5x); ``fsm ls ccw-loop --status running`` over 2,000 running loops vs a plain Python
   process that parses every file (2x); both also without fsm's cache, for information;
 * ``fsm replay`` / ``fsm history`` (text, ``--json``) of a 100,000-record journal: the seconds
-  taken against the 1 s that 100,000 records/s allows, peak memory against 60 MB and against
+  taken against the 1 s that 100,000 records/s allows (the CPU seconds of replay and history
+  too, for information: a busy moment of a shared machine does not move them), peak memory
+  against 60 MB and against
   the peak of a 10,000-record journal (1.1x: memory must not grow with the journal);
 * ``fsm run --all`` over 1,000 counters with 1 job vs one ``fsm run`` process per instance
   (0.5x; the processes are timed on a sample of 100 and extrapolated, marked ``*``), and with

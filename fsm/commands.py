@@ -290,10 +290,11 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Print the journal as it is read (or only its last ``--tail`` records, read from its end).
 
-    Each record is one line: readable text (:func:`_history_line`), or with ``--json`` the
-    record as the journal holds it (compact JSON), characters a terminal would act on escaped.
+    Each record is one line: readable text (:func:`fsm.history.history_line`), or with
+    ``--json`` the record as the journal holds it (compact JSON), characters a terminal would
+    act on escaped.
     """
-    from fsm.inspect import history_line
+    from fsm.history import history_line
     from fsm.records import Record
 
     instance = instance_from(args, values)
@@ -310,23 +311,29 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.json:
         return _history_json(instance)
     lines: list[str] = []
-    for number, _, record in instance.journal.entries():
-        if not isinstance(record, Record):
-            sys.stdout.writelines(lines)  # the warning comes after the lines before it
-            lines.clear()
-            warning = (
-                f"journal line {number} is unreadable and was skipped"
-                if record is None
-                else f"{record}; it was skipped"
-            )
-            print(f"fsm: warning: {warning}", file=sys.stderr)
-        else:
-            lines.append(history_line(record) + "\n")
-        if len(lines) >= 4096:
-            sys.stdout.writelines(lines)
-            lines.clear()
-    sys.stdout.writelines(lines)
+    for number, record in instance.journal.entries():
+        if isinstance(record, Record):
+            lines.append(history_line(record))
+            if len(lines) < 4096:
+                continue
+            _write_lines(lines)
+            continue
+        _write_lines(lines)  # the warning comes after the lines before it
+        warning = (
+            f"journal line {number} is unreadable and was skipped"
+            if record is None
+            else f"{record}; it was skipped"
+        )
+        print(f"fsm: warning: {warning}", file=sys.stderr)
+    _write_lines(lines)
     return 0
+
+
+def _write_lines(lines: list[str]) -> None:
+    """Print ``lines`` (each without its newline), and forget them."""
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+        lines.clear()
 
 
 def _history_json(instance: Instance) -> int:

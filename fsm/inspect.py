@@ -8,20 +8,10 @@ from typing import Any
 
 from fsm.control import ControlPlane
 from fsm.errors import JournalMismatchError, JournalRecordError
+from fsm.history import history_line
 from fsm.instance import Instance
 from fsm.machine import event_options
-from fsm.records import (
-    ControlRecord,
-    CreateRecord,
-    ErrorRecord,
-    MergeRecord,
-    Record,
-    RecoverRecord,
-    RepairRecord,
-    TransitionRecord,
-    UnknownRecord,
-)
-from fsm.terminal import one_line
+from fsm.records import CreateRecord, Record, RecoverRecord, RepairRecord, UnknownRecord
 from fsm.update import bytes_hash
 
 __all__ = [
@@ -143,7 +133,7 @@ def replay(instance: Instance) -> ReplayReport:
     chain = _Chain()
     bad_lines: list[int] = []
     bad_count = last_line = misfits = 0
-    for number, _, record in instance.journal.entries():
+    for number, record in instance.journal.entries():
         last_line = number
         if record is None:
             bad_count += 1
@@ -241,24 +231,6 @@ def _check_last(
             )
         if last.status != loaded.status:
             report.notes.append(f"status changed outside fsm: '{last.status}' -> '{loaded.status}'")
-
-
-def history_line(record: Record) -> str:
-    """One line of ``fsm history``: when, what, from where to where, who and why."""
-    kind = record.kind
-    event = record.event or ""
-    move = f"{record.source or '-'} -> {record.dest or '-'}"
-    extra = why = ""
-    if type(record) is not TransitionRecord:  # the common case first: no isinstance calls
-        if isinstance(record, ControlRecord):
-            extra = f" status {record.status_from} -> {record.status_to}"
-        elif isinstance(record, ErrorRecord):
-            extra = f" {record.error}"
-        if isinstance(record, (ControlRecord, MergeRecord, RepairRecord)) and record.reason:
-            why = f" ({record.reason})"
-    who = f" by {record.actor}" if record.actor else ""
-    # One record, one line, whatever the reason or error holds.
-    return one_line(f"{record.time or '?'} {kind:<10} {event:<12} {move}{extra}{who}{why}")
 
 
 def check_replay(instance: Instance) -> ReplayReport:

@@ -181,14 +181,17 @@ class LineLog:
         is ``None`` when the line is unreadable. The file is read in blocks, so memory does not
         grow with its length."""
         number = 0
-        for texts in self._blocks():
-            for text in texts:
+        for lines in self._blocks():
+            # Decoded a block at a time ("\n" never is part of another UTF-8 character);
+            # only "\n" ends a record: str.splitlines would also split at U+2028 or NEL.
+            for text in lines.decode("utf-8", errors="replace").split("\n"):
                 number += 1
                 if text.strip(_BLANK):
                     yield number, text, _parse_text(text)
 
-    def _blocks(self) -> Iterator[list[str]]:
-        """The file's lines, a block at a time (the last one without its end of line)."""
+    def _blocks(self) -> Iterator[bytes]:
+        """The file's whole lines, a block at a time, without the newline that ends the block
+        (the last block: the file's last line, if it has no newline)."""
         try:
             fd = open_nofollow(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -202,11 +205,9 @@ class LineLog:
                     carry = data
                     continue
                 carry = data[cut + 1 :]
-                # Decoded a block at a time ("\n" never is part of another UTF-8 character);
-                # only "\n" ends a record: str.splitlines would also split at U+2028 or NEL.
-                yield data[:cut].decode("utf-8", errors="replace").split("\n")
+                yield data[:cut]
             if carry:
-                yield [carry.decode("utf-8", errors="replace")]
+                yield carry
         finally:
             os.close(fd)
 
@@ -246,7 +247,7 @@ class _Lines(Protocol):
 
 
 class _Typed(_Lines, Protocol):
-    def entries(self) -> Iterator[tuple[int, str, Record | JournalRecordError | None]]: ...
+    def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]: ...
 
     def records_backwards(self) -> Iterator[Record]: ...
 
@@ -264,24 +265,22 @@ class TypedRecords:
         """Append ``record``; return the journal's mark before it."""
         return self.append(record.to_json())
 
-    def entries(
-        self: _Lines,
-    ) -> Iterator[tuple[int, str, Record | JournalRecordError | None]]:
-        """``(line number, line, record)`` for every line, first to last: the record is None
-        when the line is unreadable (torn, not JSON), a JournalRecordError when it is JSON that
-        is not a record this fsm reads (it does not fit its kind, or a newer fsm wrote it)."""
-        for number, text, data in self.scan():
+    def entries(self: _Lines) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
+        """``(line number, record)`` for every line, first to last: the record is None when the
+        line is unreadable (torn, not JSON), a JournalRecordError when it is JSON that is not a
+        record this fsm reads (it does not fit its kind, or a newer fsm wrote it)."""
+        for number, _, data in self.scan():
             if data is None:
-                yield number, text, None
+                yield number, None
                 continue
             try:
-                yield number, text, parse_record(data, number)
+                yield number, parse_record(data, number)
             except JournalRecordError as exc:
-                yield number, text, exc
+                yield number, exc
 
     def records(self: _Typed) -> list[Record]:
         """Every record this fsm can read, first to last (other lines are left out)."""
-        return [r for _, _, r in self.entries() if isinstance(r, Record)]
+        return [r for _, r in self.entries() if isinstance(r, Record)]
 
     def records_backwards(self: _Lines) -> Iterator[Record]:
         """The records this fsm can read, last to first."""
@@ -313,35 +312,37 @@ class Journal(TypedRecords, LineLog):
     lines hold them (``fsm history --json`` shows them so).
     """
 
-    def entries(self) -> Iterator[tuple[int, str, Record | JournalRecordError | None]]:
-        """``(line number, line, record)`` for every non-blank line, first to last: the record
-        is None when the line is unreadable (torn, not JSON), a JournalRecordError when it is
-        JSON that is not a record this fsm reads (it does not fit its kind, or a newer fsm
-        wrote it)."""
+    def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
+        """``(line number, record)`` for every non-blank line, first to last: the record is None
+        when the line is unreadable (torn, not JSON), a JournalRecordError when it is JSON that
+        is not a record this fsm reads (it does not fit its kind, or a newer fsm wrote it)."""
         # The loop of :meth:`scan`, with :func:`_parse_text`'s fast path inlined: this is the
-        # loop of replay and history, at 100,000 records a second.
+        # loop of replay and history, at 100,000 records a second. pydantic-core reads the
+        # line's bytes (it refuses bytes that are not UTF-8, which then get the careful
+        # reader's verdict on their decoded text): a line that parses is never decoded.
         from_json, limit, depth = _from_json(), _fast_limit(), jsonio.MAX_DEPTH
         number = 0
-        for texts in self._blocks():
-            for text in texts:
+        for lines in self._blocks():
+            for line in lines.split(b"\n"):
                 number += 1
                 data = None
-                if len(text) <= limit and text.count("[") + text.count("{") <= depth:
+                if len(line) <= limit and line.count(b"[") + line.count(b"{") <= depth:
                     try:
-                        data = from_json(text, allow_inf_nan=False, cache_strings="keys")
+                        data = from_json(line, allow_inf_nan=False, cache_strings="keys")
                     except ValueError:
                         data = None
                 if type(data) is not dict:
+                    text = line.decode("utf-8", errors="replace")
                     if not text.strip(_BLANK):  # asked only here: a record is never blank
                         continue
                     data = _parse_text(text)  # the careful reader's verdict
                     if data is None:
-                        yield number, text, None
+                        yield number, None
                         continue
                 try:
-                    yield number, text, parse_record(data, number)
+                    yield number, parse_record(data, number)
                 except JournalRecordError as exc:
-                    yield number, text, exc
+                    yield number, exc
 
     def backwards(self) -> Iterator[dict[str, Any]]:
         """The readable objects from the last line to the first, as the lines hold them, reading

@@ -329,11 +329,19 @@ def parse_record(data: dict[str, Any], line: int) -> Record:
     with the first record of a signature only: checking them on every record cost more than the
     rest of reading it.
     """
-    signature = (data.get("kind"), *data, *map(type, data.values()))
-    checked = _CHECKED.get(signature)
-    if checked is None:
-        return _parse_unseen(data, line, signature)
-    cls, has_extra = checked
+    kind = data.get("kind")
+    if type(kind) is not str:  # not a kind at all (nor a key of the checked signatures)
+        return _unknown(data, line)
+    signature = [*data, *map(type, data.values())]
+    # A journal's records of one kind mostly have the signature of the one before: compared
+    # as a list, without building and hashing the tuple that finds any other.
+    checked = _LAST.get(kind)
+    if checked is None or checked[0] != signature:
+        checked = _CHECKED.get((kind, *signature))
+        if checked is None:
+            return _parse_unseen(data, line, kind, signature)
+        _LAST[kind] = checked
+    _, cls, has_extra = checked
     version = data.setdefault("format", 1)
     if not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
@@ -350,9 +358,9 @@ def _keep_extra(data: dict[str, Any], cls: type[Record]) -> None:
     data["extra"] = {k: data.pop(k) for k in data.keys() - known}
 
 
-def _parse_unseen(data: dict[str, Any], line: int, signature: tuple[Any, ...]) -> Record:
+def _parse_unseen(data: dict[str, Any], line: int, kind: str, signature: list[Any]) -> Record:
     """Check a record of a signature not seen yet, field by field; remember the signature."""
-    cls = _KINDS.get(data.get("kind"))  # type: ignore[arg-type]
+    cls = _KINDS.get(kind)
     if cls is None:
         return _unknown(data, line)
     shape = _shape(cls)
@@ -368,7 +376,7 @@ def _parse_unseen(data: dict[str, Any], line: int, signature: tuple[Any, ...]) -
     if len(_CHECKED) >= _MAX_SIGNATURES:  # a hostile journal: every line another shape
         _CHECKED.clear()
     has_extra = not data.keys() <= shape.known
-    _CHECKED[signature] = (cls, has_extra)
+    _CHECKED[(kind, *signature)] = _LAST[kind] = (signature, cls, has_extra)
     data.setdefault("format", 1)
     record = object.__new__(cls)
     if has_extra:
@@ -384,9 +392,11 @@ def _shape(cls: type[Record]) -> Shape:
     return shape
 
 
-_CHECKED: dict[tuple[Any, ...], tuple[type[Record], bool]] = {}
-"""Signatures that fit their kind: the kind's class, and whether it has keys it does not
-define."""
+_CHECKED: dict[tuple[Any, ...], tuple[list[Any], type[Record], bool]] = {}
+"""Signatures that fit their kind (the kind, keys, then value types): the signature as
+:func:`parse_record` compares it, the kind's class, and whether it has keys it does not define."""
+_LAST: dict[str, tuple[list[Any], type[Record], bool]] = {}
+"""Each known kind's signature checked or found last (as :data:`_CHECKED` holds it)."""
 _MAX_SIGNATURES = 512
 
 

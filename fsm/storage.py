@@ -80,9 +80,9 @@ class JournalLog(Protocol):
         """Append ``record`` (:mod:`fsm.records`); return the journal's mark before it."""
         ...
 
-    def entries(self) -> Iterator[tuple[int, str, Record | JournalRecordError | None]]:
-        """``(line number, line, record)`` for every line, first to last (None: unreadable;
-        a JournalRecordError: JSON that is not a record this fsm reads)."""
+    def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
+        """``(line number, record)`` for every line, first to last (None: unreadable; a
+        JournalRecordError: JSON that is not a record this fsm reads)."""
         ...
 
     def records(self) -> list[Record]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from fsm import journal as journal_module
 from fsm.inspect import MAX_REPORTED, replay
 from fsm.instance import Workspace
-from fsm.journal import Journal
+from fsm.journal import Journal, TypedRecords
+from fsm.records import TransitionRecord
 from tests.conftest import COUNTER, Cli
 
 C = str(COUNTER)
@@ -139,3 +141,92 @@ def test_a_line_with_a_lone_surrogate_keeps_it_visible_as_an_escape() -> None:
     line = journal_module.line_bytes({"reason": "bad \udcff name"})
     assert line == b'{"reason":"bad \\udcff name"}\n'
     assert json.loads(line) == {"reason": "bad \udcff name"}
+
+
+@pytest.mark.parametrize("kept", [1024, 1], ids=["texts-kept", "texts-forgotten"])
+def test_history_shows_each_repeated_step_with_its_own_time_and_actor(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """The text of a repeated step is made once and reused: each line still shows its own
+    record's time, actor and escapes, also when the kept texts are forgotten for new ones."""
+    monkeypatch.setattr("fsm.history._MAX_STEP_TEXTS", kept)
+    _counted(cli)
+    path = _journal(tmp_path)
+    step = {"kind": "transition", "event": "count", "source": "counting", "dest": "counting"}
+    added = [
+        {**step, "time": "T1", "transition": 0, "actor": "run"},
+        {**step, "time": "T2", "transition": 0, "actor": "run"},
+        {**step, "time": "T3\x1b[2J", "transition": 0, "actor": "agent"},
+        {**step, "time": "T4", "transition": 0},
+        {**step, "time": "T5", "transition": 0, "event": "go\u202e", "actor": "run"},
+        {**step, "time": "T6", "transition": 0, "actor": "run"},
+    ]
+    with path.open("a") as handle:
+        handle.writelines(json.dumps(record) + "\n" for record in added)
+    shown = cli("history", C, "c1")
+    assert shown.code == 0 and shown.err == ""
+    move = "counting -> counting"
+    assert shown.out.splitlines()[-6:] == [
+        f"T1 transition count        {move} by run",
+        f"T2 transition count        {move} by run",
+        f"T3\\x1b[2J transition count        {move} by agent",
+        f"T4 transition count        {move}",
+        f"T5 transition go\\u202e{' ' * 10}{move} by run",
+        f"T6 transition count        {move} by run",
+    ]
+    assert cli("history", C, "c1", "--tail", "6").out.splitlines() == shown.out.splitlines()[-6:]
+
+
+_STEP = (
+    b'{"kind":"transition","event":"go","source":"a","dest":"b","transition":0,'
+    b'"reason":"%s","format":2}'
+)
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"kind":"control","x":' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+
+
+TRICKY_LINES = [
+    _STEP % b"plain",
+    _STEP % b"not UTF-8 \xff here",
+    _STEP % b"a surrogate encoded \xed\xa0\x80",
+    _STEP % b"overlong \xc0\xaf",
+    _STEP % b"an escaped lone surrogate \\ud800",
+    b"\xef\xbb\xbf" + _STEP % b"after a byte-order mark",
+    _STEP % b"separators \xe2\x80\xa8 \xc2\x85",
+    _STEP % b"ends with a carriage return" + b"\r",
+    _STEP % ("é" * 3000).encode(),  # more bytes than the digit limit, fewer characters
+    b'{"kind":"control","n":' + b"1" * 5000 + b"}",
+    b'{"kind":"control","x":NaN}',
+    _nested(100),
+    _nested(101),
+    _nested(150),
+    _nested(202),
+    _nested(300),
+    b"[1, 2]",
+    b" \t\x0c",
+    b"",
+    b'{"kind":"transi',
+]
+
+
+def test_the_fast_reader_gives_every_line_the_careful_readers_verdict(tmp_path: Path) -> None:
+    """`fsm history` and `fsm replay` read the journal's lines with pydantic-core, from their
+    bytes: every line gets the verdict (a record, the same record; unreadable; not a record,
+    the same reason) of the careful reader that decodes each line and checks it within fsm's
+    JSON limits (nested deeper than 100 levels: unreadable)."""
+    path = tmp_path / "journal.ndjson"
+    path.write_bytes(b"\n".join(TRICKY_LINES))  # the last line torn: no newline
+    journal = Journal(path)
+
+    def verdicts(entries: Iterator[tuple[int, object]]) -> list[tuple[int, object]]:
+        return [(n, str(r) if isinstance(r, Exception) else r) for n, r in entries]
+
+    fast = verdicts(journal.entries())
+    assert fast == verdicts(TypedRecords.entries(journal))
+    unreadable = [n for n, r in fast if r is None]
+    assert unreadable == [6, 10, 11, 13, 14, 15, 16, 17, 20]  # 6: JSON has no BOM
+    assert [n for n, _ in fast] == [n for n in range(1, 21) if n not in (18, 19)]
+    assert isinstance(fast[1][1], TransitionRecord)
+    assert fast[1][1].extra == {"reason": "not UTF-8 \ufffd here"}

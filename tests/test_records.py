@@ -274,3 +274,41 @@ def test_new_records_carry_the_format(tmp_path: Path) -> None:
     instance.create({"limit": 1})
     assert [line["format"] for line in lines_of(instance.journal)] == [FORMAT]
     assert lines_of(instance.journal)[0]["machine"] == "counter"
+
+
+def test_a_signature_seen_before_does_not_let_other_types_through() -> None:
+    """Records of one kind are compared with the signature (keys and value types) of the one
+    before: a record with the same keys but a value of another type is still refused, and each
+    of two signatures that alternate is still read."""
+    step = EVERY_KIND[1].to_json()
+    other = {**step, "actions": ["x"], "duration_ms": 3}  # an integer: another valid signature
+    wrong = {**step, "transition": "2"}
+    read = [parse_record(json.loads(json.dumps(data)), 1) for data in (step, other, step, other)]
+    assert [r.duration_ms for r in read] == [None, 3, None, 3]
+    with pytest.raises(JournalRecordError, match="needs 'transition' as an integer"):
+        parse_record(dict(wrong), 2)
+    assert isinstance(parse_record(dict(step), 3), TransitionRecord)
+    with pytest.raises(JournalRecordError, match="needs 'transition' as an integer"):
+        parse_record(dict(wrong), 4)
+
+
+@pytest.mark.parametrize("kind", [["transition"], {"name": "transition"}, 2.5, None])
+def test_a_kind_that_is_not_text_reads_as_an_unknown_record(
+    kind: object, old: Instance, cli: Cli
+) -> None:
+    """A line whose ``kind`` is not text (a list, an object, a number, null) is a record of no
+    kind this fsm knows: every reader goes on (it used to stop `fsm history`, `fsm replay` and
+    `fsm status` with an internal error when the kind was a list or an object)."""
+    record = parse_record({"kind": kind, "source": "a"}, 1)
+    assert isinstance(record, UnknownRecord) and record.kind == "?"
+    assert record.source == "a" and record.extra == {"kind": kind}
+    lines = old.journal.path.read_text().splitlines(keepends=True)
+    lines.insert(5, json.dumps({"kind": kind}) + "\n")
+    lines.append(json.dumps({"kind": kind, "event": "x"}) + "\n")
+    old.journal.path.write_text("".join(lines))
+    shown = cli("history", str(COUNTER), "old")
+    assert shown.code == 0 and shown.err == "", shown.err
+    assert len(shown.out.splitlines()) == 14
+    assert cli("history", str(COUNTER), "old", "--tail", "1").out.split()[1:3] == ["?", "x"]
+    assert replay(old).records == 14
+    assert cli("status", str(COUNTER), "old").code == 0
