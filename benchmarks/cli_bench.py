@@ -123,8 +123,9 @@ def journal(folder: Path, times: int) -> list[Result]:
         for name in ("replay", "history")
     ]
     results.append(
-        _memory("fsm replay peak memory, 100k vs 10k records", peak["replay"],
-                peak["replay short"], 1.1)
+        _memory(
+            "fsm replay peak memory, 100k vs 10k records", peak["replay"], peak["replay short"], 1.1
+        )
     )
     return results
 
@@ -137,8 +138,9 @@ def _throughput(name: str, seconds: float, budget: float | None = 1.0) -> Result
 
 
 def _memory(name: str, value: int, baseline: int, budget: float) -> Result:
-    return Result(name, value, baseline, budget, f"{value / 2**20:.1f} MB",
-                  f"{baseline / 2**20:.1f} MB")
+    return Result(
+        name, value, baseline, budget, f"{value / 2**20:.1f} MB", f"{baseline / 2**20:.1f} MB"
+    )
 
 
 _PEAK = (
@@ -188,4 +190,3 @@ def _long_journal(workspace: Path, instance_id: str, records: int, env: dict[str
     with path.open("wb") as handle:
         handle.writelines(lines[:-1])
         handle.write(lines[-1] * (records - len(lines) + 1))
-

@@ -164,8 +164,10 @@ def drive(scenario: Scenario, out: Path) -> bool:
     ok = result.outcome == scenario.expect
     mark = "ok " if ok else "UNEXPECTED"
     print(f"[{mark}] {scenario.title}")
-    print(f"      instance {instance.id}: {result.outcome} in '{result.state}' after "
-          f"{len(result.steps)} steps")
+    print(
+        f"      instance {instance.id}: {result.outcome} in '{result.state}' after "
+        f"{len(result.steps)} steps"
+    )
     print(f"      why: {result.message}")
     print(f"      document {instance.paths.document.relative_to(out.parent)}")
     return ok
@@ -192,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[warn] {name}.{fmt} not written: {reason}")
     structlog.reset_defaults()
     failed = results.count(False)
-    print(f"\n{len(results) - failed} of {len(results)} scenarios ended as expected; "
-          f"outputs in {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    print(
+        f"\n{len(results) - failed} of {len(results)} scenarios ended as expected; "
+        f"outputs in {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
+    )
     return 1 if failed else 0
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "summarize",
 ]
 
+
 def create_instance(inputs: dict[str, Any], ctx: IssueManagerContext) -> IssueManagerState:
     """The seed's template, with the inputs merged in and the work_dir and times filled."""
     # The engine has refused every key the inputs model (IssueManagerInputs) does not name.
