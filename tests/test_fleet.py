@@ -280,11 +280,15 @@ def test_an_interrupted_fleet_leaves_no_pool_thread_or_worker_behind(
         real_close(self)
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # what `fsm`'s SIGTERM handler raises
+        """Once the workers are mid-run (an instance has counted), what `fsm`'s SIGTERM
+        handler does: raise KeyboardInterrupt in the main thread."""
+        if any(_document(tmp_path, f"i{n}").get("count") for n in range(4)):
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            raise KeyboardInterrupt
 
     monkeypatch.setattr(process._ThreadWakeup, "close", slow_close)
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
     try:
         with pytest.raises(KeyboardInterrupt):
             drive_all(Workspace(tmp_path), [load_machine(COUNTER)], jobs=2)
