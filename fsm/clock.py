@@ -37,6 +37,10 @@ class Clock(Protocol):
 class SystemClock:
     """The real clock."""
 
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")
+        """A second, and its text up to the milliseconds (one tuple: threads share clocks)."""
+
     def now(self) -> datetime:
         """Return the current UTC time."""
         return datetime.now(UTC)
@@ -44,10 +48,6 @@ class SystemClock:
     def monotonic(self) -> float:
         """Return ``time.monotonic()``."""
         return time.monotonic()
-
-    def __init__(self) -> None:
-        self._second: tuple[int, str] = (-1, "")
-        """A second, and its text up to the milliseconds (one tuple: threads share clocks)."""
 
     def iso(self) -> str:
         """Return the current UTC time as ISO-8601 text, the text :func:`iso_utc` gives for
