@@ -252,6 +252,16 @@ class _Typed(_Lines, Protocol):
     def records_backwards(self) -> Iterator[Record]: ...
 
 
+def _typed(data: dict[str, Any] | None, number: int) -> Record | JournalRecordError | None:
+    """The entry of line ``number`` that parsed as ``data`` (None: it did not parse)."""
+    if data is None:
+        return None
+    try:
+        return parse_record(data, number)
+    except JournalRecordError as exc:
+        return exc
+
+
 class TypedRecords:
     """The typed reading and writing of a journal (:mod:`fsm.records`), mixed into a class that
     has ``append`` (a JSON object), ``scan`` (first to last) and ``backwards`` (last to first).
@@ -270,13 +280,7 @@ class TypedRecords:
         line is unreadable (torn, not JSON), a JournalRecordError when it is JSON that is not a
         record this fsm reads (it does not fit its kind, or a newer fsm wrote it)."""
         for number, _, data in self.scan():
-            if data is None:
-                yield number, None
-                continue
-            try:
-                yield number, parse_record(data, number)
-            except JournalRecordError as exc:
-                yield number, exc
+            yield number, _typed(data, number)
 
     def records(self: _Typed) -> list[Record]:
         """Every record this fsm can read, first to last (other lines are left out)."""
@@ -336,13 +340,7 @@ class Journal(TypedRecords, LineLog):
                     if not text.strip(_BLANK):  # asked only here: a record is never blank
                         continue
                     data = _parse_text(text)  # the careful reader's verdict
-                    if data is None:
-                        yield number, None
-                        continue
-                try:
-                    yield number, parse_record(data, number)
-                except JournalRecordError as exc:
-                    yield number, exc
+                yield number, _typed(data, number)
 
     def backwards(self) -> Iterator[dict[str, Any]]:
         """The readable objects from the last line to the first, as the lines hold them, reading
