@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["MAX_ALIAS_NODES", "MAX_BYTES", "MAX_DEPTH", "first_problem"]
+__all__ = ["MAX_ALIAS_NODES", "MAX_BYTES", "MAX_DEPTH", "first_problem", "flow_nesting_problem"]
 
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 100
@@ -109,6 +109,48 @@ def first_problem(events: Iterable[yaml.Event]) -> tuple[int, str] | None:
                 open_[-1].deepest = max(open_[-1].deepest, done.deepest)
             if done.anchor is not None:
                 anchored[done.anchor] = (nodes - done.first_node + 1, done.deepest - done.level + 1)
+    return None
+
+
+def flow_nesting_problem(text: str) -> tuple[int, str] | None:
+    """Where brackets in ``text`` open more than :data:`MAX_DEPTH` levels, as (line, message).
+
+    libyaml's scanner reads a whole run of opening brackets before it hands out the first event
+    (each could start a key), and refuses the run past its own limit in its own words, so a file
+    nested that deep never reaches :func:`first_problem`. This scan gives fsm's verdict instead;
+    the readers call it only after the parser failed, so an approximate reading of YAML is enough:
+    brackets inside quoted text and comments do not count.
+    """
+    depth = 0
+    line = 1
+    quote = ""
+    comment = False
+    previous = "\n"
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            line += 1
+            comment = False
+        elif comment:
+            pass
+        elif quote:
+            if quote == '"' and char == "\\":
+                index += 1  # the escaped character cannot end the text
+            elif char == quote:
+                quote = ""
+        elif char in "\"'" and previous in " \t\n[{,:":
+            quote = char
+        elif char == "#" and previous in " \t\n":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line, f"nested deeper than {MAX_DEPTH} levels"
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        previous = char
+        index += 1
     return None
 
 

@@ -129,6 +129,9 @@ def load_yaml(text: str) -> tuple[LoadedYaml | None, list[YamlProblem]]:
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
+        nesting = _yaml_limits.flow_nesting_problem(text)
+        if nesting is not None:
+            return None, [YamlProblem(*nesting)]
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

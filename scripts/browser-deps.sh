@@ -9,9 +9,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${FSM_VENV:-$root/.venv}"
 chromium="${FSM_CHROMIUM:-/usr/bin/chromium}"
 
+constraints="${FSM_CONSTRAINTS-$root/constraints.txt}"
+constrained=()
+if [ -n "$constraints" ]; then
+  constrained=(-c "$constraints")
+fi
 stamp="$venv/.fsm-browser-installed"
-if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
-  if "$venv/bin/python" -m pip install --quiet -e "$root[dev,browser]"; then
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/constraints.txt" -nt "$stamp" ]; then
+  if "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev,browser]"; then
     touch "$stamp"
   else
     echo "browser-deps: could not install Playwright (pip install -e '.[browser]'); the browser tests will be skipped" >&2

@@ -9,8 +9,15 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 stamp="$venv/.fsm-installed"
-if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+# constraints.txt: the versions the suite last passed with (FSM_CONSTRAINTS= installs the newest
+# versions pyproject.toml allows instead, as scripts/check-newest.sh does).
+constraints="${FSM_CONSTRAINTS-$root/constraints.txt}"
+constrained=()
+if [ -n "$constraints" ]; then
+  constrained=(-c "$constraints")
+fi
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/constraints.txt" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e "$root[dev]"
+  "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev]"
   touch "$stamp"
 fi

@@ -247,3 +247,25 @@ def test_hostile_files_in_a_separate_process_end_with_exit_2(tmp_path: Path) -> 
     assert "internal error" not in done.stdout + done.stderr
     for path in paths:
         assert f"{path}:" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("x: " + "[" * 101 + "]" * 101, (1, "nested deeper than 100 levels"), id="101"),
+        pytest.param("x: " + "[" * 100 + "]" * 100, None, id="100"),
+        pytest.param("a: 1\nx: " + "{a: " * 150, (2, "nested deeper than 100 levels"), id="line"),
+        pytest.param("x: '" + "[" * 200 + "'\n", None, id="single-quoted"),
+        pytest.param('x: "\\"' + "[" * 200 + '"\n', None, id="double-quoted-escape"),
+        pytest.param("x: 1 # " + "[" * 200 + "\n", None, id="comment"),
+        pytest.param("x: it's " + "[" * 101, (1, "nested deeper than 100 levels"), id="apostrophe"),
+    ],
+)
+def test_flow_nesting_is_judged_by_fsm_not_by_the_parser(
+    text: str, expected: tuple[int, str] | None
+) -> None:
+    """The bracket scan that names a too-deep file in fsm's words (whatever the parser's own
+    limit says) counts brackets outside quoted text and comments, and gives the line."""
+    from fsm._yaml_limits import flow_nesting_problem
+
+    assert flow_nesting_problem(text) == expected
