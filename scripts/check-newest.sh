@@ -24,7 +24,8 @@ if ! FSM_VENV="$venv" FSM_CONSTRAINTS= bash "$root/scripts/setup.sh"; then
   exit 1
 fi
 FSM_VENV="$venv" FSM_CONSTRAINTS= bash "$root/scripts/browser-deps.sh"
-"$venv/bin/python" -m pip install --quiet --upgrade -e "$root[dev,browser]"
+FSM_VENV="$venv" FSM_CONSTRAINTS= bash "$root/scripts/postgres-deps.sh"
+"$venv/bin/python" -m pip install --quiet --upgrade -e "$root[dev,browser,postgres]"
 newer="$("$venv/bin/python" -m pip freeze 2>/dev/null | grep -v '^-e\|^#\|^fsm' | grep -vxF -f <(grep -v '^#' "$root/constraints.txt"))"
 if [ -n "$newer" ]; then
   echo "check-newest: versions that differ from constraints.txt:"
