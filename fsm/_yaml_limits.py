@@ -14,9 +14,11 @@ composed:
 * nesting: at most :data:`MAX_DEPTH` (100) levels of lists and mappings, counting the levels an
   alias brings in where it is used (machine files use about 6);
 * aliases: anchors, aliases and merge keys (``<<: *base``) are allowed, but all aliases together
-  may bring in at most :data:`MAX_ALIAS_NODES` (10,000) nodes, each alias counting the nodes of
-  what it names, aliases in it included (so the cost of a bomb is counted, not paid); an alias
-  inside the node it names (a recursive alias) is refused;
+  may bring in at most :data:`MAX_ALIAS_NODES` (10,000) nodes and :data:`MAX_ALIAS_BYTES` (1 MiB)
+  of scalar text, each alias counting the nodes and text of what it names, aliases in it
+  included (so the cost of a bomb is counted, not paid: a few aliases of one long string weigh
+  as much as many aliases of short ones); an alias inside the node it names (a recursive alias)
+  is refused;
 * tags: only plain data: ``!!str``, ``!!int``, ``!!float``, ``!!bool``, ``!!null`` and
   ``!!timestamp`` on scalars, ``!!seq`` and ``!!map`` on lists and mappings (and ``!``).
 
@@ -32,11 +34,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["MAX_ALIAS_NODES", "MAX_BYTES", "MAX_DEPTH", "first_problem", "flow_nesting_problem"]
+__all__ = [
+    "MAX_ALIAS_BYTES",
+    "MAX_ALIAS_NODES",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "first_problem",
+    "flow_nesting_problem",
+]
 
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 100
 MAX_ALIAS_NODES = 10_000
+MAX_ALIAS_BYTES = 1024 * 1024
 
 _STANDARD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = frozenset(
@@ -52,6 +62,7 @@ class _Open:
 
     anchor: str | None
     first_node: int  # the node count when it opened, itself included
+    first_byte: int  # the scalar text counted before it opened
     level: int
     deepest: int  # the deepest level reached inside it, aliases expanded
 
@@ -64,8 +75,11 @@ def first_problem(events: Iterable[yaml.Event]) -> tuple[int, str] | None:
     import yaml  # only when a machine file is parsed: a cached definition needs no YAML
 
     nodes = 0
+    text = 0  # characters of scalars, aliased ones counted again
     through_aliases = 0
-    anchored: dict[str, tuple[int, int]] = {}  # anchor -> (nodes, levels) of what it names
+    text_through_aliases = 0
+    # anchor -> (nodes, levels, scalar text) of what it names
+    anchored: dict[str, tuple[int, int, int]] = {}
     open_: list[_Open] = []
     for event in events:
         line = event.start_mark.line + 1 if event.start_mark is not None else 1
@@ -73,13 +87,20 @@ def first_problem(events: Iterable[yaml.Event]) -> tuple[int, str] | None:
             name = event.anchor
             if any(o.anchor == name for o in open_):
                 return line, f"alias '*{name}' is inside the node it names (a recursive alias)"
-            size, levels = anchored.get(name or "", (1, 0))
+            size, levels, length = anchored.get(name or "", (1, 0, 0))
             nodes += size
+            text += length
             through_aliases += size
+            text_through_aliases += length
             if through_aliases > MAX_ALIAS_NODES:
                 return line, (
                     f"aliases expand to more than {MAX_ALIAS_NODES} nodes (at '*{name}'); "
                     "write the repeated parts out instead"
+                )
+            if text_through_aliases > MAX_ALIAS_BYTES:
+                return line, (
+                    f"aliases expand to more than {MAX_ALIAS_BYTES} bytes of text (at "
+                    f"'*{name}'); write the repeated parts out instead"
                 )
             reached = len(open_) + levels
             if reached > MAX_DEPTH:
@@ -90,8 +111,9 @@ def first_problem(events: Iterable[yaml.Event]) -> tuple[int, str] | None:
             if event.tag is not None and event.tag not in _SCALAR_TAGS:
                 return line, _refused_tag(event.tag)
             nodes += 1
+            text += len(event.value)
             if event.anchor is not None:
-                anchored[event.anchor] = (1, 0)
+                anchored[event.anchor] = (1, 0, len(event.value))
         elif isinstance(event, yaml.CollectionStartEvent):
             is_list = isinstance(event, yaml.SequenceStartEvent)
             if event.tag is not None and event.tag not in (
@@ -102,13 +124,17 @@ def first_problem(events: Iterable[yaml.Event]) -> tuple[int, str] | None:
             level = len(open_) + 1
             if level > MAX_DEPTH:
                 return line, f"nested deeper than {MAX_DEPTH} levels"
-            open_.append(_Open(event.anchor, nodes, level, level))
+            open_.append(_Open(event.anchor, nodes, text, level, level))
         elif isinstance(event, yaml.CollectionEndEvent):
             done = open_.pop()
             if open_:
                 open_[-1].deepest = max(open_[-1].deepest, done.deepest)
             if done.anchor is not None:
-                anchored[done.anchor] = (nodes - done.first_node + 1, done.deepest - done.level + 1)
+                anchored[done.anchor] = (
+                    nodes - done.first_node + 1,
+                    done.deepest - done.level + 1,
+                    text - done.first_byte,
+                )
     return None
 
 

@@ -21,6 +21,7 @@ from fsm import jsonio
 from fsm.definition import did_you_mean, format_location
 from fsm.errors import DocumentInputError, OptionsError
 from fsm.executor import AgentCommand
+from fsm.reading import FileTooLargeError, read_limited
 
 __all__ = [
     "MAX_TOML_BYTES",
@@ -60,15 +61,13 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     """Read ``workspace/fsm.toml`` (an absent file is an empty configuration)."""
     path = workspace / "fsm.toml"
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_TOML_BYTES + 1)
-        text = raw.decode("utf-8")
+        text = read_limited(path, MAX_TOML_BYTES).decode("utf-8")
     except FileNotFoundError:
         return WorkspaceConfig()
+    except FileTooLargeError as exc:
+        raise OptionsError(f"{path}: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise OptionsError(f"{path}: cannot read: {exc}") from exc
-    if len(raw) > MAX_TOML_BYTES:
-        raise OptionsError(f"{path}: larger than the limit of {MAX_TOML_BYTES} bytes")
     data = _parse_toml(path, text)
     problems: list[str] = []
     unknown = sorted(set(data) - {"machine", "agent"})
@@ -193,6 +192,16 @@ def assignment_texts(items: Iterable[str]) -> dict[str, str]:
     return texts
 
 
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
 def resolve_options(
     model: type[BaseModel],
     machine: str,
@@ -209,6 +218,16 @@ def resolve_options(
     belongs instead) or a did-you-mean and the list of the options.
     """
     merged = {**table, **overrides}
+    with_nul = [key for key, value in merged.items() if _holds_nul(value)]
+    if with_nul:
+        # No path, argv or environment can hold NUL: refused here, not by the first system call
+        # that meets it (an internal error there).
+        problems = [
+            f"option '{key}' ({'-o' if key in overrides else f'fsm.toml [machine.{machine}]'}) "
+            "contains a NUL character, which no path or command can hold"
+            for key in with_nul
+        ]
+        raise OptionsError(f"options of machine '{machine}': " + "; ".join(problems))
     try:
         return model.model_validate(merged)
     except ValidationError as exc:

@@ -24,6 +24,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
     from fsm.machine import Machine
 
 __all__ = ["Driven", "drive_all", "exit_code", "runnable_ids"]
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 FAILED = frozenset({"failed", "error"})
 """Outcomes of instances that did not get done and need attention (exit 4)."""
@@ -121,6 +126,7 @@ class _Shared:
     this process is driving an instance right now."""
 
     fleet: _Fleet | None = None
+    parent = 0  # the process that forked the workers
     busy = False
     stopping = False
 
@@ -136,6 +142,7 @@ def _drive_each(tasks: list[tuple[Machine, str]], jobs: int) -> Iterator[Driven]
                 yield driven
         return
     context = multiprocessing.get_context("fork")
+    _shared.parent = os.getpid()
     workers = min(jobs, len(tasks))
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_started)
     try:
@@ -170,9 +177,38 @@ def _drive_each(tasks: list[tuple[Machine, str]], jobs: int) -> Iterator[Driven]
 
 def _worker_started() -> None:
     """In each worker: Ctrl-C is the parent's to handle (it ends the workers with SIGTERM),
-    and SIGTERM abandons the step in progress like an interrupted ``fsm run``."""
+    and SIGTERM abandons the step in progress like an interrupted ``fsm run``.
+
+    A parent killed outright (SIGKILL, out of memory) cannot end its workers: each asks the
+    kernel for a SIGTERM when its parent dies (Linux), or else watches for being reparented,
+    so that it abandons its step, releases its locks and ends instead of living on alone.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
+    parent = _shared.parent
+    if not _end_with_parent():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the request was in place
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _end_with_parent() -> bool:
+    """Ask Linux to send this process SIGTERM when its parent dies; False where it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:

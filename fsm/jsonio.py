@@ -121,13 +121,16 @@ def _long_digits(limit: int) -> re.Pattern[bytes]:
 def load_file(path: Path, *, max_bytes: int | None = None) -> Any:
     """Read and parse the JSON file at ``path`` (raises OSError, or JsonError as :func:`loads`).
 
-    At most one byte more than the limit is read: ``--input /dev/zero`` ends at once.
+    At most one byte more than the limit is read, and only from a regular file: ``--input
+    /dev/zero`` or a FIFO is refused at once (an OSError naming what it is).
     """
+    from fsm.reading import FileTooLargeError, read_limited
+
     max_bytes = MAX_BYTES if max_bytes is None else max_bytes
-    with path.open("rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise JsonError(f"larger than the limit of {max_bytes} bytes", malformed=False)
+    try:
+        data = read_limited(path, max_bytes)
+    except FileTooLargeError as exc:
+        raise JsonError(str(exc), malformed=False) from exc
     return loads(data, max_bytes=max_bytes)
 
 

@@ -101,10 +101,12 @@ def read_yaml_file(path: Path) -> str:
     Raises OSError, UnicodeDecodeError, or ValueError when the file is larger than
     :data:`MAX_BYTES` (a FIFO or ``/dev/zero`` named as a machine file ends at once).
     """
-    with path.open("rb") as handle:
-        raw = handle.read(MAX_BYTES + 1)
-    if len(raw) > MAX_BYTES:
-        raise ValueError(f"larger than the limit of {MAX_BYTES} bytes")
+    from fsm.reading import FileTooLargeError, read_limited
+
+    try:
+        raw = read_limited(path, MAX_BYTES)
+    except FileTooLargeError as exc:
+        raise ValueError(str(exc)) from exc
     return raw.decode("utf-8")
 
 

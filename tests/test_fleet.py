@@ -303,3 +303,56 @@ def test_an_interrupted_fleet_leaves_no_pool_thread_or_worker_behind(
     (tmp_path / "fsm.toml").unlink()
     again = cli("run", "--all", C, "--jobs", "2")
     assert again.code == 0, again  # nothing left locked: every instance ends
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, which no longer runs, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_a_killed_fleet_leaves_no_worker_behind(cli: Cli, tmp_path: Path) -> None:
+    """SIGKILL of `fsm run --all --jobs 2` (which cannot clean up) ends its workers too: each
+    abandons its step and releases its lock, and the next fleet run drives every instance to
+    the end with a journal that replays."""
+    for number in range(4):
+        _new(cli, f"k{number}", "limit=30")
+    run = fsm_process(tmp_path, "run", "--all", C, "--jobs", "2", "-o", "delay=0.2")
+    try:
+        _wait_until(lambda: any(_document(tmp_path, f"k{n}").get("count") for n in range(4)))
+        workers = _children(run.pid)
+        assert len(workers) >= 2, workers
+        run.kill()
+        run.communicate(timeout=60)
+        for _ in range(3000):
+            if not any(_alive(pid) for pid in workers):
+                break
+            time.sleep(0.01)
+        assert not any(_alive(pid) for pid in workers), "a worker outlived its killed fleet"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    after = cli("run", "--all", C, "--jobs", "2")
+    assert after.code == 0, after
+    assert sorted(_lines(after)) == [f"k{n}" for n in range(4)]
+    for number in range(4):
+        assert _document(tmp_path, f"k{number}")["count"] == 30
+        assert cli("replay", C, f"k{number}").code == 0

@@ -59,6 +59,12 @@ REFUSED = [
     pytest.param("a: !!omap [b: 1]\n", 1, "tag '!!omap' is not allowed", id="omap"),
     pytest.param("a: !!seq {b: 1}\n", 1, "tag '!!seq' is not allowed", id="seq-on-mapping"),
     pytest.param("a: !!map x\n", 1, "tag '!!map' is not allowed", id="map-on-scalar"),
+    pytest.param(
+        "s: &s " + "x" * 300_000 + "\nt: [" + ", ".join(["*s"] * 4) + "]\n",
+        2,
+        "aliases expand to more than 1048576 bytes of text (at '*s')",
+        id="long-string-aliased",
+    ),
     pytest.param("a: [1, 2\n", 2, "malformed YAML", id="malformed"),
     pytest.param("a: 1\n---\nb: 2\n", 2, "malformed YAML: expected a single document", id="docs"),
 ]
