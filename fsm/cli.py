@@ -143,7 +143,8 @@ def _new_arguments(p: argparse.ArgumentParser) -> None:
         "--input",
         type=Path,
         metavar="FILE.json",
-        help="creation inputs as a JSON object, e.g. --input loop.json (--set values win)",
+        help="creation inputs as a JSON object, e.g. --input loop.json, or - for standard input "
+        "(--set values win)",
     )
 
 

@@ -69,7 +69,10 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     inputs: dict[str, Any] = {}
     if args.input is not None:
         try:
-            inputs = jsonio.load_file(args.input)
+            if str(args.input) == "-":  # standard input, as much of it as the limit allows
+                inputs = jsonio.loads(sys.stdin.buffer.read(jsonio.MAX_BYTES + 1))
+            else:
+                inputs = jsonio.load_file(args.input)
         except OSError as exc:
             raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
         except jsonio.JsonError as exc:

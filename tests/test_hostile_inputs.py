@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,8 +53,30 @@ def test_hostile_input_file_is_bad_input(
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_endless_input_file_is_read_only_to_the_limit(cli: Cli, tmp_path: Path) -> None:
-    """`--input /dev/zero` ends at once with "larger than the limit", never reads forever."""
-    _assert_bad_input(cli("new", C, "--input", "/dev/zero"), "larger than the limit of")
+    """`--input /dev/zero` ends at once (not a regular file), never reads forever."""
+    _assert_bad_input(cli("new", C, "--input", "/dev/zero"), "is a character device")
+
+
+def test_endless_standard_input_is_read_only_to_the_limit(tmp_path: Path) -> None:
+    """`--input -` reads standard input, and an endless one ends with "larger than the limit"."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    argv = [sys.executable, "-m", "fsm", "-C", str(tmp_path), "new", C, "--input", "-"]
+    with open("/dev/zero", "rb") as zeros:
+        done = subprocess.run(
+            argv, stdin=zeros, capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+    assert done.returncode == 2, done.stderr
+    assert "larger than the limit of" in done.stderr
+    piped = subprocess.run(
+        [*argv, "--id", "piped"],
+        input='{"limit": 2}',
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert (piped.returncode, piped.stdout.strip()) == (0, "piped"), piped.stderr
 
 
 @pytest.mark.parametrize(
