@@ -123,6 +123,14 @@ class Skill:
         return frozenset(key for data in self.data for key in data.keys or ())
 
     @property
+    def workflow_files(self) -> tuple[SkillFile, ...]:
+        """The files whose code the workflow runs: SKILL.md and the phases. The code of a
+        specification (``specs/``) illustrates a rule, a format or a pattern; the behaviour
+        rules (agent calls, parses, histories, prompts, state writes) do not read it, while
+        the field-name rule does (a schema in a spec is the reference spelling)."""
+        return tuple(f for f in self.files if f.role != "spec")
+
+    @property
     def phases(self) -> list[str]:
         """Every markdown file under ``phases/``."""
         return [f.path for f in self.files if f.role == "phase"]

@@ -88,7 +88,7 @@ MECHANICAL: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 JUDGEMENT: list[tuple[str, dict[str, str]]] = [
-    ("context.unbounded_history", {"phases/01-a.md": phase("context += Read(path);")}),
+    ("context.unbounded_history", {"phases/01-a.md": phase("state.context += Read(path);")}),
     ("context.unbounded_history", {"phases/01-a.md": phase("history.push(x)", "bash")}),
     ("dataflow.json_parse_unvalidated", {"phases/01-a.md": phase("return JSON.parse(text);")}),
     ("context.file_read_into_prompt", {"phases/01-a.md": phase("Task({ prompt: `${Read(f)}` });")}),
@@ -187,7 +187,9 @@ def _proposals(root: Path, *, can_delegate: bool) -> tuple[list[Issue], list[Fix
 
 
 MIXED = {
-    "phases/01-a.md": phase("Task({ prompt: `${Read(f)}` });\ntry {} catch (e) {}"),
+    "phases/01-a.md": phase(
+        "try {\n  Task({ prompt: `${Read(f)}` });\n} catch (e) {\n  state.errors.push(e);\n}"
+    ),
     "phases/02-b.md": phase("state.history.push(r);"),
 }
 
