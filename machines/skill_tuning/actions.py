@@ -16,7 +16,7 @@ from .diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from .diagnosis.run import diagnose, number_issues, skipped_result
 from .fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
 from .fixes.proposal import propose
-from .fixes.verify import verification_problems
+from .fixes.verify import verification
 from .model import (
     AppliedFix,
     DiagnosisResult,
@@ -161,8 +161,8 @@ def _apply_one(fix: Fix, doc: TuningState, ctx: TuningContext) -> tuple[AppliedF
     else:
         return None
     if record.success:
-        problems = verification_problems(before, read_skill(root), addressed)
-        record = settle(record, problems, addressed, root, backup)
+        problems, checked = verification(before, read_skill(root), addressed)
+        record = settle(record, problems, addressed, root, backup, checked)
         note = "verified" if not problems else f"rolled back: {record.failure_reason}"
     return record, note
 

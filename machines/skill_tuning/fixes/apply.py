@@ -183,20 +183,27 @@ def changes_between(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> 
 
 
 def settle(
-    record: AppliedFix, problems: list[str], issues: list[Issue], skill_root: Path, backup: Path
+    record: AppliedFix,
+    problems: list[str],
+    issues: list[Issue],
+    skill_root: Path,
+    backup: Path,
+    notes: list[str] | None = None,
 ) -> AppliedFix:
     """The verified record of an applied fix: ``pass`` when ``problems`` is empty, else the
     skill is restored from ``backup`` byte for byte and the record says ``rolled_back`` and
-    why."""
+    why. ``notes`` (what was checked and how) go into ``verification_notes``."""
+    checked = {"verification_notes": notes} if notes else {}
     if not problems:
         resolved = [issue.id for issue in issues]
-        return _with(record, verification_result="pass", issues_resolved=resolved)
+        return _with(record, verification_result="pass", issues_resolved=resolved, **checked)
     restore(skill_root, backup)
     return _with(
         record,
         verification_result="rolled_back",
         rollback_available=False,
         failure_reason="; ".join(problems),
+        **checked,
     )
 
 
