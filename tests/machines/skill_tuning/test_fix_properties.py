@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -293,11 +292,3 @@ def test_under_umask_077_nothing_fsm_writes_is_readable_by_others(
     assert not leaks
     files = {rel: mode for rel, mode in _modes(cli_skill).items() if "." in rel}
     assert set(files.values()) == {0o644}, files
-
-
-def test_the_scenario_skill_text_is_what_the_tests_describe() -> None:
-    """The sample's bash block starts on line 6 and its JSON block on line 12 (14 once the
-    two-line paragraph is in), as the reasons above quote."""
-    lines = CLI_SKILL["phases/01-ask.md"].splitlines()
-    assert lines[5].startswith("ccw cli") and lines[11].startswith('{"summary"')
-    assert textwrap.dedent(PROSE) == PROSE
