@@ -47,6 +47,38 @@ issue wins):
   ``issues`` and ``fixes`` lines of ``fsm status`` (:mod:`.verdict`).
 * **Restoring uses what every machine has**: ``mv SKILL SKILL.tuned && cp -a BACKUP SKILL``, run
   from the workspace; the tuned skill is kept, not deleted.
+* **A fix is judged on what it is for** (:mod:`.fixes.properties`), not only on the rule going
+  quiet: the code blocks it changed still parse in their language (``bash -n``, ``node
+  --check`` when node is on PATH, JSON, YAML safe loader, Python ``ast``; a block that did not
+  parse before is not held against it; a language without a parser is noted as unchecked), the
+  calls and parses its issues named are still in the skill and now handled, and file names it
+  writes in prose resolve. ``AppliedFix.verification_notes`` records what was checked.
+* **Handling is structure or prose, never a token** (:mod:`.diagnosis.handling`): a call is
+  handled inside a ``try`` whose ``catch``/``except`` does something, by a chained
+  ``.catch(``, by a tested exit status in shell, or by prose in its section, its file's or
+  SKILL.md's error-handling section saying what to do when it fails. Comments and strings are
+  not code (:mod:`.lexer`): ``# try`` handles nothing, ``grep "Task("`` calls nothing.
+* **Findings are measured** on hand-labelled CCW skills (``tests/machines/skill_tuning/
+  labels``): precision at least 90% and no true finding lost, or the test fails. What the
+  labels taught the rules: ``specs/`` code illustrates (only the field-name rule reads it, a
+  schema there being the reference spelling); flow pictures with ``|``/``v`` connectors and
+  blocks marked ``# BAD``/``// Before:`` are not code; a parse inside a real try/catch, or
+  whose value is shape-checked (``if (!x)``, ``x?.y``, ``x.y ?? d``), is validated; a parse of
+  a JSON file the skill ships is the skill's data (checked by the consistency checks); a local
+  list filled a fixed number of times, or never put into text, is no history; a field or digest
+  of the state is not the whole state; a router's alternative modes (no phase names the next,
+  SKILL.md routes) are not a pipeline for the memory rules; a phase that writes its output to
+  a file has its checkpoint.
+* **No boilerplate fixes.** The checkpoint fix names the skill's run-folder variable (defined
+  or given by its environment) or the folder of the state file it writes; a skill with
+  neither gets no appended text and the issue is left to judgement.
+* **Nothing outside the workspace unless named.** A target skill (or an edited ``work_dir``)
+  outside the workspace is refused at creation (exit 2) and by preflight before a run, unless
+  option ``allow_outside`` names a folder holding it; options apply per command, so the run
+  needs it too (or ``fsm.toml``).
+* **Private stays private.** Backups keep the copied file's mode less the umask (a 0644 file
+  under umask 077 is backed up 0600), manifests and side files get the umask's mode capped by
+  the document's; a restore puts each file's own mode back.
 * **Preflight** checks the one outside requirement: the ``fix_tool`` agent, when set, must be
   configured or on PATH. The target skill folder is not a preflight requirement: ``fsm new``
   already refuses a missing one, and one that disappears later is an action failure counted

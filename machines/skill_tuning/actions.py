@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backup import ensure_inside, snapshot_tree
+from .backup import ensure_inside, side_file_mode, snapshot_tree
 from .bookkeeping import finished
 from .diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from .diagnosis.run import diagnose, number_issues, skipped_result
 from .fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
 from .fixes.proposal import propose
-from .fixes.verify import verification_problems
+from .fixes.verify import verification
 from .model import (
     AppliedFix,
     DiagnosisResult,
@@ -58,7 +58,7 @@ def init(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     ensure_inside(backups, work)
     skill = read_skill(root)
     original = backups / f"{skill.name}-backup"
-    snapshot_tree(root, original)
+    snapshot_tree(root, original, manifest_mode=side_file_mode(ctx.document_path))
     update = {
         "status": "running",
         "started_at": doc.started_at or started,
@@ -143,8 +143,9 @@ def _apply_one(fix: Fix, doc: TuningState, ctx: TuningContext) -> tuple[AppliedF
     stamp = (ctx.clock.iso(), shown(backup, ctx))
     addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
     before = read_skill(root)
+    mode = side_file_mode(ctx.document_path)
     if fix.changes:
-        record, note = apply_mechanical(fix, root, backup, *stamp)
+        record, note = apply_mechanical(fix, root, backup, *stamp, manifest_mode=mode)
     elif options.fix_tool is not None:
         record, note = apply_by_agent(
             fix,
@@ -155,12 +156,13 @@ def _apply_one(fix: Fix, doc: TuningState, ctx: TuningContext) -> tuple[AppliedF
             executor=ctx.executor,
             tool=options.fix_tool,
             timeout=options.fix_timeout,
+            manifest_mode=mode,
         )
     else:
         return None
     if record.success:
-        problems = verification_problems(before, read_skill(root), addressed)
-        record = settle(record, problems, addressed, root, backup)
+        problems, checked = verification(before, read_skill(root), addressed)
+        record = settle(record, problems, addressed, root, backup, checked)
         note = "verified" if not problems else f"rolled back: {record.failure_reason}"
     return record, note
 

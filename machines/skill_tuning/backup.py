@@ -11,12 +11,21 @@ Two kinds of backup live under ``backup_dir``:
 
 Nothing here writes outside the skill folder or the backup folder: :func:`ensure_inside` is
 called on every path before it is written or removed.
+
+**Modes.** A backup copy keeps the mode of the file it copies or honours the umask, whichever is
+stricter (``mode & ~umask``: under umask 077 a 0644 skill file is backed up 0600, its folders
+0700), so a backup is never readable by more people than the skill or the user's umask allow.
+The manifest records each file's own mode, and a restore puts that mode back with the bytes.
+Manifests get ``manifest_mode`` (the instance's side-file mode, :func:`side_file_mode`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,9 +33,11 @@ from fsm.files import atomic_write_text
 
 __all__ = [
     "UnsafePathError",
+    "current_umask",
     "ensure_inside",
     "restore",
     "restore_original",
+    "side_file_mode",
     "snapshot_files",
     "snapshot_tree",
     "tree_bytes",
@@ -56,47 +67,110 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
     }
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (``/proc``), else by setting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def side_file_mode(document: Path | None = None) -> int:
+    """The mode of a file written for an instance (report, manifest, diagnosis): what the umask
+    gives a new file, and no more than the instance document's own mode allows."""
+    mode = 0o666 & ~current_umask()
+    if document is not None:
+        with contextlib.suppress(OSError):  # no document yet: the umask alone decides
+            mode &= stat.S_IMODE(os.stat(document).st_mode)
+    return mode
+
+
+def _masked_copy(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
+    """Copy a file's bytes and times; its mode is the source's less the umask."""
+    info = os.stat(source)
+    shutil.copyfile(source, dest)
+    os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
+    os.chmod(dest, stat.S_IMODE(info.st_mode) & ~current_umask())
+
+
+def _modes(root: Path) -> dict[str, int]:
+    """The permission bits of every file and folder under ``root`` (links are not followed)."""
+    return {
+        p.relative_to(root).as_posix(): stat.S_IMODE(p.lstat().st_mode)
+        for p in sorted(root.rglob("*"))
+        if not p.is_symlink()
+    }
+
+
 def _copy_tree(source: Path, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(source, dest, symlinks=True)
+    shutil.copytree(source, dest, symlinks=True, copy_function=_masked_copy)
+    mask = current_umask()
+    for folder in [dest, *(p for p in dest.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        os.chmod(folder, stat.S_IMODE(folder.stat().st_mode) & ~mask)
 
 
-def snapshot_tree(skill_root: Path, dest: Path) -> None:
-    """Copy the whole skill to ``dest`` and record a ``tree`` manifest beside it."""
+def _write_manifest(backup: Path, manifest: dict[str, object], mode: int | None) -> None:
+    atomic_write_text(_manifest(backup), json.dumps(manifest, indent=2), mode=mode)
+
+
+def snapshot_tree(skill_root: Path, dest: Path, *, manifest_mode: int | None = None) -> None:
+    """Copy the whole skill to ``dest`` and record a ``tree`` manifest (with every file's
+    mode) beside it."""
     _copy_tree(skill_root, dest)
-    atomic_write_text(_manifest(dest), json.dumps({"mode": "tree"}, indent=2))
+    _write_manifest(dest, {"mode": "tree", "modes": _modes(skill_root)}, manifest_mode)
 
 
-def snapshot_files(skill_root: Path, files: Iterable[str], dest: Path) -> None:
+def snapshot_files(
+    skill_root: Path, files: Iterable[str], dest: Path, *, manifest_mode: int | None = None
+) -> None:
     """Copy the named files (relative to the skill) to ``dest``; note the missing ones."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    entries = []
+    entries: list[dict[str, object]] = []
     for rel in sorted(set(files)):
         source = ensure_inside(skill_root / rel, skill_root)
         existed = source.is_file()
+        entry: dict[str, object] = {"file": rel, "existed": existed}
         if existed:
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-        entries.append({"file": rel, "existed": existed})
-    manifest = {"mode": "files", "files": entries}
-    atomic_write_text(_manifest(dest), json.dumps(manifest, indent=2))
+            _masked_copy(source, target)
+            entry["file_mode"] = stat.S_IMODE(source.stat().st_mode)
+        entries.append(entry)
+    _write_manifest(dest, {"mode": "files", "files": entries}, manifest_mode)
+
+
+def _put_back(copy: Path, target: Path, mode: int | None) -> None:
+    """Restore one file's bytes and times, and its own mode when the manifest recorded it."""
+    if mode is None:
+        shutil.copy2(copy, target)
+        return
+    info = os.stat(copy)
+    shutil.copyfile(copy, target)
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    os.chmod(target, mode)
 
 
 def restore(skill_root: Path, backup: Path) -> list[str]:
     """Put the skill back as it was when ``backup`` was taken; return the files restored."""
     manifest = json.loads(_manifest(backup).read_text(encoding="utf-8"))
     if manifest["mode"] == "tree":
-        return _restore_tree(skill_root, backup)
+        return _restore_tree(skill_root, backup, manifest.get("modes", {}))
     restored = []
     for entry in manifest["files"]:
         target = ensure_inside(skill_root / entry["file"], skill_root)
         if entry["existed"]:
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(backup / entry["file"], target)
+            _put_back(backup / entry["file"], target, entry.get("file_mode"))
         elif target.exists():
             target.unlink()
         restored.append(entry["file"])
@@ -105,10 +179,13 @@ def restore(skill_root: Path, backup: Path) -> list[str]:
 
 def restore_original(skill_root: Path, backup_dir: Path, name: str) -> list[str]:
     """Put the whole skill back as ``init`` found it."""
-    return _restore_tree(skill_root, backup_dir / f"{name}-backup")
+    copy = backup_dir / f"{name}-backup"
+    manifest = _manifest(copy)
+    modes = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {}
+    return _restore_tree(skill_root, copy, modes.get("modes", {}))
 
 
-def _restore_tree(skill_root: Path, copy: Path) -> list[str]:
+def _restore_tree(skill_root: Path, copy: Path, modes: dict[str, int]) -> list[str]:
     wanted = tree_bytes(copy)
     for path in sorted(skill_root.rglob("*"), reverse=True):
         rel = path.relative_to(skill_root).as_posix()
@@ -119,7 +196,11 @@ def _restore_tree(skill_root: Path, copy: Path) -> list[str]:
     for rel in wanted:
         target = ensure_inside(skill_root / rel, skill_root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(copy / rel, target)
+        _put_back(copy / rel, target, modes.get(rel))
+    for rel, mode in modes.items():
+        folder = skill_root / rel
+        if folder.is_dir() and not folder.is_symlink():
+            os.chmod(ensure_inside(folder, skill_root), mode)
     return sorted(wanted)
 
 

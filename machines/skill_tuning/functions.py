@@ -23,7 +23,7 @@ from .initial import initial_document
 from .model import TuningState
 from .options import TuningContext, TuningInputs, TuningOptions
 from .paths import shown
-from .skill import TargetSkillError, resolve_target
+from .skill import OutsideWorkspaceError, TargetSkillError, resolve_target
 from .verdict import fix_tally, issue_counts, verdict
 
 __all__ = ["registry"]
@@ -124,7 +124,7 @@ def create(inputs: Mapping[str, Any], ctx: TuningContext) -> dict[str, Any]:
             f"quote it: --set 'target_skill.path=\"{path}\"'"
         )
     try:
-        resolve_target(ctx.workspace, path)
+        resolve_target(ctx.workspace, path, ctx.options.allow_outside)
     except TargetSkillError as exc:
         raise DocumentInputError(str(exc)) from exc
     work = ctx.instance_dir
@@ -186,12 +186,21 @@ def outcome(doc: TuningState) -> Verdict:
 
 @registry.hook
 def preflight(doc: TuningState, ctx: TuningContext) -> list[str]:
-    """The one thing a run may need from outside: the fix agent named by option ``fix_tool``."""
+    """What a run needs before it may start: the fix agent named by option ``fix_tool``, and,
+    for a skill outside the workspace, option ``allow_outside`` naming its folder."""
+    problems = []
+    try:
+        resolve_target(ctx.workspace, doc.target_skill.path, ctx.options.allow_outside)
+    except OutsideWorkspaceError as exc:
+        problems.append(str(exc))
+    except TargetSkillError:
+        pass  # a skill folder that went missing is an action failure, counted by max_errors
     tool = ctx.options.fix_tool
     if tool is None or ctx.executor.has_agent(tool):
-        return []
-    return [
+        return problems
+    missing = (
         f"agent '{tool}' (option fix_tool) is not available: add [agent.{tool}] command = "
         f"[...] to fsm.toml, or put {tool} on PATH, or unset fix_tool to leave the fixes that "
         "need judgement to a person"
-    ]
+    )
+    return [*problems, missing]

@@ -16,12 +16,27 @@ diagnosed as if they ran. So a fenced block's lines are sorted into code and pro
 
 Blockquotes and inline code in prose are never code either: the rules only read fenced blocks,
 and a fence inside a blockquote (``> ```js``) does not open one.
+
+More that is not code, each a false finding once on CCW's own skills:
+
+* **Flow pictures without box characters**: an untagged block with a line that is only a
+  connector (``|``, ``v``, ``↓``, ``-->``) is a picture as a whole (``Phase 1 ... | v Phase 2``).
+* **Examples marked inside the block**: a comment line such as ``# BAD``, ``// ✅ GOOD``,
+  ``// Before:`` makes the block an example.
+* **Comments**: a line that is only a comment is not code, and the code of a line stops where
+  its comment starts (:mod:`.lexer`): ``# try`` or ``// validate`` is no error handling.
+* **Specifications**: the blocks of a file under ``specs/`` illustrate rules, formats and
+  patterns; the workflow runs SKILL.md and phases/ (``Skill.workflow_files``), so the rules
+  about behaviour do not read specifications (the field-name rule does: a schema there is the
+  reference spelling). ``examples=True`` marks every block of a text as an example.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from .lexer import Lexed, lex
 
 __all__ = ["CodeBlock", "parse_code_blocks"]
 
@@ -37,6 +52,12 @@ _EXAMPLE_TITLE = re.compile(
 )
 _EXAMPLE_LEAD = re.compile(
     r"(?:\bexamples?\b|\be\.g\.|\bfor instance\b|\bbad\b|\bwrong\b|❌|示例|例如|反例).*:\**\s*$",
+    re.IGNORECASE,
+)
+_CONNECTOR = re.compile(r"^\s*(?:[|│┃↓↑▼▲^v]|[-=]+>|<[-=]+)\s*$")
+_EXAMPLE_COMMENT = re.compile(
+    r"^\s*(?://|#|/\*|--)\s*\**\s*(?:❌|✅|bad\b|good\b|wrong\b|anti-?patterns?\b|examples?\b"
+    r"|e\.g\.|示例|反例|(?:before|after|old|new)\s*:)",
     re.IGNORECASE,
 )
 NOT_CODE_LANGUAGES = frozenset(
@@ -58,12 +79,23 @@ class CodeBlock:
     lines: tuple[str, ...]
     prose: frozenset[int] = field(default=frozenset())
     closed: bool = True
+    lexed: tuple[Lexed, ...] = ()
 
     def numbered(self) -> list[tuple[int, str]]:
-        """``(line number, text)`` for every code line inside the fences."""
+        """``(line number, code)`` for every code line inside the fences, comments removed."""
+        codes = [item.code for item in self.lexed] if self.lexed else list(self.lines)
         return [
             (self.start + offset, text)
-            for offset, text in enumerate(self.lines)
+            for offset, text in enumerate(codes)
+            if self.start + offset not in self.prose
+        ]
+
+    def skeleton(self) -> list[tuple[int, str]]:
+        """``(line number, code)`` of the code lines with the contents of strings blanked."""
+        skeletons = [item.skeleton for item in self.lexed] if self.lexed else list(self.lines)
+        return [
+            (self.start + offset, text)
+            for offset, text in enumerate(skeletons)
             if self.start + offset not in self.prose
         ]
 
@@ -103,8 +135,9 @@ def _introduced_as_example(lines: list[str], fence: int) -> bool:
     return False
 
 
-def parse_code_blocks(text: str) -> tuple[CodeBlock, ...]:
-    """Every fenced code block of a markdown text; an unclosed fence runs to the end."""
+def parse_code_blocks(text: str, *, examples: bool = False) -> tuple[CodeBlock, ...]:
+    """Every fenced code block of a markdown text; an unclosed fence runs to the end.
+    ``examples``: every block of the text illustrates (a specification), none is code."""
     blocks: list[CodeBlock] = []
     lines = text.splitlines()
     index = 0
@@ -114,7 +147,7 @@ def parse_code_blocks(text: str) -> tuple[CodeBlock, ...]:
             index += 1
             continue
         fence, lang, info = opening.group(1), opening.group(2).lower(), opening.group(3)
-        example = _introduced_as_example(lines, index) or "example" in info.lower()
+        example = examples or _introduced_as_example(lines, index) or "example" in info.lower()
         body: list[str] = []
         index += 1
         start = index + 1
@@ -126,8 +159,15 @@ def parse_code_blocks(text: str) -> tuple[CodeBlock, ...]:
                 break
             body.append(lines[index])
             index += 1
-        prose = _prose(lang, body, start, example)
-        blocks.append(CodeBlock(lang, start, tuple(body), prose, closed))
+        lexed = tuple(lex(body, lang))
+        example = example or any(_EXAMPLE_COMMENT.match(line) for line in body)
+        comments = {
+            start + offset
+            for offset, (line, item) in enumerate(zip(body, lexed, strict=True))
+            if line.strip() and not item.code.strip()
+        }
+        prose = _prose(lang, body, start, example) | comments
+        blocks.append(CodeBlock(lang, start, tuple(body), prose, closed, lexed))
         index += 1
     return tuple(blocks)
 
@@ -139,5 +179,7 @@ def _prose(lang: str, body: list[str], start: int, example: bool) -> frozenset[i
     diagram = _diagram_offsets(body)
     written = sum(1 for line in body if line.strip())
     if not lang and diagram and 2 * len(diagram) >= written:
+        return everything
+    if not lang and any(_CONNECTOR.match(line) for line in body):
         return everything
     return frozenset(start + offset for offset in diagram)

@@ -15,7 +15,9 @@ skill-tuning skill), so its Initial State Template validates unchanged. Addition
   ``rollback_available`` false) when verification failed and the backup was restored, ``pass``
   when the fix is kept, and ``fail`` when the fix could not be applied at all.
   ``AppliedFix.failure_reason`` says why a fix was not kept (one line per failed check, joined
-  with ``; ``).
+  with ``; ``); ``AppliedFix.verification_notes`` lists what verification checked and how
+  (a block parsed by ``bash -n``, a language it has no parser for, how a call's failure is now
+  handled).
 * ``failure_reason`` (the field of the same name in ccw-loop's ``LoopState``) is the one-line
   reason a run ended ``failed`` or ``user_exit``; null while running and when the run succeeded.
 
@@ -198,6 +200,7 @@ class AppliedFix(_Strict):
     changes_made: list[FileChange] | None = None
     issues_resolved: list[str] | None = None
     failure_reason: str | None = None
+    verification_notes: list[str] | None = None
 
 
 class ActionHistoryEntry(_Strict):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fsm.context import Context
 
@@ -15,6 +18,11 @@ class TuningOptions(BaseModel):
     ``fix_tool`` is the agent (``ctx.executor.agent`` tool name, e.g. ``codex``) given the fixes
     whose strategy needs judgement (context summarisation, orchestrator refactoring, state
     centralisation). Unset, those fixes stay proposed and only mechanical fixes are applied.
+
+    ``allow_outside`` is the one way to tune a skill outside the workspace: fsm writes nothing
+    outside the workspace unless the user names the outside folder, in ``fsm.toml``
+    (``[machine.skill-tuning] allow_outside = ["/abs/dir"]``) or with ``-o allow_outside=/abs/dir``
+    on each command that creates or runs the instance.
     """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -25,6 +33,23 @@ class TuningOptions(BaseModel):
     """Seconds one agent fix may take."""
     history_window: int = Field(10, ge=1)
     """Entries a sliding_window fix keeps of a growing history."""
+    allow_outside: list[str] = Field(default_factory=list)
+    """Absolute folders outside the workspace whose skills may be tuned (their files are
+    rewritten); by default a skill outside the workspace is refused."""
+
+    @field_validator("allow_outside", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        """``-o allow_outside=/abs/dir`` gives one folder as text; a list gives several."""
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("allow_outside")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        for folder in value:
+            if not folder or "\0" in folder or not Path(folder).is_absolute():
+                raise ValueError(f"allow_outside must name absolute folders, got {folder!r}")
+        return value
 
 
 class TargetSkillInput(BaseModel):

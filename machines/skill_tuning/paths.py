@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .backup import ensure_inside
 from .model import TuningState
 from .options import TuningContext
 from .skill import resolve_target
@@ -32,12 +33,17 @@ def _absolute(raw: str, ctx: TuningContext) -> Path:
 
 def skill_root(doc: TuningState, ctx: TuningContext) -> Path:
     """The target skill folder (raises TargetSkillError when it is unusable)."""
-    return resolve_target(ctx.workspace, doc.target_skill.path)
+    return resolve_target(ctx.workspace, doc.target_skill.path, ctx.options.allow_outside)
 
 
 def work_root(doc: TuningState, ctx: TuningContext) -> Path:
-    """The instance's work dir: the document's ``work_dir``, else the instance folder."""
-    return _absolute(doc.work_dir, ctx) if doc.work_dir else ctx.instance_dir.resolve()
+    """The instance's work dir: the document's ``work_dir``, else the instance folder; a
+    ``work_dir`` edited to lead out of the workspace (and of every ``allow_outside`` folder) is
+    refused, since backups and reports are written there."""
+    if not doc.work_dir:
+        return ctx.instance_dir.resolve()
+    allowed = (Path(folder) for folder in ctx.options.allow_outside)
+    return ensure_inside(_absolute(doc.work_dir, ctx), ctx.workspace, *allowed)
 
 
 def backup_root(doc: TuningState, ctx: TuningContext) -> Path:

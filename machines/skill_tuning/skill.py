@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from .markdown import CodeBlock, parse_code_blocks
 __all__ = [
     "CodeBlock",
     "DataFile",
+    "OutsideWorkspaceError",
     "Skill",
     "SkillFile",
     "TargetSkillError",
@@ -45,6 +47,10 @@ Role = Literal["skill", "phase", "spec"]
 
 class TargetSkillError(Exception):
     """The target skill folder cannot be used (missing, not a folder, no ``SKILL.md``)."""
+
+
+class OutsideWorkspaceError(TargetSkillError):
+    """The target skill folder is outside the workspace and no ``allow_outside`` names it."""
 
 
 def decode(data: bytes) -> str:
@@ -117,6 +123,14 @@ class Skill:
         return frozenset(key for data in self.data for key in data.keys or ())
 
     @property
+    def workflow_files(self) -> tuple[SkillFile, ...]:
+        """The files whose code the workflow runs: SKILL.md and the phases. The code of a
+        specification (``specs/``) illustrates a rule, a format or a pattern; the behaviour
+        rules (agent calls, parses, histories, prompts, state writes) do not read it, while
+        the field-name rule does (a schema in a spec is the reference spelling)."""
+        return tuple(f for f in self.files if f.role != "spec")
+
+    @property
     def phases(self) -> list[str]:
         """Every markdown file under ``phases/``."""
         return [f.path for f in self.files if f.role == "phase"]
@@ -141,9 +155,12 @@ class Skill:
         return next((f for f in self.files if f.path == path), None)
 
 
-def resolve_target(workspace: Path, raw: str | None) -> Path:
+def resolve_target(workspace: Path, raw: str | None, allowed: Iterable[str] = ()) -> Path:
     """The absolute skill folder for ``target_skill.path`` (relative paths are from the
-    workspace); raise :class:`TargetSkillError` unless it is a folder holding ``SKILL.md``."""
+    workspace); raise :class:`TargetSkillError` unless it is a folder holding ``SKILL.md`` that
+    lies inside the workspace, or inside one of the ``allowed`` outside folders (option
+    ``allow_outside``): the machine rewrites the skill's files, and fsm writes nothing outside
+    the workspace the user did not name."""
     if not raw:
         raise TargetSkillError(
             "no target skill given: set target_skill.path to the skill folder "
@@ -152,12 +169,20 @@ def resolve_target(workspace: Path, raw: str | None) -> Path:
     path = Path(raw)
     given = path if path.is_absolute() else workspace / path
     root = given.resolve()
-    inside = os.path.abspath(given).startswith(os.path.join(os.path.abspath(workspace), ""))
-    if inside and not root.is_relative_to(workspace.resolve()):
-        # a cloned repository may ship its skill folder as a link to anywhere
-        raise TargetSkillError(
-            f"target skill folder {raw} is a symbolic link out of the workspace (to {root}): "
-            "give the real folder's path if it is the skill to tune"
+    if not root.is_relative_to(workspace.resolve()) and not any(
+        root.is_relative_to(Path(folder).resolve()) for folder in allowed
+    ):
+        inside = os.path.abspath(given).startswith(os.path.join(os.path.abspath(workspace), ""))
+        what = (
+            f"is a symbolic link out of the workspace (to {root})"
+            if inside  # a cloned repository may ship its skill folder as a link to anywhere
+            else f"is outside the workspace ({root})"
+        )
+        raise OutsideWorkspaceError(
+            f"target skill folder {raw} {what}: skill-tuning rewrites the skill's files, so a "
+            f"folder outside the workspace needs option allow_outside naming it "
+            f"(-o allow_outside={root.parent}, or allow_outside in [machine.skill-tuning] of "
+            "fsm.toml)"
         )
     if not root.exists():
         raise TargetSkillError(f"target skill folder does not exist: {raw} (resolved to {root})")

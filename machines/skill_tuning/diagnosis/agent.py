@@ -11,16 +11,20 @@ import re
 from dataclasses import dataclass
 
 from ..skill import CodeBlock, Skill, SkillFile
+from .handling import Handling, failure_handling
 from .rule import Finding, Rule, statement_end
 
-__all__ = ["AGENT_CALL", "RULES", "AgentCall", "agent_calls"]
+__all__ = ["AGENT_CALL", "RULES", "AgentCall", "agent_calls", "call_handling"]
 
 AGENT_CALL = re.compile(
     r"\b(?:Task|spawn_agent|Agent)\s*\(|\bccw cli\b|\bcodex exec\b|\bclaude -p\b|\bgemini -p\b"
 )
 """How the skills of the seeds start an agent: the Task tool, spawn_agent, or an agent CLI."""
-
-_ERROR_HANDLING = re.compile(r"\btry\b|\bcatch\b|\bexcept\b|onError|on_error|\.catch\(")
+_TOOL_CALL = re.compile(r"(?<![\w.])(?:Task|spawn_agent|Agent)\s*\((?!\s*\))")
+"""The tool forms of :data:`AGENT_CALL`, as code (outside strings and comments, with
+arguments: ``Agent()`` in a sentence names the tool, it does not call it)."""
+_CLI_CALL = re.compile(r"\bccw cli\b|\bcodex exec\b|\bclaude -p\b|\bgemini -p\b")
+"""The command forms of :data:`AGENT_CALL`: a command line, or a string a ``Bash(...)`` runs."""
 _ASSIGNED_CALL = re.compile(
     r"(?:(?:const|let|var)\s+)?(?P<var>[A-Za-z_]\w*)\s*=\s*(?:await\s+)?[A-Za-z_][\w.]*\s*\("
 )
@@ -59,8 +63,11 @@ def agent_calls(skill_file: SkillFile) -> list[AgentCall]:
     calls: list[AgentCall] = []
     for block in skill_file.code_blocks:
         covered = 0
+        skeleton = dict(block.skeleton())
         for number, text in block.numbered():
-            if number <= covered or AGENT_CALL.search(text) is None:
+            if number <= covered or not (
+                _TOOL_CALL.search(skeleton.get(number, "")) or _CLI_CALL.search(text)
+            ):
                 continue
             covered, statement = _span(block, number)
             identity = " ".join(statement.split())
@@ -70,18 +77,24 @@ def agent_calls(skill_file: SkillFile) -> list[AgentCall]:
     return calls
 
 
+def call_handling(skill: Skill, skill_file: SkillFile, call: AgentCall) -> Handling | None:
+    """How the failure of ``call`` is handled (:mod:`.handling`), or None."""
+    end = statement_end(call.block, call.line)
+    return failure_handling(skill, skill_file, call.block, call.line, end)
+
+
 def _call_without_error_handling(skill: Skill) -> list[Finding]:
     return [
         Finding(skill_file.path, call.line, call.text.strip(), "high")
-        for skill_file in skill.files
+        for skill_file in skill.workflow_files
         for call in agent_calls(skill_file)
-        if _ERROR_HANDLING.search(call.block.text) is None
+        if call_handling(skill, skill_file, call) is None
     ]
 
 
 def _result_unvalidated(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
-    for skill_file in skill.files:
+    for skill_file in skill.workflow_files:
         for call in agent_calls(skill_file):
             assigned = _ASSIGNED_CALL.search(call.text)
             if assigned is None:
@@ -102,7 +115,7 @@ def _result_unvalidated(skill: Skill) -> list[Finding]:
 
 def _nested_agent_call(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
-    for skill_file in skill.files:
+    for skill_file in skill.workflow_files:
         for call in agent_calls(skill_file):
             first = AGENT_CALL.search(call.statement)
             rest = call.statement[first.end() :] if first is not None else ""

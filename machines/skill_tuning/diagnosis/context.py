@@ -27,19 +27,76 @@ _BOUNDING = re.compile(r"slice\(|splice\(|shift\(|pop\(0\)|\[-\d+:\]|\bdel\b|tru
 _LOOP = re.compile(r"\bwhile\s*\(|\bfor\s*\(|\.forEach\(|\bfor\s+\w+\s+in\b|\bwhile\s+\w")
 
 
+_HISTORY_NAME = re.compile(r"history|messages|conversation|transcript", re.IGNORECASE)
+_LOOP_HEAD = re.compile(r"\b(?:for|while)\s*\(|\.forEach\(|\bfor\s+\w+\s+in\b|\bwhile\s+\w")
+
+
 def _bounded(block: CodeBlock, target: str) -> bool:
     return any(target in text and _BOUNDING.search(text) for text in block.lines)
 
 
+def _declared_here(block: CodeBlock, target: str) -> bool:
+    """Whether ``target`` is a list made afresh in this block (``const x = []``)."""
+    made = re.compile(rf"(?:\b(?:const|let|var)\s+|^\s*){re.escape(target)}\s*=\s*\[")
+    return any(made.search(text) for _n, text in block.numbered())
+
+
+def _in_loop(block: CodeBlock, line: int) -> bool:
+    """Whether ``line`` lies in the body of a loop of the block: within the braces a loop
+    head opens, or (Python, shell) indented deeper than it on the lines that follow it."""
+    skeleton = block.skeleton()
+    for index, (number, head) in enumerate(skeleton):
+        if number >= line or not _LOOP_HEAD.search(head):
+            continue
+        depth = 0
+        level = len(head) - len(head.lstrip())
+        for other, code in skeleton[index:]:
+            depth += code.count("{") - code.count("}")
+            if other == line:
+                return True
+            braced = "{" in head
+            ended = (
+                depth <= 0
+                if braced
+                else (code.strip() and other > number and len(code) - len(code.lstrip()) <= level)
+            )
+            if ended:
+                break
+    return False
+
+
+def _pasted(skill_file_text: str, target: str) -> bool:
+    """Whether the list is put into text somewhere in the file (a prompt, a summary)."""
+    name = re.escape(target.rsplit(".", maxsplit=1)[-1])
+    return (
+        re.search(rf"\$\{{[^}}]*\b{name}\b|\b{name}\.(?:join|map)\(", skill_file_text) is not None
+    )
+
+
 def _unbounded_history(skill: Skill) -> list[Finding]:
+    """A list that grows turn after turn and reaches the prompts: appended to and never
+    trimmed, and either named as a history (``history``, ``messages``...), kept in the state,
+    or pasted into text. A list made afresh in the block and filled a fixed number of times
+    (no loop around the append) is bounded by construction."""
     findings: list[Finding] = []
     for skill_file, block, number, text in code_lines(skill):
         match = _GROWING.search(text)
-        if match is None or _bounded(block, match.group("target")):
+        if match is None:
+            continue
+        target = match.group("target")
+        if _bounded(block, target):
+            continue
+        if _declared_here(block, target) and not _in_loop(block, number):
+            continue
+        if not (
+            _HISTORY_NAME.search(target)
+            or target.lower().startswith("state.")
+            or _pasted(skill_file.text, target)
+        ):
             continue
         in_loop = _LOOP.search(block.text) is not None
         severity: Severity = "critical" if in_loop else "high"
-        data = {"target": match.group("target"), "op": match.group("op"), "lang": block.lang}
+        data = {"target": target, "op": match.group("op"), "lang": block.lang}
         findings.append(Finding(skill_file.path, number, text.strip(), severity, data))
     return findings
 
@@ -49,18 +106,35 @@ _READ_INLINE = re.compile(
     rf"\$\{{\s*{_READ_CALL}|{_READ_CALL}\s*\+|\+\s*{_READ_CALL}|\{{{_READ_CALL}\}}"
 )
 _READ_ASSIGN = re.compile(rf"(?:const|let|var)?\s*(?P<var>[A-Za-z_]\w*)\s*=\s*{_READ_CALL}")
+_READ_ASSIGN_ANY = re.compile(r"(?:const|let|var)?\s*(?P<var>[A-Za-z_]\w*)\s*=(?!=)")
+
+
+_OWN_INSTRUCTIONS = re.compile(r"""(?:Read|readFileSync|open)\(\s*[`'"]phases/""")
+"""A read of the skill's own instructions (a phase or spec file handed to the agent that runs
+it): that is how a skill passes a step's instructions, bounded by the phase-size rule."""
+_WRITTEN_TO = re.compile(r"\b(?:Write|writeFileSync|write_text|writeFile)\(")
 
 
 def _file_read_into_prompt(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
-    for skill_file in skill.files:
+    for skill_file in skill.workflow_files:
         for block in skill_file.code_blocks:
             read_vars: set[str] = set()
+            written = {
+                name
+                for _n, line in block.numbered()
+                if _WRITTEN_TO.search(line)
+                for name in re.findall(r"[A-Za-z_]\w*", line.split("(", 1)[-1])
+            }
             for number, text in block.numbered():
                 assigned = _READ_ASSIGN.search(text)
                 if assigned is not None and _READ_INLINE.search(text) is None:
-                    read_vars.add(assigned.group("var"))
+                    if _OWN_INSTRUCTIONS.search(text) is None:
+                        read_vars.add(assigned.group("var"))
                     continue
+                into = _READ_ASSIGN_ANY.search(text)
+                if into is not None and into.group("var") in written:
+                    continue  # file content edited and written back, not a prompt
                 pasted = any(
                     re.search(rf"\$\{{\s*{var}\s*\}}|\+\s*{var}\b|\b{var}\s*\+", text)
                     for var in read_vars
@@ -71,8 +145,11 @@ def _file_read_into_prompt(skill: Skill) -> list[Finding]:
 
 
 _STATE_DUMP = re.compile(
-    r"(?:\$\{\s*|\+\s*|\{)(?:JSON\.stringify|json\.dumps)\(\s*\w*state\w*\b", re.IGNORECASE
+    r"(?:\$\{\s*|\+\s*|\{)(?:JSON\.stringify|json\.dumps)\(\s*(?:\w+\.)?\w*(?:state|State)\s*[,)]"
 )
+"""The whole state serialised: ``JSON.stringify(state)``, ``json.dumps(new_state, ...)``; a
+field of it (``state.target_skill.phases``) or a digest (``stateKeyInfo``) is what the rule
+recommends instead."""
 
 
 def _state_dumped_into_prompt(skill: Skill) -> list[Finding]:

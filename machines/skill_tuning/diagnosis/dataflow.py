@@ -17,6 +17,7 @@ import re
 from collections import Counter
 
 from ..skill import Skill
+from .handling import inside_try
 from .rule import SKILL_WIDE, Finding, Rule, code_lines
 
 __all__ = ["RULES", "canonical", "field_spellings", "mapped_concepts", "state_write_targets"]
@@ -25,10 +26,12 @@ _WRITES = (
     re.compile(r"\bWrite\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
     re.compile(r"writeFileSync\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
     re.compile(r"\bopen\(\s*f?(?P<q>['\"])(?P<path>.+?)(?P=q)\s*,\s*['\"][wa]"),
-    re.compile(r">>?\s*(?P<q>['\"]?)(?P<path>[^\s'\"]+\.json)(?P=q)"),
 )
+_REDIRECT = re.compile(r"(?:^|[\s;|&])>>?\s*(?P<q>['\"]?)(?P<path>[^\s'\"]+\.json)(?P=q)")
+"""A shell redirection into a JSON file (only in shell blocks: ``=>`` and ``<id>/`` are not)."""
+_SHELL = frozenset({"bash", "sh", "shell", "zsh", "console"})
 _PLACEHOLDER = re.compile(r"\$\{[^}]*\}|\{[^}]*\}")
-_COPY = re.compile(r"backup|checkpoint|snapshot", re.IGNORECASE)
+_COPY = re.compile(r"backup|checkpoint|snapshot|restore|\.bak\b|\.tmp\b|\.orig\b", re.IGNORECASE)
 
 
 def state_write_targets(skill: Skill) -> list[tuple[str, int, str, str]]:
@@ -36,8 +39,8 @@ def state_write_targets(skill: Skill) -> list[tuple[str, int, str, str]]:
     normalised to ``{}``). Backups, checkpoints and snapshots are deliberate copies, not
     competing homes of the state, and are left out."""
     found = []
-    for skill_file, _block, number, text in code_lines(skill):
-        for pattern in _WRITES:
+    for skill_file, block, number, text in code_lines(skill):
+        for pattern in (*_WRITES, _REDIRECT) if block.lang in _SHELL else _WRITES:
             match = pattern.search(text)
             if match is None:
                 continue
@@ -68,7 +71,7 @@ def field_spellings(skill: Skill) -> dict[str, Counter[str]]:
     """Field names used in code blocks, grouped by concept (lower case without ``_``): each
     concept maps its spellings to how often they occur."""
     concepts: dict[str, Counter[str]] = {}
-    for _file, _block, _number, text in code_lines(skill):
+    for _file, _block, _number, text in code_lines(skill, specs=True):
         for pattern in (_STATE_FIELD, _JSON_KEY, _OBJECT_KEY):
             for match in pattern.finditer(text):
                 name = match.group("name")
@@ -84,6 +87,9 @@ _MAPPING = re.compile(
 )
 
 
+_PROPERTY = re.compile(r"\??\.([A-Za-z_]\w*)")
+
+
 def _concept(name: str) -> str:
     return name.replace("_", "").lower()
 
@@ -92,7 +98,12 @@ def mapped_concepts(skill: Skill) -> set[str]:
     """Concepts that some code line deliberately translates from one spelling to another
     (``fix_example: rule.fixExample``): both spellings are right, each in its own place."""
     mapped: set[str] = set()
-    for _file, _block, _number, text in code_lines(skill):
+    for _file, _block, _number, text in code_lines(skill, specs=True):
+        if "||" in text or "??" in text:  # a?.codeReviewTool || b?.code_review_tool
+            seen: dict[str, set[str]] = {}
+            for name in _PROPERTY.findall(text):
+                seen.setdefault(_concept(name), set()).add(name)
+            mapped |= {concept for concept, names in seen.items() if len(names) > 1}
         for match in _MAPPING.finditer(text):
             key, read = match.group("key"), match.group("prop") or match.group("item")
             if key != read and _concept(key) == _concept(read):
@@ -133,7 +144,7 @@ def _inconsistent_field_names(skill: Skill) -> list[Finding]:
 
 def _first_use(skill: Skill, name: str) -> tuple[str, int, str] | None:
     word = re.compile(rf"\b{re.escape(name)}\b")
-    for skill_file, _block, number, text in code_lines(skill):
+    for skill_file, _block, number, text in code_lines(skill, specs=True):
         if word.search(text):
             return skill_file.path, number, text.strip()
     return None
@@ -146,19 +157,56 @@ _PARSED_INTO = re.compile(
 _VALIDATION = re.compile(
     r"validat|schema|assert|isinstance|typeof|Array\.isArray|hasOwnProperty|\brequired\b|zod"
 )
+_OPTIONAL = re.compile(r"\?\.|\?\?")
+
+
+_LITERAL_READ = re.compile(r"""(?:Read|readFileSync|open)\(\s*['"]([\w./-]+\.json)['"]""")
+
+
+def _checked_later(block_lines: list[tuple[int, str]], line: int, var: str) -> bool:
+    """Whether the parse's line or a later one checks the parsed value ``var``'s shape: a test
+    of the value itself (``if (!data)``, ``typeof``, ``isinstance``), of its required fields
+    (``if (data.summary && data.task_ids)``), optional chaining or a default (``data?.x``,
+    ``data.x ?? []``); using it in a condition (``if (data.status === 'done')``) is not one."""
+    if not var:
+        return False
+    name = re.escape(var)
+    check = re.compile(
+        rf"\bif\s*\(?\s*(?:!|not\s+)\s*{name}\b|\b{name}\s*[!=]==?\s*(?:null|undefined|None)"
+        rf"|\b{name}\??\.\w+\s*(?:&&|\?\?|\|\|)|\b{name}(?:\??\.\w+)*\?\.|typeof\s+{name}\b"
+        rf"|isArray\(\s*{name}\b|isinstance\(\s*{name}\b|validat\w*\(\s*{name}\b"
+        rf"|\bin\s+{name}\b|\b{name}\s+is\s+None\b"
+    )
+    return any(check.search(text) for number, text in block_lines if number >= line)
 
 
 def _json_parse_unvalidated(skill: Skill) -> list[Finding]:
+    """Parses whose result nothing checks: not validated (a schema, a type test, an ``if`` on
+    the value, optional chaining), not inside a ``try`` whose ``catch`` handles a malformed
+    document, and not of a JSON file the skill ships (those are checked as the skill's data)."""
     findings: list[Finding] = []
-    for skill_file in skill.files:
+    for skill_file in skill.workflow_files:
         for block in skill_file.code_blocks:
             if _VALIDATION.search(block.text):
                 continue
-            for number, text in block.numbered():
-                if _PARSE.search(text):
-                    into = _PARSED_INTO.search(text)
-                    data = {"var": into.group("var") if into else "", "lang": block.lang}
-                    findings.append(Finding(skill_file.path, number, text.strip(), "medium", data))
+            numbered = block.numbered()
+            for number, text in numbered:
+                if not _PARSE.search(text):
+                    continue
+                into = _PARSED_INTO.search(text)
+                var = into.group("var") if into else ""
+                own = _LITERAL_READ.search(text)
+                parsed = _PARSE.search(text)
+                rest = text[parsed.end() :] if parsed is not None else ""
+                if (
+                    (own is not None and own.group(1) in skill.paths)
+                    or _OPTIONAL.search(rest)
+                    or inside_try(block, number) is not None
+                    or _checked_later(numbered, number, var)
+                ):
+                    continue
+                data = {"var": var, "lang": block.lang}
+                findings.append(Finding(skill_file.path, number, text.strip(), "medium", data))
     return findings
 
 

@@ -7,12 +7,20 @@ checkpoints, so an interruption loses everything done so far.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from ..skill import Skill, SkillFile
 from .rule import Finding, Rule
 
-__all__ = ["MIN_PHASES_FOR_CHECKPOINTS", "RULES", "constraints_of", "normalise"]
+__all__ = [
+    "MIN_PHASES_FOR_CHECKPOINTS",
+    "RULES",
+    "constraints_of",
+    "hands_over",
+    "normalise",
+    "persists_output",
+]
 
 MIN_PHASES_FOR_CHECKPOINTS = 3
 """Below this many phases a restart is cheap enough that checkpoints are not required."""
@@ -22,6 +30,39 @@ _TAG = re.compile(r"^\s*\[(?P<title>[A-Z][A-Z _-]*)\]\s*$")
 _CONSTRAINT_TITLE = re.compile(r"constraint|requirement|\brules\b|must", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?P<text>\S.*?)\s*$")
 _CHECKPOINT = re.compile(r"checkpoint|snapshot|savepoint", re.IGNORECASE)
+_WRITES_FILE = re.compile(
+    r"\b(?:Write|writeFileSync|writeFile|write_text)\(|\bopen\([^)]*['\"][wa]['\"]"
+    r"|(?:^|[\s;|&])>>?\s*['\"]?[\w${}./-]+\.\w+"
+)
+_SAVES_PROSE = re.compile(
+    r"\b(?:write|writes|save|saves|persist|persists|store|stores)\b[^.\n]{0,60}?\bto\s+`[^`]+`",
+    re.IGNORECASE,
+)
+
+
+_ROUTER = re.compile(r"\brout(?:e|er|es|ed|ing)\b|\bdispatch", re.IGNORECASE)
+
+
+def hands_over(skill: Skill) -> bool:
+    """Whether the phases form a pipeline. They are alternative modes, not a pipeline, when
+    no phase names the phase after it (its file, ``02-plan``, or ``Phase 2``) and the skill
+    speaks of routing to them (CCW's memory-manage: a router picks one mode, each returns to
+    it); the memory rules, about what one phase passes to the next, do not apply then."""
+    sequence = skill.phase_sequence
+    for index, (phase, following) in enumerate(itertools.pairwise(sequence)):
+        stem = following.path.rsplit("/", 1)[-1].removesuffix(".md")
+        if stem in phase.text or re.search(rf"\bPhase\s+{index + 2}\b", phase.text):
+            return True
+    main = skill.file("SKILL.md")
+    return not _ROUTER.search(main.text if main is not None else "")
+
+
+def persists_output(phase: SkillFile) -> bool:
+    """Whether the phase writes what it produced to a file (that file is its checkpoint)."""
+    code = any(
+        _WRITES_FILE.search(text) for block in phase.code_blocks for _n, text in block.numbered()
+    )
+    return code or any(_SAVES_PROSE.search(line) for line in phase.lines)
 
 
 def normalise(text: str) -> str:
@@ -46,7 +87,7 @@ def constraints_of(phase: SkillFile) -> list[str]:
 
 def _constraints_not_propagated(skill: Skill) -> list[Finding]:
     sequence = skill.phase_sequence
-    if len(sequence) < 2:
+    if len(sequence) < 2 or not hands_over(skill):
         return []
     first, later = sequence[0], sequence[1:]
     constraints = constraints_of(first)
@@ -63,14 +104,14 @@ def _constraints_not_propagated(skill: Skill) -> list[Finding]:
 
 def _phase_without_checkpoint(skill: Skill) -> list[Finding]:
     sequence = skill.phase_sequence
-    if len(sequence) < MIN_PHASES_FOR_CHECKPOINTS:
+    if len(sequence) < MIN_PHASES_FOR_CHECKPOINTS or not hands_over(skill):
         return []
     return [
         Finding(
             phase.path, None, f"{phase.path} saves no checkpoint before the next phase", "medium"
         )
         for phase in sequence[:-1]
-        if _CHECKPOINT.search(phase.text) is None
+        if _CHECKPOINT.search(phase.text) is None and not persists_output(phase)
     ]
 
 

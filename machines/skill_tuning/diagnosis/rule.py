@@ -75,9 +75,12 @@ class Rule:
     check: Callable[[Skill], list[Finding]]
 
 
-def code_lines(skill: Skill) -> Iterator[tuple[SkillFile, CodeBlock, int, str]]:
-    """Every line inside a fenced code block of the skill: (file, block, line number, text)."""
-    for skill_file in skill.files:
+def code_lines(
+    skill: Skill, *, specs: bool = False
+) -> Iterator[tuple[SkillFile, CodeBlock, int, str]]:
+    """Every code line inside a fenced block of the files the workflow runs (and of the
+    specifications too with ``specs``): (file, block, line number, code)."""
+    for skill_file in skill.files if specs else skill.workflow_files:
         for block in skill_file.code_blocks:
             for number, text in block.numbered():
                 yield skill_file, block, number, text

@@ -70,7 +70,13 @@ def _record(
 
 
 def apply_mechanical(
-    fix: Fix, skill_root: Path, backup: Path, applied_at: str, shown: str
+    fix: Fix,
+    skill_root: Path,
+    backup: Path,
+    applied_at: str,
+    shown: str,
+    *,
+    manifest_mode: int | None = None,
 ) -> tuple[AppliedFix, str]:
     """Back up the fix's files, write its changes; the record and a note on what happened."""
     targets = {
@@ -83,7 +89,7 @@ def apply_mechanical(
         if change.action != "create" and current != expected:
             note = f"not applied: {change.file} changed since the proposal"
             return _record(fix, applied_at, shown, success=False, note=note), note
-    snapshot_files(skill_root, targets, backup)
+    snapshot_files(skill_root, targets, backup, manifest_mode=manifest_mode)
     try:
         for change in fix.changes:
             _write(targets[change.file], change)
@@ -137,6 +143,7 @@ def apply_by_agent(
     executor: Executor,
     tool: str,
     timeout: float,
+    manifest_mode: int | None = None,
 ) -> tuple[AppliedFix, str]:
     """Back up the whole skill, let agent ``tool`` make the fix, record what it changed.
 
@@ -144,7 +151,7 @@ def apply_by_agent(
     that changes nothing, is a failed fix and the skill is restored at once.
     """
     applied_at, shown = stamp
-    snapshot_tree(skill_root, backup)
+    snapshot_tree(skill_root, backup, manifest_mode=manifest_mode)
     before = tree_bytes(skill_root)
     prompt = agent_prompt(fix, issues, skill_root)
     result = executor.agent(tool, prompt, mode="write", cwd=skill_root, timeout=timeout)
@@ -176,20 +183,27 @@ def changes_between(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> 
 
 
 def settle(
-    record: AppliedFix, problems: list[str], issues: list[Issue], skill_root: Path, backup: Path
+    record: AppliedFix,
+    problems: list[str],
+    issues: list[Issue],
+    skill_root: Path,
+    backup: Path,
+    notes: list[str] | None = None,
 ) -> AppliedFix:
     """The verified record of an applied fix: ``pass`` when ``problems`` is empty, else the
     skill is restored from ``backup`` byte for byte and the record says ``rolled_back`` and
-    why."""
+    why. ``notes`` (what was checked and how) go into ``verification_notes``."""
+    checked = {"verification_notes": notes} if notes else {}
     if not problems:
         resolved = [issue.id for issue in issues]
-        return _with(record, verification_result="pass", issues_resolved=resolved)
+        return _with(record, verification_result="pass", issues_resolved=resolved, **checked)
     restore(skill_root, backup)
     return _with(
         record,
         verification_result="rolled_back",
         rollback_available=False,
         failure_reason="; ".join(problems),
+        **checked,
     )
 
 

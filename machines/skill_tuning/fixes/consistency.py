@@ -15,7 +15,9 @@ names every problem the change brought in:
     files must be a key there too (``rule.fixExample`` -> ``rule.fix_example`` breaks every
     rule file that says ``fixExample``); any other renamed property must be written somewhere;
   - code that reads a key of the JSON data files still finds it in some data file.
-* **Files.** Links and literal ``Read('...')`` paths that resolved before still resolve; JSON
+* **Files.** Links, literal ``Read('...')`` paths and file names written in prose
+  (```specs/quality.md```, when they point into a folder of the skill) that resolved before
+  still resolve, and a changed line names no file the skill lacks; JSON
   data files that parsed before still parse and were not deleted.
 * **Fences.** No code fence is left unclosed (everything after it would turn into code).
 
@@ -36,6 +38,9 @@ from ..skill import Skill, SkillFile
 __all__ = ["consistency_problems"]
 
 _LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_MENTIONED_PATH = re.compile(r"`([\w.-]+/[\w./-]+\.\w+)`")
+"""A file named in prose (```specs/quality.md```): checked when it points into a folder of the
+skill."""
 _READ_PATH = re.compile(r"""\b(?:Read|readFileSync|open)\(\s*['"]([\w./-]+\.\w+)['"]""")
 
 
@@ -80,7 +85,8 @@ def _links(skill: Skill) -> set[tuple[str, str]]:
             if number in code:  # only paths into the skill's folders, not the files of a run
                 targets = [t for t in _READ_PATH.findall(line) if t.split("/")[0] in folders]
             else:
-                targets = _LINK.findall(line)
+                named = _MENTIONED_PATH.findall(line)
+                targets = _LINK.findall(line) + [t for t in named if t.split("/")[0] in folders]
             for target in targets:
                 if not _resolves(skill, skill_file.path, target):
                     broken.add((skill_file.path, target))

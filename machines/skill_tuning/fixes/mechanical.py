@@ -17,7 +17,9 @@ A fixer returns ``None`` when the finding is not in a form it can change safely 
 does not know, a value that is not assigned to a name): that fix then needs judgement. Every
 change is written so that the rule which found the problem no longer matches, and uses only
 names the skill already has: the checkpoint section names the skill's own run-folder variable
-(``workDir``...) only when the skill defines one, and says "beside the state file" otherwise.
+(``workDir``...) when the skill defines one, else the folder of the state file it writes; a
+skill with neither gets no checkpoint text (there is nothing for it to refer to) and the issue
+is left to judgement.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 
+from ..diagnosis.dataflow import state_write_targets
 from ..diagnosis.rule import Finding, Rule, statement_end
 from ..diagnosis.run import RULES
 from ..model import FileChange, Issue
-from ..names import names_in
+from ..names import block_names
 from ..skill import CodeBlock, Skill, SkillFile
 from .edit import (
     append_section,
@@ -153,24 +156,46 @@ when the skill defines one of them."""
 
 
 def _work_dir_name(skill: Skill) -> str | None:
-    """The skill's own variable for its run folder, if it defines one: a checkpoint section
-    must never name a variable the skill does not define."""
-    defined, _keys = names_in(block for f in skill.files for block in f.code_blocks)
-    return next((name for name in _WORK_DIRS if name in defined), None)
+    """The skill's own variable for its run folder, if its code defines or reads one (a name
+    it reads is given by its environment, as CCW's orchestrators give ``workDir``): a
+    checkpoint section must never name a variable the skill does not have."""
+    have: set[str] = set()
+    for skill_file in skill.workflow_files:
+        for block in skill_file.code_blocks:
+            for names in block_names(block).values():
+                have |= names.defined | names.roots
+    return next((name for name in _WORK_DIRS if name in have), None)
+
+
+def _state_file(skill: Skill) -> str | None:
+    """The literal path of the state file the skill writes, if it writes one at a fixed place
+    (``Write('.workflow/state.json', ...)``)."""
+    paths = {target for *_rest, target in state_write_targets(skill) if "{" not in target}
+    return sorted(paths)[0] if len(paths) == 1 else None
 
 
 def _checkpoint_restore(
     skill: Skill, findings: list[Finding], _window: int
 ) -> list[FileChange] | None:
+    """A checkpoint section naming where this phase's checkpoint goes: under the skill's own
+    run folder (``{workDir}/checkpoints/01-collect.json``) or beside the state file it writes.
+    A skill with neither has nothing such a section could refer to: the same paragraph
+    appended to every phase would name no real place, so the fix is left to judgement."""
     folder = _work_dir_name(skill)
+    state_file = _state_file(skill) if folder is None else None
+    if folder is None and state_file is None:
+        return None
 
     def checkpoint(finding: Finding, path: str) -> list[str]:
         stem = PurePosixPath(path).stem
-        where = (
-            f"write it to `{{{folder}}}/checkpoints/{stem}.json`."
-            if folder is not None
-            else "write it beside the workflow's state file."
-        )
+        if folder is not None:
+            where = f"write it to `{{{folder}}}/checkpoints/{stem}.json`."
+        else:
+            beside = PurePosixPath(state_file or "").parent.as_posix()
+            where = (
+                f"write it to `{beside}/checkpoints/{stem}.json`, beside the state file "
+                f"`{state_file}`."
+            )
         return [
             "## Checkpoint",
             "",

@@ -7,7 +7,10 @@ on every rule of every area whatever ``focus_areas`` says:
 * it must add no finding at all, of any rule, anywhere. Findings are counted per rule, file
   and severity rather than by line, so lines that only moved (a fix inserted a line above them)
   or a line a rename touched are not mistaken for new ones;
-* it must pass :func:`~.consistency.consistency_problems` (names, links, data files, fences).
+* it must pass :func:`~.consistency.consistency_problems` (names, links, file names, data
+  files, fences);
+* it must pass :func:`~.properties.property_checks`: the blocks it changed still parse in
+  their language, and the calls and parses its issues named are still there and handled.
 
 Each failed condition is one line of the reason the fix is rolled back for.
 """
@@ -22,8 +25,9 @@ from ..diagnosis.run import RULES
 from ..model import Issue
 from ..skill import Skill
 from .consistency import consistency_problems
+from .properties import property_checks
 
-__all__ = ["all_findings", "verification_problems"]
+__all__ = ["all_findings", "verification", "verification_problems"]
 
 _Key = tuple[str, str, str, str]
 
@@ -64,6 +68,15 @@ def _new_findings(
 def verification_problems(before: Skill, after: Skill, addressed: Iterable[Issue]) -> list[str]:
     """Why the change from ``before`` to ``after`` fails as a fix of ``addressed``; empty when
     it passes."""
+    return verification(before, after, addressed)[0]
+
+
+def verification(
+    before: Skill, after: Skill, addressed: Iterable[Issue]
+) -> tuple[list[str], list[str]]:
+    """The problems of the change from ``before`` to ``after`` as a fix of ``addressed`` (empty
+    when it passes) and the notes of what was checked."""
+    addressed = list(addressed)
     found_before, found_after = all_findings(before), all_findings(after)
     problems = []
     for issue in addressed:
@@ -81,4 +94,5 @@ def verification_problems(before: Skill, after: Skill, addressed: Iterable[Issue
         f"adds a finding: {_shown(*new)}" for new in _new_findings(found_before, found_after)
     ]
     problems += consistency_problems(before, after)
-    return problems
+    checked, notes = property_checks(before, after, addressed)
+    return list(dict.fromkeys(problems + checked)), notes

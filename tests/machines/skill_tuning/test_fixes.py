@@ -60,7 +60,10 @@ MECHANICAL: list[tuple[str, str, dict[str, str]]] = [
     (
         "checkpoint_restore",
         "memory.phase_without_checkpoint",
-        {f"phases/0{i}-p.md": "# Phase\n" for i in (1, 2, 3)},
+        {
+            f"phases/0{i}-p.md": phase(f"const a{i} = Read(`${{workDir}}/in.md`);")
+            for i in (1, 2, 3)
+        },
     ),
     (
         "schema_enforcement",
@@ -88,7 +91,7 @@ MECHANICAL: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 JUDGEMENT: list[tuple[str, dict[str, str]]] = [
-    ("context.unbounded_history", {"phases/01-a.md": phase("context += Read(path);")}),
+    ("context.unbounded_history", {"phases/01-a.md": phase("state.context += Read(path);")}),
     ("context.unbounded_history", {"phases/01-a.md": phase("history.push(x)", "bash")}),
     ("dataflow.json_parse_unvalidated", {"phases/01-a.md": phase("return JSON.parse(text);")}),
     ("context.file_read_into_prompt", {"phases/01-a.md": phase("Task({ prompt: `${Read(f)}` });")}),
@@ -187,7 +190,9 @@ def _proposals(root: Path, *, can_delegate: bool) -> tuple[list[Issue], list[Fix
 
 
 MIXED = {
-    "phases/01-a.md": phase("Task({ prompt: `${Read(f)}` });\ntry {} catch (e) {}"),
+    "phases/01-a.md": phase(
+        "try {\n  Task({ prompt: `${Read(f)}` });\n} catch (e) {\n  state.errors.push(e);\n}"
+    ),
     "phases/02-b.md": phase("state.history.push(r);"),
 }
 
@@ -227,7 +232,9 @@ def test_a_batch_holds_mechanical_fixes_on_distinct_files(
     """One step applies mechanical fixes whose files do not overlap; agent fixes wait."""
     files = {
         "phases/01-a.md": CONSTRAINED,
-        "phases/02-b.md": phase("state.history.push(r);\nconst d = JSON.parse(t);"),
+        "phases/02-b.md": phase(
+            "state.history.push(r);\nconst d = JSON.parse(Read(`${workDir}/t.json`));"
+        ),
         "phases/03-c.md": "# Phase 3\n" + CONSTRAINED.split("\n", 1)[1] + "checkpoint\n",
     }
     _issues, fixes, pending = _proposals(skill_at(files), can_delegate=True)

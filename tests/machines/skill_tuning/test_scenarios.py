@@ -413,7 +413,7 @@ def test_a_file_that_is_not_utf8_is_diagnosed_and_left_to_a_person(
     keep the gate at review, so the run fails and says they need judgement."""
     root = make_skill(samples.fixable)
     phase = root / "phases/02-analyse.md"
-    raw = phase.read_bytes().replace(b"files.json`));", b"files.json`)); // caf\xe9")
+    raw = phase.read_bytes().replace(b"files.json`));", b"files.json`)); const label = 'caf\xe9';")
     phase.write_bytes(raw)
     instance = tune(tuning, root, max_iterations=3)
     before = tree_bytes(tuning.root)

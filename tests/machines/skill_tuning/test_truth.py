@@ -304,22 +304,37 @@ def test_an_agent_fix_that_breaks_nothing_is_kept(
     assert "try {" in (root / "phases/01-explore.md").read_text(encoding="utf-8")
 
 
+STATE_FILE_SETUP = """
+
+## State
+
+```javascript
+Write('.workflow/sample/state.json', JSON.stringify(state));
+```
+"""
+
+
 @pytest.mark.parametrize(
     ("setup", "line"),
     [
-        pytest.param("", "write it beside the workflow's state file.", id="no-work-dir"),
         pytest.param(
             WORK_DIR_SETUP,
             "write it to `{workDir}/checkpoints/01-step.json`.",
             id="skill-defines-workDir",
+        ),
+        pytest.param(
+            STATE_FILE_SETUP,
+            "write it to `.workflow/sample/checkpoints/01-step.json`, beside the state file "
+            "`.workflow/sample/state.json`.",
+            id="skill-writes-a-state-file",
         ),
     ],
 )
 def test_the_checkpoint_fix_names_only_what_the_skill_defines(
     setup: str, line: str, make_skill: Callable[..., Path], tuning: Tuning
 ) -> None:
-    """The checkpoint section names the skill's run folder only when the skill defines one;
-    either way the fix is verified and kept, and the gate passes."""
+    """The checkpoint section names the skill's run folder, or the folder of the state file it
+    writes, and the phase it is in; the fix is verified and kept, and the gate passes."""
     skill = {**SIX_PHASES, "SKILL.md": SIX_PHASES["SKILL.md"] + setup}
     root = make_skill(skill)
     instance = tune(tuning, root)
@@ -327,10 +342,26 @@ def test_the_checkpoint_fix_names_only_what_the_skill_defines(
     assert (result.outcome, result.exit_code) == ("completed", 0)
     text = (root / "phases/01-step.md").read_text(encoding="utf-8")
     assert line in text.splitlines()
-    if not setup:
-        assert "{" not in text.split("## Checkpoint")[1]
     doc = instance.doc
     assert all(r.verification_result == "pass" for r in doc.applied_fixes)
+
+
+def test_no_checkpoint_boilerplate_where_the_skill_has_nothing_to_refer_to(
+    make_skill: Callable[..., Path], tuning: Tuning
+) -> None:
+    """A skill with neither a run folder nor a state file gets no appended checkpoint text: the
+    five issues are left to judgement (no change proposed), every phase keeps its bytes, and the
+    run fails saying they need judgement."""
+    root = make_skill(SIX_PHASES)
+    original = tree_bytes(root)
+    instance = tune(tuning, root)
+    result = instance.run(max_steps=200)
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    doc = instance.doc
+    assert [f.changes for f in doc.proposed_fixes] == [[]] * 5
+    assert doc.applied_fixes == []
+    assert tree_bytes(root) == original
+    assert "(5 need judgement" in (doc.failure_reason or "")
 
 
 def test_a_missing_fix_agent_refuses_the_run_before_any_work(

@@ -1,0 +1,75 @@
+"""Precision and recall of the four diagnoses on real skills: CCW's own, judged by hand.
+
+The labels (``labels/*.yaml``, this project's data) hold every finding the diagnoses made on a
+chosen set of CCW's skills, before and after the precision work, each judged true or false by
+reading the skill, with the reason. The skills themselves are not copied into the repository:
+they are read from ``../shared/ccw-skills`` (or ``$CCW_SKILLS``), and the test is skipped with one
+line when that folder is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fsm_machines.skill_tuning.diagnosis.run import RULES
+from fsm_machines.skill_tuning.skill import read_skill
+
+LABELS = Path(__file__).parent / "labels"
+ROOT = Path(__file__).parents[3]
+_CANDIDATES = [
+    Path(os.environ["CCW_SKILLS"]) if os.environ.get("CCW_SKILLS") else None,
+    ROOT.parent / "shared" / "ccw-skills",
+    ROOT.parent.parent / "shared" / "ccw-skills",
+]
+CORPUS = next((p for p in _CANDIDATES if p is not None and p.is_dir()), None)
+
+Key = tuple[str, str, int | None, str]
+
+
+def _labels() -> dict[Key, dict[str, Any]]:
+    labels: dict[Key, dict[str, Any]] = {}
+    for path in sorted(LABELS.glob("*.yaml")):
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for item in document["findings"]:
+            labels[(document["skill"], item["file"], item["line"], item["rule"])] = item
+    return labels
+
+
+def _found(skill: str) -> set[Key]:
+    assert CORPUS is not None
+    snapshot = read_skill(CORPUS / skill)
+    return {
+        (skill, finding.file, finding.line, rule.name)
+        for rule in RULES.values()
+        for finding in rule.check(snapshot)
+    }
+
+
+def test_every_label_has_a_verdict_and_a_reason() -> None:
+    """Each labelled finding says true or false and why, so a reader can check the judgement."""
+    labels = _labels()
+    assert len(labels) >= 100
+    for key, item in labels.items():
+        assert isinstance(item["verdict"], bool), key
+        assert len(item["reason"]) > 20, key
+        assert item["rule"] in RULES, key
+
+
+@pytest.mark.skipif(CORPUS is None, reason="CCW's skills (../shared/ccw-skills) are not here")
+def test_findings_on_real_skills_are_at_least_90_percent_true_and_lose_no_true_one() -> None:
+    """On the labelled CCW skills every finding is labelled, at least 90% of them are true, and
+    every finding labelled true is still found (recall 100%)."""
+    labels = _labels()
+    skills = sorted({key[0] for key in labels})
+    found = set().union(*(_found(skill) for skill in skills))
+    unlabelled = sorted(found - set(labels), key=str)
+    assert not unlabelled, f"findings nobody judged yet (label them): {unlabelled}"
+    true = {key for key, item in labels.items() if item["verdict"]}
+    precision = len(found & true) / len(found) if found else 1.0
+    lost = sorted(true - found, key=str)
+    assert not lost, f"true findings no longer found: {lost}"
+    assert precision >= 0.9, f"precision {precision:.0%} on {len(found)} findings"
