@@ -28,6 +28,8 @@ from fsm.testing import Driver, Harness, applied
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 INSTANCE_ID = "issue-manager-20260101T000000-0a1b2c3d"
+RETRY_HINT = f"to retry: fsm retry issue-manager {INSTANCE_ID} [ISSUE...]"
+"""How the reason of the test instance ends when an issue is failed, blocked or unplanned."""
 
 
 def command_task(task_id: str, command: str, *depends_on: str, title: str = "") -> dict[str, Any]:

@@ -49,7 +49,10 @@ def test_demo_sample_fails_because_one_issue_fails_on_purpose(tmp_path: Path) ->
     assert result.message.startswith(
         "3 of 4 issues done; ISS-3 failed: task T2 (Copy CHANGES.md) failed: exited 1: "
     )
-    assert result.message.endswith("(cp: cannot stat 'CHANGES.md': No such file or directory)")
+    assert result.message.endswith(
+        "(cp: cannot stat 'CHANGES.md': No such file or directory); "
+        f"to retry: fsm retry issue-manager {instance.id} [ISSUE...]"
+    )
     assert len(result.steps) == 11
     assert (folder / "app" / "greeting.txt").read_text() == "Hello, world\n"
     assert (folder / "VERSION").read_text() == "0.2.0\n"
