@@ -39,6 +39,7 @@ __all__ = [
 
 _MARKS = {"completed": "✓", "failed": "✗", "blocked": "⊘"}
 _PROBLEMS_SHOWN = 3
+_PROBLEM_ORDER = {"failed": 0, "blocked": 2}
 _PROBLEM_LIMIT = 200
 
 NOTHING_TO_DO = "nothing to do: the issues file lists no open issue (registered or planned)"
@@ -135,7 +136,9 @@ def run_verdict(doc: IssueManagerState) -> tuple[bool, str]:
     stats = run_stats(doc)
     if stats.total_issues == 0:
         return True, NOTHING_TO_DO
-    problems = [p for p in map(issue_problem, doc.issues.values()) if p is not None]
+    # Causes before their consequences: failures first, then what they blocked.
+    ordered = sorted(doc.issues.values(), key=lambda i: _PROBLEM_ORDER.get(i.status, 1))
+    problems = [p for p in map(issue_problem, ordered) if p is not None]
     done = f"{stats.completed} of {stats.total_issues} issues done"
     if doc.context.round_limit_reached:
         done += (

@@ -262,17 +262,22 @@ def launch(sample: SampleWorkspace) -> Callable[..., Launched]:
     """Create the test instance in the sample workspace with the real engine's API.
 
     ``options`` go to ``[machine.issue-manager]`` in fsm.toml (with the stand-in agents as
-    ``[agent.<tool>]``); other keyword arguments are the create inputs. The clock is simulated
+    ``[agent.<tool>]``); other keyword arguments are the create inputs (``instance_id`` names
+    another instance of the same workspace). The clock is simulated
     unless ``system_clock`` is set (for runs that share the instance with another process).
     """
 
     def start(
-        options: dict[str, Any] | None = None, *, system_clock: bool = False, **inputs: Any
+        options: dict[str, Any] | None = None,
+        *,
+        system_clock: bool = False,
+        instance_id: str = INSTANCE_ID,
+        **inputs: Any,
     ) -> Launched:
         sample.write_fsm_toml(**(options or {}))
         clock = SystemClock() if system_clock else None
         harness = Harness(MACHINE_YAML, sample.root, document=IssueManagerState, clock=clock)
-        created = harness.create(inputs, instance_id=INSTANCE_ID)
+        created = harness.create(inputs, instance_id=instance_id)
         return Launched(created.instance, IssueManagerState)
 
     return start
