@@ -211,6 +211,7 @@ def test_a_dependency_outside_the_instance_must_be_completed(
 
     assert _ran(sample) == (["ISS-1"] if runs else [])
     issue = im.data["issues"]["ISS-1"]
+    assert issue["depends_on"] == ["ISS-0"]
     if runs:
         assert (result.outcome, result.exit_code, issue["status"]) == ("completed", 0, "completed")
     else:
