@@ -31,7 +31,7 @@ from fsm.records import RetryRecord
 from fsm.registry import Reopening
 from fsm.update import apply_update
 
-__all__ = ["RetryReport", "retry"]
+__all__ = ["RetryReport", "retry", "retry_advice"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,19 @@ def retry(
         status=saved.status,
     )
     return RetryReport(current.state, saved.state, saved.status, list(reopening.items))
+
+
+def retry_advice(instance: Instance, current: Loaded) -> str:
+    """``"; 'fsm retry MACHINE ID' reopens it"`` for an instance that ended failed and whose
+    machine can retry, else ``""``: the end of a refusal that would otherwise leave a person
+    without a way on."""
+    machine = instance.machine
+    if machine.hooks.retry is None:
+        return ""
+    verdict = machine.verdict(current.state, current.doc)
+    if verdict is None or verdict.success:
+        return ""
+    return f"; 'fsm retry {machine.name} {instance.id}' reopens it"
 
 
 def _check_failed(instance: Instance, current: Loaded) -> None:

@@ -179,3 +179,32 @@ def test_retry_is_refused_with_nothing_changed(
         assert (tmp_path / ".counters" / "c1.json").read_bytes() == before
     else:
         assert _files(tmp_path) == before_files
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ("resume", J, "b1"),
+            "fsm: error: cannot resume instance 'b1': it has ended in final state 'done'; "
+            "'fsm retry judged b1' reopens it",
+            id="resume",
+        ),
+        pytest.param(
+            ("fire", J, "b1", "build"),
+            "fsm: error: instance 'b1' is in final state 'done': no events are accepted; "
+            "'fsm retry judged b1' reopens it",
+            id="fire",
+        ),
+    ],
+)
+def test_commands_refused_on_a_failed_instance_point_to_retry(
+    cli: Cli, tmp_path: Path, argv: tuple[str, ...], message: str
+) -> None:
+    """resume and fire still refuse an instance that ended failed (exit 3), and say which
+    command reopens it when its machine can retry."""
+    _failed_build(cli, tmp_path)
+
+    refused = cli(*argv)
+
+    assert (refused.code, refused.err.strip()) == (3, message)
