@@ -46,7 +46,7 @@ from fsm.errors import (
     UnwritableDocumentError,
 )
 from fsm.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
-from fsm.registry import Recovery, Registry, Update
+from fsm.registry import Recovery, Registry, Reopening, Update
 
 if TYPE_CHECKING:
     from fsm.control import ControlPlane
@@ -83,6 +83,7 @@ __all__ = [
     "Recovery",
     "RefusedError",
     "Registry",
+    "Reopening",
     "RunResult",
     "SimulatedClock",
     "StepResult",

@@ -156,6 +156,17 @@ def _control_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _retry_arguments(p: argparse.ArgumentParser) -> None:
+    _control_arguments(p)
+    p.add_argument(
+        "items",
+        nargs="*",
+        metavar="ITEM",
+        help="what to retry, in the machine's words, e.g. ISS-2 ISS-3 for issue-manager "
+        "(default: everything that failed)",
+    )
+
+
 def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "machine",
@@ -285,6 +296,11 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
         "drive an instance (or with --all every runnable one) until a final state, a pause or "
         "stop, or the limit",
         _run_arguments,
+    ),
+    "retry": (
+        "reopen an instance that ended failed, for its failed items (or the ones named); "
+        "'fsm run' then runs them",
+        _retry_arguments,
     ),
     "step": ("take one automatic step", _instance_arguments),
     "fire": ("fire a named event", _fire_arguments),

@@ -142,6 +142,23 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     return result.exit_code
 
 
+def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Reopen a failed instance (see :mod:`fsm.retry`); print what was reopened and what next."""
+    from fsm.retry import retry
+
+    instance = instance_from(args, values)
+    report = retry(instance, args.items, actor=args.actor, reason=args.reason)
+    reopened = ", ".join(report.items) or "nothing named"
+    status = f", status {report.status}" if report.status is not None else ""
+    out(
+        one_line(
+            f"{instance.id}: reopened {reopened} (state '{report.state}'{status}); "
+            f"'fsm run {args.machine} {instance.id}' runs them"
+        )
+    )
+    return 0
+
+
 def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """``fsm run --all [MACHINE] [--jobs N]``: one line per instance as it ends, totals on
     stderr, the fleet's exit code."""
@@ -417,6 +434,7 @@ _HANDLERS = {
     "resume": cmd_control,
     "stop": cmd_control,
     "run": cmd_run,
+    "retry": cmd_retry,
     "step": cmd_step,
     "fire": cmd_fire,
     "status": cmd_status,

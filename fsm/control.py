@@ -133,9 +133,11 @@ class ControlPlane:
     def _check(self, command: str, spec: ControlCommandSpec, current: Loaded) -> None:
         machine = self.instance.machine
         if machine.is_final(current.state):
+            from fsm.retry import retry_advice
+
             raise ControlRefusedError(
                 f"cannot {command} instance '{self.instance.id}': it has ended in "
-                f"final state '{current.state}'"
+                f"final state '{current.state}'{retry_advice(self.instance, current)}"
             )
         if current.status not in spec.sources:
             raise ControlRefusedError(

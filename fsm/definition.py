@@ -180,6 +180,7 @@ class HooksSpec(_Spec):
     after_save: Name | None = None
     outcome: Name | None = None
     preflight: Name | None = None
+    retry: Name | None = None
 
 
 class MachineSpec(_Spec):

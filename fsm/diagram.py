@@ -40,7 +40,14 @@ from fsm.definition import CONTROL_COMMANDS
 from fsm.diagram_mermaid import mermaid_text
 from fsm.diagram_render import dot_text
 from fsm.errors import DiagramRenderError, InputError
-from fsm.records import ControlRecord, CreateRecord, Record, RecoverRecord, TransitionRecord
+from fsm.records import (
+    ControlRecord,
+    CreateRecord,
+    Record,
+    RecoverRecord,
+    RetryRecord,
+    TransitionRecord,
+)
 
 if TYPE_CHECKING:
     from fsm.machine import Machine
@@ -231,9 +238,10 @@ def diagram_model(machine: Machine) -> DiagramModel:
 def overlay_from_journal(records: Iterable[Record], current_state: str) -> RunOverlay:
     """Count visits from journal records.
 
-    A ``create`` or ``recover`` record, a ``transition`` record (self-loops included: the step
-    ran in that state) and a ``control`` record that moved the state each count one visit of
-    their ``dest``; ``error`` records and control commands that keep the state count none.
+    A ``create``, ``recover`` or ``retry`` record, a ``transition`` record (self-loops included:
+    the step ran in that state) and a ``control`` record that moved the state each count one
+    visit of their ``dest``; ``error`` records and control commands that keep the state count
+    none.
     """
     overlay = RunOverlay(current_state, {}, {}, {})
 
@@ -241,7 +249,7 @@ def overlay_from_journal(records: Iterable[Record], current_state: str) -> RunOv
         table[key] = table.get(key, 0) + 1
 
     for record in records:
-        if isinstance(record, (CreateRecord, RecoverRecord)):
+        if isinstance(record, (CreateRecord, RecoverRecord, RetryRecord)):
             bump(overlay.state_visits, record.dest)
         elif isinstance(record, TransitionRecord):
             bump(overlay.edge_visits, record.transition)

@@ -469,8 +469,11 @@ class Engine:
         state, status = current.state, current.status
         if self.machine.is_final(state):
             if event is not None:
+                from fsm.retry import retry_advice
+
                 raise EventNotAllowedError(
-                    f"instance '{instance.id}' is in final state '{state}': no events are accepted"
+                    f"instance '{instance.id}' is in final state '{state}': no events are "
+                    f"accepted{retry_advice(instance, current)}"
                 )
             return StepResult("final", state, status)
         if not self.control.is_active(current):

@@ -12,6 +12,7 @@ from fsm.records import (
     MergeRecord,
     Record,
     RepairRecord,
+    RetryRecord,
     TransitionRecord,
 )
 from fsm.terminal import one_line
@@ -45,9 +46,15 @@ def _history_rest(record: Record) -> str:
     extra = why = ""
     if isinstance(record, ControlRecord):
         extra = f" status {record.status_from} -> {record.status_to}"
+    elif isinstance(record, RetryRecord):
+        items = ", ".join(record.items) or "nothing named"
+        extra = f" status {record.status_from} -> {record.status_to} reopened {items}"
     elif isinstance(record, ErrorRecord):
         extra = f" {record.error}"
-    if isinstance(record, (ControlRecord, MergeRecord, RepairRecord)) and record.reason:
+    if (
+        isinstance(record, (ControlRecord, MergeRecord, RepairRecord, RetryRecord))
+        and record.reason
+    ):
         why = f" ({record.reason})"
     who = f" by {record.actor}" if record.actor else ""
     # One record, one line, whatever the reason or error holds.

@@ -19,6 +19,8 @@ control       ``status_from``, ``status_to``, ``reason`` (``event`` is the comma
 merge         ``reason`` (another program's change re-applied)
 repair        ``reason`` (what a crash repair did)
 recover       ``machine``, ``notes``, ``moved_aside`` (the corrupt document kept aside)
+retry         ``status_from``, ``status_to``, ``items`` (what was reopened), ``reason``: a failed
+              instance reopened from its final state (``event`` is ``retry``)
 ============  ===========================================================================
 
 A record of a kind this fsm does not know (written by a newer fsm, or by hand) is read as an
@@ -71,6 +73,7 @@ __all__ = [
     "Record",
     "RecoverRecord",
     "RepairRecord",
+    "RetryRecord",
     "TransitionRecord",
     "UnknownRecord",
     "parse_record",
@@ -275,6 +278,22 @@ class RecoverRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RetryRecord(Record):
+    """A failed instance reopened by ``fsm retry``: from final state ``source`` to ``dest``, the
+    status from ``status_from`` to ``status_to``, ``items`` (the machine's names) reopened."""
+
+    KIND: ClassVar[str] = "retry"
+    kind: Literal["retry"] = field(default="retry", init=False)
+    event: str = "retry"
+    source: str
+    dest: str
+    status_from: str | None
+    status_to: str | None
+    items: Sequence[str] = ()
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownRecord(Record):
     """A record of a kind this fsm does not know: the common fields that fit, the rest in
     ``extra``."""
@@ -294,6 +313,7 @@ _KINDS: dict[str, type[Record]] = {
         MergeRecord,
         RepairRecord,
         RecoverRecord,
+        RetryRecord,
     )
 }
 _COMMON = frozenset(f.name for f in fields(Record))

@@ -33,6 +33,11 @@ Hooks (named in the machine file's ``hooks:`` table):
   the machine's goal and why; only a successful verdict makes a run ``completed`` (exit 0).
 * ``preflight(doc, ctx) -> list[str]``: what a run needs and lacks (agents, programs), one line
   each; a non-empty list makes ``run`` refuse before anything changes.
+* ``retry(doc, ctx, items) -> Reopening``: how an instance that ended without reaching its goal
+  is reopened (``fsm retry``): the state it goes back to, the fields reset, and the items (issues,
+  tasks: the machine's word) reopened; ``items`` are the ones named, empty for all that failed.
+  Raise :class:`~fsm.errors.InputError` for a name that is no item of the instance and
+  :class:`~fsm.errors.RefusedError` for one that cannot be retried.
 
 A codec (``state.codec`` in the machine file) reads the FSM state from a document and says how
 to write it back, for machines whose state is not one plain field.
@@ -61,6 +66,7 @@ __all__ = [
     "Hooks",
     "Recovery",
     "Registry",
+    "Reopening",
     "Update",
 ]
 
@@ -115,6 +121,8 @@ class Hooks:
     """``(doc) -> Verdict``: did an instance in a final state reach the machine's goal."""
     preflight: Callable[[Any, Context], Sequence[str]] | None = None
     """``(doc, ctx) -> [missing requirement, ...]``: what a run needs and lacks."""
+    retry: Callable[[Any, Context, Sequence[str]], Reopening] | None = None
+    """``(doc, ctx, items) -> Reopening``: how a failed instance is reopened (``fsm retry``)."""
 
 
 HOOK_NAMES: tuple[str, ...] = tuple(Hooks.__dataclass_fields__)
@@ -127,6 +135,21 @@ class Recovery:
 
     document: BaseModel
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Reopening:
+    """What a ``retry`` hook returns: how a failed instance is reopened.
+
+    ``state`` is the (non-final) FSM state it goes back to, ``update`` the fields reset (dotted
+    paths to new values, as an action returns them; the engine writes the state and sets the
+    control status to the active one itself), and ``items`` the names of what is retried, for
+    the journal and the command's answer.
+    """
+
+    state: str
+    update: Update
+    items: list[str] = field(default_factory=list)
 
 
 class Registry:
@@ -191,7 +214,7 @@ class Registry:
         self, func: _F | None = None, /, *, name: str | None = None
     ) -> _F | Callable[[_F], _F]:
         """Register a hook function (create, on_error, summary, recover, after_save, outcome,
-        preflight)."""
+        preflight, retry)."""
 
         def register(f: _F) -> _F:
             return _add(self.hooks, "hook", name or f.__name__, f)

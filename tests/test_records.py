@@ -26,6 +26,7 @@ from fsm.records import (
     Record,
     RecoverRecord,
     RepairRecord,
+    RetryRecord,
     TransitionRecord,
     UnknownRecord,
     parse_record,
@@ -68,6 +69,14 @@ EVERY_KIND: list[Record] = [
     MergeRecord(source="b", dest="b", actor="external", reason="re-applied", merged=True),
     RepairRecord(source="b", dest="b", actor="fsm", reason="removed a torn line"),
     RecoverRecord(machine="counter", dest="b", notes=["rebuilt"], moved_aside="x.corrupt"),
+    RetryRecord(
+        source="failed",
+        dest="b",
+        status_from="failed",
+        status_to="running",
+        items=["ISS-1", "ISS-2"],
+        reason="fixed",
+    ),
 ]
 
 
@@ -227,6 +236,11 @@ def test_replay_passes_over_an_unknown_kind_without_a_state(old: Instance) -> No
             '"error":"e","guards":[{"guard":3}]}',
             "needs 'guards' as a list of guard results",
         ),
+        (
+            '{"kind":"retry","event":"retry","source":"f","dest":"a","status_from":"failed",'
+            '"status_to":"running","items":"ISS-1"}',
+            "needs 'items' as a list of text, not \"ISS-1\"",
+        ),
         ('{"kind":"create","dest":"a","format":3}', "written by a newer fsm (journal format 3"),
         ('{"kind":"mystery","format":9}', "written by a newer fsm (journal format 9"),
         ('{"kind":"create","dest":"a","format":0}', "has no journal format 0 (formats are 1 to 2)"),
@@ -238,6 +252,7 @@ def test_replay_passes_over_an_unknown_kind_without_a_state(old: Instance) -> No
         "null",
         "list",
         "guards",
+        "retry-items",
         "newer",
         "newer-unknown",
         "zero",

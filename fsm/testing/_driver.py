@@ -23,8 +23,10 @@ from fsm.records import (
     ErrorRecord,
     Record,
     RecoverRecord,
+    RetryRecord,
     TransitionRecord,
 )
+from fsm.retry import RetryReport, retry
 from fsm.update import apply_update
 
 __all__ = ["Driver", "RecordingInstance", "applied"]
@@ -134,6 +136,10 @@ class Driver(Generic[DocT]):
         """Apply a control command (``start``, ``pause``, ``resume``, ``stop``)."""
         ControlPlane(self.instance).apply(command, actor=actor, reason=reason)
 
+    def retry(self, *items: str, reason: str | None = None, actor: str = "test") -> RetryReport:
+        """Reopen the instance that ended failed (``fsm retry``), for ``items`` or all."""
+        return retry(self.instance, items, actor=actor, reason=reason)
+
     def context(self, options: type[OptionsT]) -> Context[OptionsT]:
         """The context guards, actions and hooks of this instance get, its options read as
         ``options`` (the machine's options model, imported by the test)."""
@@ -164,12 +170,12 @@ class Driver(Generic[DocT]):
 
     def path(self) -> list[str]:
         """The states the instance was in, in order: where it was created, then the state each
-        step (and each control command that moved it) led to."""
+        step (and each control command or retry that moved it) led to."""
         states: list[str] = []
         for record in self.records():
             if isinstance(record, (CreateRecord, RecoverRecord)):
                 states.append(record.dest)
-            elif isinstance(record, (TransitionRecord, ControlRecord)):
+            elif isinstance(record, (TransitionRecord, ControlRecord, RetryRecord)):
                 if isinstance(record, ControlRecord) and record.dest == record.source:
                     continue
                 if not states:

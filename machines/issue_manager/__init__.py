@@ -51,4 +51,32 @@ sees must be true):
   hidden value the agent echoes is hidden in its output too. The expanded argv is never written.
 * **Counts agree.** ``fsm status`` (the ``summary`` hook) counts issues and errors exactly as the
   report's Summary table does, and shows the same outcome and reason.
+* **Dependencies order execution** (:mod:`.dependencies`). An issue line's ``depends_on`` and
+  CCW's ``extended_context.notes.depends_on_issues`` (what its roadmap and spec-generator skills
+  write into ``issues.jsonl``) are both read, joined, into ``depends_on`` of the issue. Planning
+  needs nothing from them; execution takes the first queue item whose dependencies are all
+  completed. An issue is ``blocked`` (a new issue status; its queue item too), never run, with
+  the reason in ``error`` and an ``errors`` entry, when a dependency failed, is blocked or
+  unplanned, is not listed here and not ``completed`` in the issues file or
+  ``issue-history.jsonl`` (where ``ccw issue`` archives completed issues), or when it lies on a
+  dependency cycle (reported as ``dependency cycle ISS-1 -> ISS-2 -> ISS-1``, never waited on).
+  The issues file keeps a blocked issue's status: it still awaits its turn.
+* **Failed work stays visible.** The list also picks up issues the file calls ``failed`` (an
+  earlier run failed them): they are listed as failed, not run (``failed_before``), so a new
+  instance over such a backlog ends ``failed`` naming them, never "nothing to do". Every failed
+  reason ends with how to retry: ``to retry: fsm retry issue-manager <id> [ISSUE...]`` (the id
+  is the work_dir's name).
+* **Retry** (the ``retry`` hook, :func:`.hooks.reopen_issues`; ``fsm retry``). The issues named,
+  or every one not completed, plus the blocked issues that depend on them, are selected for
+  planning again, their errors, solutions and times cleared; the instance reopens in
+  ``listing``, the loop limits start over, ``context.retries`` counts it. Planning reads the
+  solution file again (so a corrected one is used); tasks the execution record shows completed
+  for the same solution are not run again. The old queue items stay as they ended (the history
+  of the first attempt); new ones are queued. Retry is a command, not an option of ``fsm run``:
+  see the README's Decisions.
+* **``plan_tool = "none"``** asks no planning agent (and the preflight requires none): issues
+  with a solution file run, the others become ``unplanned`` (a new issue status), named in the
+  reason and the report, not counted as errors, and left ``registered`` in the issues file. The
+  run then ends ``failed``: not every issue is done. A retry plans them again once their solution
+  files exist.
 """

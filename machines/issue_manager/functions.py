@@ -23,6 +23,7 @@ from typing import Any
 from fsm.files import ensure_folder
 from fsm.registry import Registry, Update
 
+from .dependencies import next_work, planning_blocker
 from .execution import execute_issue
 from .files import write_json_atomic, write_text_atomic
 from .hooks import (
@@ -30,11 +31,12 @@ from .hooks import (
     judge_outcome,
     record_error,
     record_history,
+    reopen_issues,
     requirements,
     summarize,
 )
 from .ids import unsafe_id_problem
-from .issues_file import read_issues, write_statuses
+from .issues_file import known_statuses, read_issues, write_statuses
 from .model import IssueManagerState, IssueState, QueueItem
 from .options import IssueManagerContext, IssueManagerInputs, IssueManagerOptions
 from .planning import plan_issue
@@ -126,21 +128,35 @@ def list_issues(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
     """Read the issues file; register unseen issues and select registered ones for planning.
 
     An issue whose id is not safe as a file name is registered as ``failed`` with the reason and
-    never touches a path. A registered issue with an ``error`` (left by older versions after a
-    planning failure) is not selected again. A missing or malformed issues file raises before
-    anything is changed.
+    never touches a path. An issue the file calls ``failed`` (an earlier run failed it) is
+    listed as failed and not run: the backlog is not done, and ``fsm retry`` runs it. A
+    registered issue with an ``error`` (left by older versions after a planning failure) is not
+    selected again. A missing or malformed issues file raises before anything is changed.
     """
     path = ctx.workspace / ctx.options.issues_file
     records = read_issues(path)
     issues = dict(doc.issues)
     added: list[IssueState] = []
     for record in records:
-        if record.id in issues or record.status not in LISTED_STATUSES:
+        if record.id in issues or record.status not in (*LISTED_STATUSES, "failed"):
             continue
-        issue = IssueState(id=record.id, title=record.title, description=record.description)
+        issue = IssueState(
+            id=record.id,
+            title=record.title,
+            description=record.description,
+            depends_on=list(record.depends_on),
+        )
         unsafe = unsafe_id_problem(record.id)
         if unsafe is not None:
             issue = issue.model_copy(update={"status": "failed", "error": unsafe})
+        elif record.status == "failed":
+            issue = issue.model_copy(
+                update={
+                    "status": "failed",
+                    "failed_before": True,
+                    "error": f"{ctx.options.issues_file} says failed (an earlier run failed it)",
+                }
+            )
         issues[record.id] = issue
         added.append(issue)
     selected = 0
@@ -170,10 +186,31 @@ def list_issues(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
 
 @registry.action
 def plan_next_issue(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
-    """Plan the first issue selected for planning; queue its solution as the next ``S-n``."""
+    """Plan the first issue selected for planning; queue its solution as the next ``S-n``.
+
+    An issue that can never run (a dependency failed, is blocked, unplanned or not completed
+    outside this instance, or a dependency cycle) is blocked instead, with the reason; one
+    without a solution file while ``plan_tool`` is ``"none"`` is unplanned.
+    """
     issue = next(i for i in doc.issues.values() if i.status == "planning")
-    outcome = plan_issue(issue, ctx, ctx.options)
     update: dict[str, Any] = done_update(doc, ctx, "action-plan")
+    blocker = None
+    if issue.depends_on:
+        outside = known_statuses(ctx.workspace / ctx.options.issues_file)
+        blocker = planning_blocker(issue, doc.issues, outside)
+    if blocker is not None:
+        ctx.log.warning("issue_blocked", issue_id=issue.id, reason=blocker)
+        blocked = issue.model_copy(update={"status": "blocked", "error": blocker})
+        return (
+            update
+            | issues_update(doc.issues | {issue.id: blocked})
+            | failure_entries(doc, "action-plan", [blocked], ctx)
+        )
+    outcome = plan_issue(issue, ctx, ctx.options)
+    if outcome.unplanned:
+        ctx.log.info("issue_unplanned", issue_id=issue.id, reason=outcome.error)
+        unplanned = issue.model_copy(update={"status": "unplanned", "error": outcome.error})
+        return update | issues_update(doc.issues | {issue.id: unplanned})
     if outcome.solution is None:
         # The issues file keeps "registered": the issue still awaits a plan, and a new instance
         # tries again once the cause (a solution file, an agent) is fixed.
@@ -210,10 +247,15 @@ def plan_next_issue(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
 
 @registry.action
 def execute_next_item(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
-    """Snapshot the document, run the next unfinished item's tasks, record the outcome."""
-    item = doc.next_item()
-    if item is None:
+    """Snapshot the document, run the tasks of the next item whose dependencies are done,
+    record the outcome; or block the next item whose dependency failed (see
+    :mod:`.dependencies`)."""
+    work = next_work(doc)
+    if work is None:
         raise RuntimeError("execute_next_item: the queue has no unfinished item")
+    item, blocker = work
+    if blocker is not None:
+        return _block_item(doc, ctx, item, blocker)
     if item.status == "executing":
         ctx.log.warning("interrupted_item_resumed", item_id=item.item_id, issue_id=item.issue_id)
     write_snapshot(ctx.instance_dir, _persisted(doc, ctx), item, ctx.clock.iso())
@@ -237,6 +279,22 @@ def execute_next_item(doc: IssueManagerState, ctx: IssueManagerContext) -> Updat
         **done_update(doc, ctx, "action-execute"),
         **issues_update(issues),
         **failure_entries(doc, "action-execute", [finished] if not outcome.ok else [], ctx),
+        "queue": [q.model_dump(mode="json") for q in queue],
+    }
+
+
+def _block_item(
+    doc: IssueManagerState, ctx: IssueManagerContext, item: QueueItem, blocker: str
+) -> Update:
+    """Settle ``item`` without running it: its issue is blocked by a dependency."""
+    issue = doc.issue(item.issue_id)
+    ctx.log.warning("issue_blocked", issue_id=issue.id, item_id=item.item_id, reason=blocker)
+    blocked = issue.model_copy(update={"status": "blocked", "error": blocker})
+    queue = [q.model_copy(update={"status": "blocked"}) if q is item else q for q in doc.queue]
+    return {
+        **done_update(doc, ctx, "action-execute"),
+        **issues_update(doc.issues | {issue.id: blocked}),
+        **failure_entries(doc, "action-execute", [blocked], ctx),
         "queue": [q.model_dump(mode="json") for q in queue],
     }
 
@@ -283,6 +341,8 @@ def finalize(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
         "context.total_issues": stats.total_issues,
         "context.completed_count": stats.completed,
         "context.failed_count": stats.failed,
+        "context.blocked_count": stats.blocked,
+        "context.unplanned_count": stats.unplanned,
         "context.success_rate": stats.success_rate,
         "context.round_limit_reached": doc.context.round_limit_reached,
     }
@@ -304,3 +364,4 @@ registry.hook(record_error)
 registry.hook(summarize)
 registry.hook(judge_outcome)
 registry.hook(requirements)
+registry.hook(reopen_issues)

@@ -1,5 +1,5 @@
 """Hooks of the issue-manager machine: create, after_save, on_error, the status summary, the
-outcome and the preflight check.
+outcome, the preflight check and the retry.
 
 They are plain functions here; :mod:`.functions` registers them under these names.
 """
@@ -9,20 +9,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+from fsm.errors import InputError, RefusedError
 from fsm.outcome import Verdict
-from fsm.registry import Update
+from fsm.registry import Reopening, Update
 
-from .model import IssueManagerState, ManagerContext, initial_template
+from .dependencies import blocked_dependents
+from .ids import shown
+from .model import IssueManagerState, IssueState, ManagerContext, initial_template
 from .options import IssueManagerContext
 from .preflight import missing_requirements
 from .records import append_history
 from .report import run_stats, run_verdict
+from .updates import issues_update
 
 __all__ = [
     "create_instance",
     "judge_outcome",
     "record_error",
     "record_history",
+    "reopen_issues",
     "requirements",
     "summarize",
 ]
@@ -87,12 +92,15 @@ def record_error(doc: IssueManagerState, ctx: IssueManagerContext, error: BaseEx
 def summarize(doc: IssueManagerState) -> dict[str, str]:
     """Progress lines for ``fsm status``: the same counts as the final report's Summary table."""
     stats = run_stats(doc)
-    finished = sum(item.status in ("completed", "failed") for item in doc.queue)
+    finished = sum(item.status in ("completed", "failed", "blocked") for item in doc.queue)
+    settled = [f"{stats.completed} completed", f"{stats.failed} failed"]
+    settled += [
+        f"{n} {word}"
+        for n, word in ((stats.blocked, "blocked"), (stats.unplanned, "unplanned"))
+        if n
+    ]
     return {
-        "issues": (
-            f"{stats.total_issues} ({stats.completed} completed, {stats.failed} failed, "
-            f"{stats.pending} pending)"
-        ),
+        "issues": f"{stats.total_issues} ({', '.join(settled)}, {stats.pending} pending)",
         "queue": f"{finished}/{len(doc.queue)} items done",
         "round": f"{doc.context.rounds} of at most {doc.context.max_rounds}",
         "errors": (
@@ -112,6 +120,66 @@ def judge_outcome(doc: IssueManagerState) -> Verdict:
 def requirements(doc: IssueManagerState, ctx: IssueManagerContext) -> list[str]:
     """What the run still ahead needs and lacks (see :mod:`.preflight`)."""
     return missing_requirements(doc, ctx)
+
+
+def reopen_issues(doc: IssueManagerState, ctx: IssueManagerContext, items: list[str]) -> Reopening:
+    """``fsm retry``: the issues named (else every one not completed) go back to be planned,
+    with the issues they blocked; the instance reopens in ``listing``.
+
+    A reopened issue loses its error, solution, times and ``failed_before``, and is selected for
+    planning again: its solution file is read anew (a corrected one is used; one the planning
+    agent wrote was bound to the issue, so the agent is not asked twice), and the tasks its
+    execution record shows completed for that same solution are not run again. Its old queue
+    item stays as it ended (the history of the first attempt); planning queues a new one. The
+    loop limits start over (``rounds``, the error streak), ``retries`` counts the retry, and
+    ``failure_reason`` and ``completed_at`` are cleared. Issues not named keep their end, so a
+    dependent of one of them is blocked again at its planning.
+    """
+    undone = [i for i in doc.issues.values() if i.status != "completed"]
+    unknown = [item for item in items if item not in doc.issues]
+    if unknown:
+        can = ", ".join(shown(i.id) for i in undone) or "none"
+        raise InputError(
+            f"no issue {', '.join(map(shown, unknown))} in this instance (issues not done: {can})"
+        )
+    done = [item for item in items if doc.issues[item].status == "completed"]
+    if done:
+        raise RefusedError(f"issue {', '.join(map(shown, done))} is completed: nothing to retry")
+    chosen = list(dict.fromkeys(items)) or [i.id for i in undone]
+    chosen += blocked_dependents(chosen, doc.issues)
+    issues = dict(doc.issues)
+    for issue_id in chosen:
+        issues[issue_id] = _reopened(issues[issue_id])
+    now = ctx.clock.iso()
+    update: dict[str, Any] = {
+        **issues_update(issues),
+        "failure_reason": None,
+        "completed_at": None,
+        "updated_at": now,
+        "context.rounds": 0,
+        "context.round_limit_reached": False,
+        "context.consecutive_errors": 0,
+        "context.retries": doc.context.retries + 1,
+    }
+    ctx.log.info("issues_reopened", issues=chosen)
+    return Reopening("listing", update, chosen)
+
+
+def _reopened(issue: IssueState) -> IssueState:
+    """``issue`` selected for planning again, its earlier end forgotten (a planned issue with a
+    queued item, or one being planned, is left as it is: it runs next anyway)."""
+    if issue.status in ("planned", "planning"):
+        return issue
+    return issue.model_copy(
+        update={
+            "status": "planning",
+            "error": None,
+            "solution_id": None,
+            "planned_at": None,
+            "executed_at": None,
+            "failed_before": False,
+        }
+    )
 
 
 def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

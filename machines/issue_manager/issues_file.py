@@ -10,6 +10,14 @@ from their version instead of dropping their change.
 A missing issues file is an error naming the path that was looked for: the seed's "0 issues, stop"
 made a typo in a path, or a run in the wrong folder, look like a finished backlog. An existing
 file without issues is a backlog with nothing to do.
+
+Dependencies between issues: CCW's issue exports (the roadmap and spec-generator skills) write
+them as ``extended_context.notes.depends_on_issues``, and its queue items as ``depends_on``; an
+issue line may carry either (or both: the ids are joined), each a list of issue ids. Anything
+else there is an error naming the line, never a dependency silently dropped.
+
+Issues ``ccw issue`` marks completed move to ``issue-history.jsonl`` beside the issues file; a
+dependency is looked up there too (:func:`known_statuses`).
 """
 
 from __future__ import annotations
@@ -24,14 +32,18 @@ from typing import Any
 from .files import write_text_atomic
 
 __all__ = [
+    "HISTORY_FILE",
     "IssueRecord",
     "IssuesFileError",
+    "known_statuses",
     "missing_file_message",
     "read_issues",
     "write_statuses",
 ]
 
 _WRITE_ATTEMPTS = 5
+HISTORY_FILE = "issue-history.jsonl"
+"""Where ``ccw issue`` archives the issues it marks completed, beside the issues file."""
 
 
 class IssuesFileError(ValueError):
@@ -47,6 +59,7 @@ class IssueRecord:
     status: str
     description: str | None
     line: int
+    depends_on: tuple[str, ...] = ()
 
 
 def missing_file_message(path: Path) -> str:
@@ -101,7 +114,50 @@ def _parse_line(path: Path, number: int, raw: str) -> IssueRecord:
         raise IssuesFileError(f"{where}: issue {issue_id!r}: 'title' must be a string")
     if description is not None and not isinstance(description, str):
         raise IssuesFileError(f"{where}: issue {issue_id!r}: 'description' must be a string")
-    return IssueRecord(issue_id, title, status, description, number)
+    depends_on = _dependencies(data, f"{where}: issue {issue_id!r}")
+    return IssueRecord(issue_id, title, status, description, number, depends_on)
+
+
+def _dependencies(data: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The issue ids of ``depends_on`` and ``extended_context.notes.depends_on_issues``, in
+    order, each once."""
+    found: list[str] = []
+    notes = data.get("extended_context")
+    notes = notes.get("notes") if isinstance(notes, dict) else None
+    for name, value in (
+        ("depends_on", data.get("depends_on")),
+        (
+            "extended_context.notes.depends_on_issues",
+            notes.get("depends_on_issues") if isinstance(notes, dict) else None,
+        ),
+    ):
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise IssuesFileError(f"{where}: '{name}' must be a list of issue ids")
+        found += [v for v in value if v not in found]
+    return tuple(found)
+
+
+def known_statuses(path: Path) -> dict[str, str]:
+    """Issue id -> status, from the issues file at ``path`` and ``issue-history.jsonl`` beside it
+    (the issues file wins). Read leniently: a line that is not an issue is skipped, and a file
+    that is missing or unreadable gives nothing; what matters here is whether an issue is
+    known to be completed."""
+    statuses: dict[str, str] = {}
+    for source in (path.with_name(HISTORY_FILE), path):
+        try:
+            text = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            data = _object_or_none(line)
+            if data is None:
+                continue
+            issue_id, status = data.get("id"), data.get("status")
+            if isinstance(issue_id, str) and isinstance(status, str):
+                statuses[issue_id] = status
+    return statuses
 
 
 def write_statuses(path: Path, statuses: Mapping[str, str]) -> list[str]:

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "ISSUE_STATUSES",
+    "UNDONE_STATUSES",
     "ErrorEntry",
     "IssueManagerDraft",
     "IssueManagerState",
@@ -58,8 +59,10 @@ __all__ = [
 
 Status = Literal["pending", "running", "paused", "stopped", "completed", "failed"]
 Phase = Literal["init", "listing", "planning", "executing", "complete", "failed"]
-IssueStatus = Literal["registered", "planning", "planned", "executing", "completed", "failed"]
-ItemStatus = Literal["pending", "executing", "completed", "failed"]
+IssueStatus = Literal[
+    "registered", "planning", "planned", "executing", "completed", "failed", "blocked", "unplanned"
+]
+ItemStatus = Literal["pending", "executing", "completed", "failed", "blocked"]
 
 ISSUE_STATUSES: tuple[IssueStatus, ...] = (
     "registered",
@@ -68,7 +71,11 @@ ISSUE_STATUSES: tuple[IssueStatus, ...] = (
     "executing",
     "completed",
     "failed",
+    "blocked",
+    "unplanned",
 )
+UNDONE_STATUSES = frozenset({"failed", "blocked", "unplanned"})
+"""Issues the instance settled without doing them: what ``fsm retry`` reopens."""
 
 _ITEM_ID = re.compile(r"^S-[1-9][0-9]*$")
 
@@ -87,6 +94,14 @@ class IssueState(_Open):
     issue whose planning failed to ``registered``; that left it looking untouched ("pending" in
     the report) while it had failed, so here it is ``failed``. An issue registered with an
     ``error`` (written by older versions) is not selected again either.
+
+    Two more ends, not in the seed, for issues the instance settles without running them, the
+    cause in ``error``: ``blocked`` (an issue it depends on failed, is blocked or unplanned, is
+    not completed outside this instance, or the dependencies form a cycle) and ``unplanned``
+    (no solution file, and option ``plan_tool`` is ``"none"``). ``failed_before`` marks an issue
+    the issues file already called ``failed`` when it was listed (an earlier run failed it): it
+    is counted as failed, not run. ``depends_on`` holds the ids of the issues that must be
+    completed before this one runs, as the issues file gives them.
     """
 
     id: str = Field(min_length=1)
@@ -97,12 +112,15 @@ class IssueState(_Open):
     planned_at: str | None = None
     executed_at: str | None = None
     error: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    failed_before: bool = False
 
 
 class QueueItem(_Open):
     """One planned solution waiting in the FIFO execution queue (``S-1``, ``S-2``, ...).
 
-    Lifecycle ``pending`` -> ``executing`` -> ``completed`` | ``failed``. One queue item is one
+    Lifecycle ``pending`` -> ``executing`` -> ``completed`` | ``failed``, or ``pending`` ->
+    ``blocked`` when its issue is blocked by a dependency before it runs. One queue item is one
     step, and a step is one transaction, so this machine never saves an item (or its issue) as
     ``executing``: the step's result replaces ``pending`` directly, and progress during the item
     is in ``solutions/{issue_id}-execution.json``. An item found ``executing`` (written by another
@@ -127,12 +145,15 @@ class ManagerContext(_Open):
     ``round_limit_reached`` is set when the run ended because that bound forbade another list
     pass (issues added since were not read, and the outcome's reason says so).
     ``consecutive_errors`` counts failed steps in a row; at ``max_errors`` the instance pauses.
-    ``success_rate`` is written by the final report.
+    ``success_rate`` is written by the final report. ``retries`` counts ``fsm retry``s.
     """
 
     total_issues: int = Field(default=0, ge=0)
     completed_count: int = Field(default=0, ge=0)
     failed_count: int = Field(default=0, ge=0)
+    blocked_count: int = Field(default=0, ge=0)
+    unplanned_count: int = Field(default=0, ge=0)
+    retries: int = Field(default=0, ge=0)
     rounds: int = Field(default=0, ge=0)
     max_rounds: int = Field(default=10, ge=1)
     round_limit_reached: bool = False

@@ -24,7 +24,8 @@ class IssueManagerOptions(BaseModel):
     solutions_dir: str = Field(default=".workflow/issues/solutions", min_length=1)
     """Where bound solutions are read ({issue id}.jsonl) and planned ones written."""
     plan_tool: str = Field(default="codex", min_length=1)
-    """The agent that plans issues without a solution file."""
+    """The agent that plans issues without a solution file; "none": no planning agent, only
+    issues with a solution file run and the others are reported unplanned."""
     execute_tool: str = Field(default="codex", min_length=1)
     """The agent that executes solution tasks that have no command."""
     plan_timeout: float = Field(default=300.0, gt=0)

@@ -1,7 +1,8 @@
 """Planning one issue: find its solution in the solutions folder, or ask the planning agent.
 
 The outcome is a solution, or an error that says what to do about it (add a solution file,
-configure the agent, fix the cycle); the caller returns such an issue to ``registered``.
+configure the agent, fix the cycle); the caller marks such an issue ``failed``. With
+``plan_tool = "none"`` no agent is asked: an issue without a solution file is ``unplanned``.
 """
 
 from __future__ import annotations
@@ -22,16 +23,21 @@ from .solution import (
     parse_agent_solution,
 )
 
-__all__ = ["PlanOutcome", "plan_issue", "planning_prompt"]
+__all__ = ["NO_PLANNER", "PlanOutcome", "plan_issue", "planning_prompt"]
+
+NO_PLANNER = "none"
+"""The ``plan_tool`` that plans nothing: only issues with a solution file run."""
 
 
 @dataclass(frozen=True)
 class PlanOutcome:
-    """A solution and where it came from (``file`` or ``agent``), or why there is none."""
+    """A solution and where it came from (``file`` or ``agent``), or why there is none
+    (``unplanned``: none was asked for, as ``plan_tool`` is ``"none"``)."""
 
     solution: Solution | None
     source: str
     error: str | None = None
+    unplanned: bool = False
 
 
 def plan_issue(
@@ -50,6 +56,14 @@ def plan_issue(
         return PlanOutcome(solution, "file")
     solution_file = solutions_dir / f"{issue.id}.jsonl"
     tool = options.plan_tool
+    if tool == NO_PLANNER:
+        return PlanOutcome(
+            None,
+            "none",
+            f"no solution file {_shown(solution_file, ctx.workspace)} and plan_tool is "
+            "'none' (write the solution file, or set plan_tool to a planning agent)",
+            unplanned=True,
+        )
     if not ctx.executor.has_agent(tool):
         return PlanOutcome(
             None,

@@ -7,7 +7,8 @@ The check looks at the work still ahead, as far as it is known before planning:
 * the issues file must exist (every round reads it; a malformed line is the list step's error,
   recorded in the document with the file and line);
 * the planning agent (option ``plan_tool``) is needed when an issue still to plan has no
-  solution file (issues of the file count while the round limit lets the machine list again);
+  solution file (issues of the file count while the round limit lets the machine list again),
+  unless ``plan_tool`` is ``"none"`` (such issues are then reported unplanned);
 * the execution agent (option ``execute_tool``) is needed when a known solution of an issue still
   to run has a task without a command, and bash when one has a command.
 
@@ -30,6 +31,7 @@ from .issues_file import (
 )
 from .model import IssueManagerState
 from .options import IssueManagerContext
+from .planning import NO_PLANNER
 from .records import read_plan
 from .solution import Solution, SolutionError, load_solution
 
@@ -74,7 +76,11 @@ def missing_requirements(doc: IssueManagerState, ctx: IssueManagerContext) -> li
             solutions.append((issue_id, solution))
     solutions += _queued_solutions(doc, ctx.instance_dir)
 
-    if unplanned and not ctx.executor.has_agent(options.plan_tool):
+    if (
+        unplanned
+        and options.plan_tool != NO_PLANNER
+        and not ctx.executor.has_agent(options.plan_tool)
+    ):
         folder = _relative(solutions_dir, ctx.workspace)
         need = f"to plan {_named(unplanned)} (no solution file in {folder})"
         problems.append(

@@ -2,13 +2,16 @@
 
 ``success_rate`` is completed issues over all issues, in percent, to one decimal (``"66.7"``;
 ``"0.0"`` when there are no issues), as the seed's ``action-complete`` computes it. Failed issues
-are those whose id was unsafe, whose planning failed or whose execution failed; pending issues
-are the rest of the unfinished ones (left by a limit).
+are those whose id was unsafe, whose planning failed or whose execution failed, and those an
+earlier run failed (the issues file says ``failed``); blocked issues are those a dependency kept
+from running; unplanned ones had no solution file while ``plan_tool`` is ``"none"``; pending
+issues are the rest of the unfinished ones (left by a limit).
 
 The verdict (:func:`run_verdict`) is what the run achieved, in one line: success only when every
 listed issue is completed (``"4 of 4 issues done"``), or when there was nothing to do; otherwise
 the count and each problem with its cause (``"2 of 4 issues done; ISS-3 failed: task T2 ...;
-ISS-4 planning failed: ..."``). The final report, ``summary.json``, ``failure_reason`` in the
+ISS-4 blocked: depends on ISS-3, which failed"``), then how to retry them (``"to retry: fsm
+retry issue-manager <id>"``). The final report, ``summary.json``, ``failure_reason`` in the
 document and the engine's outcome all say the same.
 """
 
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .ids import shown, unsafe_id_problem
-from .model import ErrorEntry, IssueManagerState, IssueState, QueueItem
+from .model import UNDONE_STATUSES, ErrorEntry, IssueManagerState, IssueState, QueueItem
 
 __all__ = [
     "NOTHING_TO_DO",
@@ -28,13 +31,15 @@ __all__ = [
     "execution_results",
     "final_report",
     "issue_problem",
+    "retry_hint",
     "run_stats",
     "run_verdict",
     "summary_file",
 ]
 
-_MARKS = {"completed": "✓", "failed": "✗"}
+_MARKS = {"completed": "✓", "failed": "✗", "blocked": "⊘"}
 _PROBLEMS_SHOWN = 3
+_PROBLEM_ORDER = {"failed": 0, "blocked": 2}
 _PROBLEM_LIMIT = 200
 
 NOTHING_TO_DO = "nothing to do: the issues file lists no open issue (registered or planned)"
@@ -47,11 +52,13 @@ class RunStats:
     total_issues: int
     completed: int
     failed: int
+    blocked: int = 0
+    unplanned: int = 0
 
     @property
     def pending(self) -> int:
-        """Issues neither completed nor failed."""
-        return self.total_issues - self.completed - self.failed
+        """Issues neither completed, failed, blocked nor unplanned."""
+        return self.total_issues - self.completed - self.failed - self.blocked - self.unplanned
 
     @property
     def success_rate(self) -> str:
@@ -69,7 +76,13 @@ def run_stats(doc: IssueManagerState) -> RunStats:
 def issue_counts(issues: dict[str, IssueState]) -> RunStats:
     """Count ``issues`` by outcome."""
     statuses = [issue.status for issue in issues.values()]
-    return RunStats(len(statuses), statuses.count("completed"), statuses.count("failed"))
+    return RunStats(
+        len(statuses),
+        statuses.count("completed"),
+        statuses.count("failed"),
+        statuses.count("blocked"),
+        statuses.count("unplanned"),
+    )
 
 
 def all_issues_done(doc: IssueManagerState) -> bool:
@@ -78,9 +91,12 @@ def all_issues_done(doc: IssueManagerState) -> bool:
 
 
 def failure_stage(issue: IssueState) -> str:
-    """Where a failed issue failed: ``listing`` (unsafe id), ``planning`` or ``execution``."""
+    """Where a failed issue failed: ``listing`` (unsafe id), ``earlier`` (before this instance),
+    ``planning`` or ``execution``."""
     if unsafe_id_problem(issue.id) is not None:
         return "listing"
+    if issue.failed_before:
+        return "earlier"
     if issue.solution_id is None and issue.planned_at is None:
         return "planning"
     return "execution"
@@ -91,13 +107,28 @@ def issue_problem(issue: IssueState) -> str | None:
     if issue.status == "completed":
         return None
     cause = _one_line(issue.error or "")
+    if issue.status in ("blocked", "unplanned"):
+        return f"{shown(issue.id)} {issue.status}: {cause or 'no cause recorded'}"
     if issue.status != "failed":
         return f"{shown(issue.id)} not done ({issue.status})" + (f": {cause}" if cause else "")
     stage = failure_stage(issue)
     if stage == "listing":
         return cause or f"unsafe issue id '{shown(issue.id)}'"
-    verb = "planning failed" if stage == "planning" else "failed"
+    verb = {"planning": "planning failed", "earlier": "failed before this instance"}.get(
+        stage, "failed"
+    )
     return f"{shown(issue.id)} {verb}: {cause or 'no cause recorded'}"
+
+
+def retry_hint(doc: IssueManagerState) -> str | None:
+    """How to retry the issues this instance failed, blocked or left unplanned (None if none).
+
+    The instance id is the name of its work_dir (``.workflow/.scratchpad/{id}``).
+    """
+    if not any(issue.status in UNDONE_STATUSES for issue in doc.issues.values()):
+        return None
+    instance_id = shown(Path(doc.work_dir).name)
+    return f"to retry: fsm retry issue-manager {instance_id} [ISSUE...]"
 
 
 def run_verdict(doc: IssueManagerState) -> tuple[bool, str]:
@@ -105,7 +136,9 @@ def run_verdict(doc: IssueManagerState) -> tuple[bool, str]:
     stats = run_stats(doc)
     if stats.total_issues == 0:
         return True, NOTHING_TO_DO
-    problems = [p for p in map(issue_problem, doc.issues.values()) if p is not None]
+    # Causes before their consequences: failures first, then what they blocked.
+    ordered = sorted(doc.issues.values(), key=lambda i: _PROBLEM_ORDER.get(i.status, 1))
+    problems = [p for p in map(issue_problem, ordered) if p is not None]
     done = f"{stats.completed} of {stats.total_issues} issues done"
     if doc.context.round_limit_reached:
         done += (
@@ -116,8 +149,12 @@ def run_verdict(doc: IssueManagerState) -> tuple[bool, str]:
         return True, done
     parts = [done, *(_clipped(p) for p in problems[:_PROBLEMS_SHOWN])]
     more = len(problems) - _PROBLEMS_SHOWN
-    tail = f"; and {more} more (see final-report.md)" if more > 0 else ""
-    return False, "; ".join(parts) + tail
+    if more > 0:
+        parts.append(f"and {more} more (see final-report.md)")
+    hint = retry_hint(doc)
+    if hint is not None:
+        parts.append(hint)
+    return False, "; ".join(parts)
 
 
 def _one_line(text: str) -> str:
@@ -142,6 +179,8 @@ def summary_file(
             "total_issues": stats.total_issues,
             "completed": stats.completed,
             "failed": stats.failed,
+            "blocked": stats.blocked,
+            "unplanned": stats.unplanned,
             "pending": stats.pending,
             "success_rate": stats.success_rate,
         },
@@ -184,6 +223,7 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
     """``final-report.md``: outcome, summary, results by issue, errors, and the files written."""
     stats = run_stats(doc)
     success, reason = run_verdict(doc)
+    hint = retry_hint(doc)
     lines = [
         "# Issue Manager Report",
         "",
@@ -192,6 +232,8 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
         f"- Started: {doc.created_at}",
         f"- Completed: {completed_at}",
         f"- Rounds: {doc.context.rounds}",
+        *([f"- Retries: {doc.context.retries}"] if doc.context.retries else []),
+        *([f"- Retry: `{hint.removeprefix('to retry: ')}`"] if hint else []),
         "",
         "## Summary",
         "",
@@ -200,6 +242,8 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
         f"| Total issues | {stats.total_issues} |",
         f"| Completed | {stats.completed} |",
         f"| Failed | {stats.failed} |",
+        f"| Blocked | {stats.blocked} |",
+        f"| Unplanned | {stats.unplanned} |",
         f"| Pending | {stats.pending} |",
         f"| Success rate | {stats.success_rate}% |",
         f"| Errors | {len(doc.errors)} |",
@@ -214,8 +258,10 @@ def final_report(doc: IssueManagerState, instance_id: str, completed_at: str) ->
         solution = f" ({issue.solution_id})" if issue.solution_id else ""
         title = f" {_one_line(issue.title)}" if issue.title else ""
         line = f"- {mark} **{shown(issue.id)}**{title}{solution}: {issue.status}"
-        if issue.status == "failed" and failure_stage(issue) == "planning":
-            line += " in planning"
+        if issue.status == "failed":
+            line += {"planning": " in planning", "earlier": " before this instance"}.get(
+                failure_stage(issue), ""
+            )
         if issue.error:
             line += f": {_one_line(issue.error)}"
         lines.append(line)

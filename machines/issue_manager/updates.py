@@ -33,6 +33,8 @@ def issues_update(issues: dict[str, IssueState]) -> dict[str, Any]:
         "context.total_issues": counts.total_issues,
         "context.completed_count": counts.completed,
         "context.failed_count": counts.failed,
+        "context.blocked_count": counts.blocked,
+        "context.unplanned_count": counts.unplanned,
     }
 
 

@@ -7,8 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fsm.context import Context
+from fsm.errors import InputError, RefusedError
 from fsm.outcome import Verdict
-from fsm.registry import Registry, Update
+from fsm.registry import Registry, Reopening, Update
 
 registry = Registry()
 
@@ -59,21 +60,22 @@ class Build(BaseModel):
 @registry.guard(budget=True)
 def has_part_left(doc: Build, ctx: Context[BuildOptions]) -> bool:
     """True while some part has not been tried."""
-    return doc.next < len(doc.parts)
+    return any(part.built is None for part in doc.parts)
 
 
 @registry.action
 def build_part(doc: Build, ctx: Context[BuildOptions]) -> Update:
-    """Run the next part's program; record whether it worked."""
+    """Run the next untried part's program; record whether it worked."""
     parts = list(doc.parts)
+    index = next(i for i, part in enumerate(parts) if part.built is None)
     options = ctx.options
-    result = ctx.executor.run([parts[doc.next].program])
+    result = ctx.executor.run([parts[index].program])
     for _ in range(options.retries):
         if result.ok:
             break
-        result = ctx.executor.run([parts[doc.next].program])
-    parts[doc.next] = parts[doc.next].model_copy(update={"built": result.ok})
-    return {"parts": parts, "next": doc.next + 1}
+        result = ctx.executor.run([parts[index].program])
+    parts[index] = parts[index].model_copy(update={"built": result.ok})
+    return {"parts": parts, "next": index + 1}
 
 
 @registry.hook
@@ -92,6 +94,25 @@ def judge(doc: Build) -> Verdict:
         shown = ", ".join(failed)
         return Verdict(False, f"{len(failed)} of {len(doc.parts)} parts failed: {shown}")
     return Verdict(True, f"all {len(doc.parts)} parts built")
+
+
+@registry.hook
+def rebuild(doc: Build, ctx: Context[BuildOptions], items: list[str]) -> Reopening:
+    """Retry the failed parts (those named, else all): they are untried again."""
+    failed = [part.name for part in doc.parts if part.built is False]
+    names = [part.name for part in doc.parts]
+    unknown = [item for item in items if item not in names]
+    if unknown:
+        raise InputError(f"no part {', '.join(unknown)} in this build")
+    built = [item for item in items if item not in failed]
+    if built:
+        raise RefusedError(f"part {', '.join(built)} did not fail")
+    chosen = list(items) or failed
+    parts = [
+        part.model_copy(update={"built": None}) if part.name in chosen else part
+        for part in doc.parts
+    ]
+    return Reopening("todo", {"parts": [p.model_dump() for p in parts]}, chosen)
 
 
 @registry.hook

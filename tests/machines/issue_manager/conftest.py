@@ -28,6 +28,8 @@ from fsm.testing import Driver, Harness, applied
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 INSTANCE_ID = "issue-manager-20260101T000000-0a1b2c3d"
+RETRY_HINT = f"to retry: fsm retry issue-manager {INSTANCE_ID} [ISSUE...]"
+"""How the reason of the test instance ends when an issue is failed, blocked or unplanned."""
 
 
 def command_task(task_id: str, command: str, *depends_on: str, title: str = "") -> dict[str, Any]:
@@ -260,17 +262,22 @@ def launch(sample: SampleWorkspace) -> Callable[..., Launched]:
     """Create the test instance in the sample workspace with the real engine's API.
 
     ``options`` go to ``[machine.issue-manager]`` in fsm.toml (with the stand-in agents as
-    ``[agent.<tool>]``); other keyword arguments are the create inputs. The clock is simulated
+    ``[agent.<tool>]``); other keyword arguments are the create inputs (``instance_id`` names
+    another instance of the same workspace). The clock is simulated
     unless ``system_clock`` is set (for runs that share the instance with another process).
     """
 
     def start(
-        options: dict[str, Any] | None = None, *, system_clock: bool = False, **inputs: Any
+        options: dict[str, Any] | None = None,
+        *,
+        system_clock: bool = False,
+        instance_id: str = INSTANCE_ID,
+        **inputs: Any,
     ) -> Launched:
         sample.write_fsm_toml(**(options or {}))
         clock = SystemClock() if system_clock else None
         harness = Harness(MACHINE_YAML, sample.root, document=IssueManagerState, clock=clock)
-        created = harness.create(inputs, instance_id=INSTANCE_ID)
+        created = harness.create(inputs, instance_id=instance_id)
         return Launched(created.instance, IssueManagerState)
 
     return start

@@ -47,6 +47,7 @@ def test_every_name_is_registered(spec: MachineSpec) -> None:
         "record_history",
         "judge_outcome",
         "requirements",
+        "reopen_issues",
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from fsm.engine import Engine
 from fsm.inspect import replay
 from fsm.instance import Workspace
+from fsm.retry import retry
 
 SAMPLE = Path(__file__).resolve().parents[3] / "examples" / "workspaces" / "issue-manager"
 
@@ -49,7 +50,10 @@ def test_demo_sample_fails_because_one_issue_fails_on_purpose(tmp_path: Path) ->
     assert result.message.startswith(
         "3 of 4 issues done; ISS-3 failed: task T2 (Copy CHANGES.md) failed: exited 1: "
     )
-    assert result.message.endswith("(cp: cannot stat 'CHANGES.md': No such file or directory)")
+    assert result.message.endswith(
+        "(cp: cannot stat 'CHANGES.md': No such file or directory); "
+        f"to retry: fsm retry issue-manager {instance.id} [ISSUE...]"
+    )
     assert len(result.steps) == 11
     assert (folder / "app" / "greeting.txt").read_text() == "Hello, world\n"
     assert (folder / "VERSION").read_text() == "0.2.0\n"
@@ -88,3 +92,28 @@ def test_demo_sample_with_release_notes_completes_every_issue(tmp_path: Path) ->
     assert (folder / "dist" / "CHANGES.md").read_text() == "# 0.2.0\n"
     state = json.loads((instance.paths.document.parent / "state.json").read_text())
     assert (state["status"], state["failure_reason"], state["errors"]) == ("completed", None, [])
+
+
+def test_demo_sample_retried_after_the_fix_completes_running_only_the_failed_issue(
+    tmp_path: Path,
+) -> None:
+    """As the sample's README shows: after the failed run, write CHANGES.md and retry the same
+    instance; only ISS-3 runs again (ISS-2's first task, which checks VERSION is 0.1.0, would
+    fail if it ran twice) and the instance completes with exit 0."""
+    folder, instance, result = _run_copy(tmp_path)
+    assert result.exit_code == 4
+    (folder / "CHANGES.md").write_text("# 0.2.0\n")
+
+    assert retry(instance).items == ["ISS-3"]
+    result = Engine(instance).run(max_steps=200)
+
+    assert (result.outcome, result.exit_code, result.message) == (
+        "completed",
+        0,
+        "4 of 4 issues done",
+    )
+    assert (folder / "dist" / "CHANGES.md").read_text() == "# 0.2.0\n"
+    assert (folder / "VERSION").read_text() == "0.2.0\n"
+    lines = (folder / ".workflow" / "issues" / "issues.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["completed"] * 4
+    assert replay(instance).problems == []

@@ -32,7 +32,9 @@ def test_cli_runs_a_backlog_to_its_report(sample: Any, cli: Any) -> None:
         f"{instance_id}: failed in state 'failed' after 7 steps: "
         "1 of 2 issues done; ISS-2 failed: task T1 (t) failed: exited 5: "
     )
-    assert last.endswith("exited 5: exit 5")
+    assert last.endswith(
+        f"exited 5: exit 5; to retry: fsm retry issue-manager {instance_id} [ISSUE...]"
+    )
     work_dir = sample.root / ".workflow" / ".scratchpad" / instance_id
     state = json.loads((work_dir / "state.json").read_text())
     assert (state["status"], state["phase"], state["context"]["success_rate"]) == (
@@ -65,6 +67,8 @@ def test_the_report_and_fsm_status_agree(sample: Any, cli: Any) -> None:
         "Total issues": "4",
         "Completed": "2",
         "Failed": "2",
+        "Blocked": "0",
+        "Unplanned": "0",
         "Pending": "0",
         "Success rate": "50.0",
         "Errors": "2",

@@ -9,6 +9,8 @@ import pytest
 from fsm_machines.issue_manager import functions
 from fsm_machines.issue_manager.report import final_report, run_verdict
 
+from tests.machines.issue_manager.conftest import INSTANCE_ID
+
 ACTIONS = functions.registry.actions
 HOOKS = functions.registry.hooks
 GUARDS = functions.registry.guards
@@ -183,6 +185,8 @@ def test_finalize_reports_totals_success_rate_and_each_failure(
         "| Total issues | 3 |",
         "| Completed | 1 |",
         "| Failed | 2 |",
+        "| Blocked | 0 |",
+        "| Unplanned | 0 |",
         "| Pending | 0 |",
         "| Success rate | 33.3% |",
         "| Errors | 2 |",
@@ -201,6 +205,8 @@ def test_finalize_reports_totals_success_rate_and_each_failure(
         "total_issues": 3,
         "completed": 1,
         "failed": 2,
+        "blocked": 0,
+        "unplanned": 0,
         "pending": 0,
         "success_rate": "33.3",
     }
@@ -244,6 +250,7 @@ def test_the_reason_names_three_problems_then_counts_the_rest(
         "ISS-2 planning failed: cause 2 second line",
         "ISS-3 planning failed: cause 3 second line",
         "and 2 more (see final-report.md)",
+        f"to retry: fsm retry issue-manager {INSTANCE_ID} [ISSUE...]",
     ]
 
 

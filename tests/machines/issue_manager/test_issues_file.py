@@ -21,6 +21,37 @@ def test_issues_are_read_in_file_order(sample: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("extra", "depends_on"),
+    [
+        pytest.param({}, (), id="none"),
+        pytest.param({"depends_on": ["ISS-1"]}, ("ISS-1",), id="depends-on"),
+        pytest.param(
+            {"extended_context": {"notes": {"depends_on_issues": ["ISS-1", "ISS-0"]}}},
+            ("ISS-1", "ISS-0"),
+            id="ccw-depends-on-issues",
+        ),
+        pytest.param(
+            {
+                "depends_on": ["ISS-1"],
+                "extended_context": {"notes": {"depends_on_issues": ["ISS-0", "ISS-1"]}},
+            },
+            ("ISS-1", "ISS-0"),
+            id="both-joined",
+        ),
+        pytest.param({"extended_context": "free text"}, (), id="context-not-an-object"),
+    ],
+)
+def test_dependencies_are_read_from_either_field(
+    sample: Any, extra: dict[str, Any], depends_on: tuple[str, ...]
+) -> None:
+    """An issue's dependencies come from ``depends_on`` and from CCW's
+    ``extended_context.notes.depends_on_issues``, joined in order, each id once."""
+    sample.add_issue("ISS-2", **extra)
+    (record,) = read_issues(sample.issues_path)
+    assert record.depends_on == depends_on
+
+
 def test_missing_issues_file_is_an_error_naming_the_path(sample: Any) -> None:
     """A missing issues file is an error naming the path looked for and how to give one, not
     an empty backlog."""
@@ -57,6 +88,22 @@ def test_empty_issues_file_means_no_issues(sample: Any) -> None:
             '{"id": "ISS-1", "title": "t", "status": "registered"}',
             "issue 'ISS-1' is already defined on line 1",
             id="duplicate",
+        ),
+        pytest.param(
+            '{"id": "ISS-2", "status": "registered", "depends_on": "ISS-1"}',
+            "issue 'ISS-2': 'depends_on' must be a list of issue ids",
+            id="depends-on-text",
+        ),
+        pytest.param(
+            '{"id": "ISS-2", "status": "registered", "depends_on": ["ISS-1", 3]}',
+            "issue 'ISS-2': 'depends_on' must be a list of issue ids",
+            id="depends-on-number",
+        ),
+        pytest.param(
+            '{"id": "ISS-2", "status": "registered", '
+            '"extended_context": {"notes": {"depends_on_issues": [""]}}}',
+            "'extended_context.notes.depends_on_issues' must be a list of issue ids",
+            id="depends-on-issues-empty-id",
         ),
     ],
 )

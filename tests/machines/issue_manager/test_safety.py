@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fsm.executor import AgentCommand
-from tests.machines.issue_manager.conftest import command_task
+from tests.machines.issue_manager.conftest import RETRY_HINT, command_task
 
 SECRET = "s3cret-token-0123456789"
 OTHER_SECRET = "other-s3cret-abcdef"
@@ -54,7 +54,7 @@ def test_an_issue_id_that_climbs_out_never_touches_a_path(
         "letter or digit, without '..'"
     )
     assert (issue["status"], issue["error"]) == ("failed", expected)
-    assert result.message == f"1 of 2 issues done; {expected}"
+    assert result.message == f"1 of 2 issues done; {expected}; {RETRY_HINT}"
     assert state["issues"]["ISS-2"]["status"] == "completed"
     assert [(e["action"], e["issue_id"]) for e in state["errors"]] == [("action-list", issue_id)]
     assert f"action-list: {expected}" in im.report()

@@ -19,7 +19,7 @@ from fsm_machines.issue_manager.model import IssueManagerState
 from fsm.engine import Engine
 from fsm.errors import MissingRequirementError
 from fsm.inspect import status
-from tests.machines.issue_manager.conftest import agent_task, command_task
+from tests.machines.issue_manager.conftest import RETRY_HINT, agent_task, command_task
 
 
 def _counting(task_id: str, *deps: str) -> dict[str, Any]:
@@ -155,7 +155,7 @@ def test_one_failing_task_fails_its_issue_and_the_run(sample: Any, launch: Any) 
     ):
         assert row in report
     assert f"- ✗ **ISS-2** Issue ISS-2 (SOL-ISS-2-1): failed: {error}" in report
-    reason = f"2 of 3 issues done; ISS-2 failed: {error}"
+    reason = f"2 of 3 issues done; ISS-2 failed: {error}; {RETRY_HINT}"
     assert result.message == reason
     assert (state["status"], state["phase"], state["failure_reason"]) == (
         "failed",
@@ -187,7 +187,7 @@ def test_a_failed_planning_is_a_failed_issue_with_its_cause(sample: Any, launch:
     assert (issue["status"], issue["solution_id"], issue["planned_at"]) == ("failed", None, None)
     assert issue["error"].startswith("planning agent 'planner' exited 3: ")
     assert issue["error"].endswith("(quota exceeded)")
-    reason = f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}"
+    reason = f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}; {RETRY_HINT}"
     assert result.message == reason
     assert state["failure_reason"] == reason
     assert [q["issue_id"] for q in state["queue"]] == ["ISS-2"]
@@ -242,7 +242,9 @@ def test_cyclic_solution_is_rejected_naming_the_cycle(sample: Any, launch: Any) 
     issue = im.data["issues"]["ISS-1"]
     assert issue["status"] == "failed"
     assert issue["error"].endswith("ISS-1.jsonl:1: circular dependency: T1 -> T2 -> T1")
-    assert result.message == f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}"
+    assert result.message == (
+        f"1 of 2 issues done; ISS-1 planning failed: {issue['error']}; {RETRY_HINT}"
+    )
     assert [q["issue_id"] for q in im.data["queue"]] == ["ISS-2"]
     assert _ran(sample) == ["fine"]
     assert sample.statuses() == {"ISS-1": "registered", "ISS-2": "completed"}
