@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -116,3 +117,15 @@ def test_a_diagram_command_writes_nothing_on_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert (tmp_path / "ccw-loop.png").stat().st_size > 0
+
+
+def test_no_test_reads_the_project_folder_beside_the_checkout() -> None:
+    """No test reaches for a folder beside the repository (the seeds, a shared/ folder): the
+    suite runs from a clone alone, and no skip message asks for files it does not have."""
+    outside = re.compile(r"""parents\[\d\]\.parent|/ "shared"|shared/ folder|\.\./shared""")
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("*.py")
+        if path.name != "test_quiet_terminal.py" and outside.search(path.read_text())
+    ]
+    assert offenders == []
