@@ -42,6 +42,7 @@ __all__ = [
     "FsmError",
     "GuardRejectedError",
     "InputError",
+    "InputTooLargeError",
     "InvalidIdError",
     "JournalMismatchError",
     "JournalRecordError",
@@ -91,6 +92,10 @@ class OptionsError(InputError):
 
 class DocumentInputError(InputError):
     """Values given to create a document do not validate."""
+
+
+class InputTooLargeError(DocumentInputError):
+    """Creation inputs, or the document they make, larger than a document may be (HTTP 413)."""
 
 
 class MissingRequirementError(InputError):
