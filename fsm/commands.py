@@ -73,6 +73,10 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
         except OSError as exc:
             raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
         except jsonio.JsonError as exc:
+            if str(exc).startswith("larger than"):  # too big to be a document's inputs
+                from fsm.errors import InputTooLargeError
+
+                raise InputTooLargeError(f"{args.input} is {exc}: nothing was created") from exc
             raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
         if not isinstance(inputs, dict):
             raise DocumentInputError(f"{args.input} must hold a JSON object")

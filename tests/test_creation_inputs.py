@@ -107,3 +107,17 @@ def test_check_refuses_an_inputs_model_naming_a_field_fsm_owns(tmp_path: Path) -
         "inputs: DocInputs names 'phase', which is the FSM state (a new instance starts in its "
         "initial state): no creation input may set it"
     ]
+
+
+def test_an_input_file_over_the_document_limit_is_refused(cli: Cli, tmp_path: Path) -> None:
+    """`fsm new --input big.json` over 16 MiB is refused as too large (exit 2), not called
+    invalid JSON, and nothing is created."""
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"limit": 1, "title": "z" * (jsonio.MAX_BYTES + 1)}))
+    result = cli("new", C, "--input", str(big))
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        f"fsm: error: {big} is larger than the limit of {jsonio.MAX_BYTES} bytes: "
+        "nothing was created"
+    ]
+    assert not (tmp_path / ".counters").exists()
