@@ -10,17 +10,22 @@ A machine file is checked in three layers, and every layer reports all it finds:
    :mod:`fsm.machine` find them when a machine is loaded;
 3. the graph (:mod:`fsm._check_rules` on the view of :mod:`fsm._check_graph`): unreachable
    states, trap states, final states with outgoing transitions, states that cannot finish,
-   ambiguous and shadowed transitions, cycles that no budget guard bounds, and final states
-   tagged neither ``success`` nor ``failure`` (a warning).
+   ambiguous and shadowed transitions, cycles of automatic transitions that no budget guard
+   bounds and no ``unbounded:`` reason explains, and final states tagged neither ``success`` nor
+   ``failure`` (a warning).
 
 Findings are ordered by line and print as ``path: level: message``::
 
     machines/demo/machine.yaml:14: error: transitions[3].dest: unknown state 'devlop'
     (did you mean 'develop'?)
 
-When the YAML or the schema is broken, those problems are all the report holds: names and the
-graph need a valid definition. Otherwise every layer runs, even when some names do not resolve.
-A report's exit code is 0 when clean, 1 with findings of any level, 2 when unreadable.
+When the YAML is broken, its problems are all the report holds. When the schema is broken, the
+valid parts of the definition are still checked for names (a misspelt key and a misspelt state
+are reported in one run): what does not validate is replaced by values that name nothing (see
+:func:`_salvaged`); the graph rules wait for a valid schema, since their answers would echo the
+problems already reported. Otherwise every layer runs, even when some names do not resolve; an
+inputs model naming a field fsm owns is a finding too. A report's exit code is 0 when clean, 1
+with findings of any level, 2 when unreadable (``fsm check`` prints those on stderr).
 """
 
 from __future__ import annotations
