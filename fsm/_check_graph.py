@@ -5,7 +5,10 @@
 resolve: ``fsm check`` reports every problem at once. A transition naming an unknown state stays
 an edge with no known target, and the graph remembers that it is not ``complete``. A guard whose
 budget is unknown (its name does not resolve, or the module did not import) counts as a budget
-guard, so that a typo in a guard name is reported once and not echoed as an unbounded cycle.
+guard, so that a typo in a guard name is reported once and not echoed as an unbounded cycle. A
+budget guard bounds a transition only when it is not negated (``not within_budget`` holds once
+the budget is spent), and a transition with ``unbounded: "<reason>"`` counts as bounded: its
+author says why the cycle ends.
 """
 
 from __future__ import annotations
@@ -112,7 +115,11 @@ def graph_of(
         dest_known = dest is None or dest in states
         complete = complete and dest_known
         refs = tuple(guard_name(g) for g in t.guards)
-        bounded = any(guards is None or n not in guards or guards[n].budget for n, _ in refs)
+        # A negated budget guard holds once the budget is spent: it ends nothing.
+        bounded = t.unbounded is not None or any(
+            guards is None or n not in guards or (guards[n].budget and not negated)
+            for n, negated in refs
+        )
         edges.append(Edge(index, t.event, sources, dest, dest_known, refs, bounded, t.auto))
     return Graph(spec, edges, lines, file, complete)
 

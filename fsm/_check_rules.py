@@ -7,6 +7,10 @@ was meant to be; and trap states are not reported again as states that cannot fi
 
 A cycle needs *automatic* transitions to spin by itself: one with ``auto: false`` fires only when
 someone names its event, so unbounded cycles are looked for among automatic transitions only.
+fsm does not try to tell which actions run agents or commands: any action may call
+``ctx.executor``, and a cycle whose guards never change spins as well without one, so every
+automatic cycle needs a (non-negated) budget guard or a transition with ``unbounded: "<why it
+ends>"``; the finding names the actions the cycle runs.
 """
 
 from __future__ import annotations
@@ -210,13 +214,19 @@ def _check_unbounded_cycles(graph: Graph) -> list[Finding]:
         ]
         states = sorted(component, key=position.__getitem__)
         transitions = ", ".join(f"transitions[{e.index}]" for e in inside)
+        actions = list(
+            dict.fromkeys(a for e in inside for a in graph.spec.transitions[e.index].actions)
+        )
+        running = f", running {_names(actions)}" if actions else ""
         findings.append(
             graph.finding(
                 "unbounded-cycle",
                 ("transitions", inside[0].index),
                 f"cycle through {'states' if len(states) > 1 else 'state'} {_names(states)} "
-                f"({transitions}) has no budget guard: an agent loop that can spin forever (guard "
-                "one of its transitions with a guard registered with budget=True)",
+                f"({transitions}{running}) has no budget guard: a loop that can spin forever, "
+                "running agents and commands at every turn (guard one of its transitions with a "
+                'guard registered with budget=True, or say why it ends with unbounded: "..." '
+                "on one of them)",
             )
         )
     return findings

@@ -10,33 +10,42 @@ A machine file is checked in three layers, and every layer reports all it finds:
    :mod:`fsm.machine` find them when a machine is loaded;
 3. the graph (:mod:`fsm._check_rules` on the view of :mod:`fsm._check_graph`): unreachable
    states, trap states, final states with outgoing transitions, states that cannot finish,
-   ambiguous and shadowed transitions, cycles that no budget guard bounds, and final states
-   tagged neither ``success`` nor ``failure`` (a warning).
+   ambiguous and shadowed transitions, cycles of automatic transitions that no budget guard
+   bounds and no ``unbounded:`` reason explains, and final states tagged neither ``success`` nor
+   ``failure`` (a warning).
 
 Findings are ordered by line and print as ``path: level: message``::
 
     machines/demo/machine.yaml:14: error: transitions[3].dest: unknown state 'devlop'
     (did you mean 'develop'?)
 
-When the YAML or the schema is broken, those problems are all the report holds: names and the
-graph need a valid definition. Otherwise every layer runs, even when some names do not resolve.
-A report's exit code is 0 when clean, 1 with findings of any level, 2 when unreadable.
+When the YAML is broken, its problems are all the report holds. When the schema is broken, the
+valid parts of the definition are still checked for names (a misspelt key and a misspelt state
+are reported in one run): what does not validate is replaced by values that name nothing (see
+:func:`_salvaged`); the graph rules wait for a valid schema, since their answers would echo the
+problems already reported. Otherwise every layer runs, even when some names do not resolve; an
+inputs model naming a field fsm owns is a finding too. A report's exit code is 0 when clean, 1
+with findings of any level, 2 when unreadable (``fsm check`` prints those on stderr).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from fsm import discovery
 from fsm._check_graph import Finding, finding_line, graph_of
 from fsm._check_rules import check_graph
-from fsm.definition import Problem, parse_definition
+from fsm.definition import MachineSpec, Problem, parse_definition
 from fsm.errors import FsmError
 from fsm.machine import Machine, import_registry, resolve
 from fsm.registry import Registry
-from fsm.yaml_loader import read_yaml_file
+from fsm.yaml_loader import LoadedYaml, read_yaml_file
 
 __all__ = ["CheckReport", "Finding", "check_all", "check_machine", "check_target"]
 
@@ -103,8 +112,15 @@ def _check_text(
     spec, loaded, problems = parse_definition(text)
     # parse_definition gives YAML problems no location; schema problems always have one.
     findings = [_finding(p, file, "schema" if p.location else "yaml") for p in problems]
+    if loaded is None:
+        return _by_line(findings), False
+    with_graph = spec is not None
     if spec is None:
-        return _by_line(findings), loaded is not None
+        # Schema problems: check the names of what is valid too (a key and a state name
+        # misspelt are reported together), but not the graph, whose answers would echo them.
+        spec = _salvaged(loaded.data) if not any(not p.location for p in problems) else None
+        if spec is None:
+            return _by_line(findings), True
     registry, import_problems = import_registry(spec, path)
     findings += [_finding(p, file, "import") for p in import_problems]
     if registry is None:
@@ -115,13 +131,123 @@ def _check_text(
     else:
         _, name_problems = resolve(spec, registry, path, loaded)
         findings += [_finding(p, file, _kind(p)) for p in name_problems]
-    if registered_as is not None and spec.name != registered_as:
+    if registered_as is not None and spec.name != registered_as and with_graph:
         line = loaded.line_of(("name",)) if loaded is not None else None
         message = f"name: is '{spec.name}', but the machine is registered as '{registered_as}'"
         findings.append(Finding(_at(file, line), "error", message, "registered-name"))
-    guards = registry.guards if registry is not None else None
-    findings += check_graph(graph_of(spec, guards, loaded, file))
+    if with_graph:
+        guards = registry.guards if registry is not None else None
+        findings += check_graph(graph_of(spec, guards, loaded, file))
+        findings += _inputs_findings(spec, registry, loaded, file)
     return _by_line(findings), True
+
+
+def _inputs_findings(
+    spec: MachineSpec, registry: Registry | None, lines: LoadedYaml | None, file: str
+) -> list[Finding]:
+    """An inputs model naming a field fsm owns (the state, the control status, timestamps):
+    ``fsm new`` refuses those fields, so the input could never be given."""
+    model = registry.inputs_models.get(spec.inputs) if registry and spec.inputs else None
+    if model is None:
+        return []
+    from fsm.inputs import engine_owned_fields
+
+    owned = engine_owned_fields(spec)
+    line = lines.line_of(("inputs",)) if lines is not None else None
+    return [
+        Finding(
+            _at(file, line),
+            "error",
+            f"inputs: {spec.inputs} names '{key}', which is {owned[key]}: no creation input "
+            "may set it",
+            "owned-input",
+        )
+        for key in (info.alias or name for name, info in model.model_fields.items())
+        if key in owned
+    ]
+
+
+_PLACEHOLDERS: dict[str, dict[str, Any]] = {
+    "transitions": {
+        "event": "invalid",
+        "source": "*",
+        "dest": "=",
+        "guards": [],
+        "actions": [],
+        "description": "-",
+    },
+    "states": {"description": "-", "final": False, "tags": [], "status": None},
+}
+"""What a key of a transition or state that does not validate is replaced with when a definition
+with schema problems is salvaged: values that name nothing, so they add no finding."""
+
+_TOP_LEVEL: dict[str, Any] = {
+    "name": "invalid",
+    "version": 1,
+    "description": "-",
+    "options": None,
+    "inputs": None,
+    "state": {"field": "state"},
+    "storage": {"document": "{id}.json"},
+    "control": None,
+    "external_fields": [],
+    "exclusive": [],
+    "hooks": {},
+    "transitions": [],
+}
+"""Top-level keys a salvaged definition may replace (``module``, ``document``, ``initial`` and
+``states`` are what its names are checked against: without them nothing is salvaged)."""
+
+
+def _salvaged(data: Any) -> MachineSpec | None:
+    """A spec made of the valid parts of ``data`` (a definition with schema problems), whose
+    names can then be checked; None when too little of it is valid."""
+    if not isinstance(data, dict):
+        return None
+    current: dict[str, Any] = copy.deepcopy(data)
+    for _ in range(8):  # each round repairs what the previous one revealed
+        try:
+            return MachineSpec.model_validate(current)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        if not all(_repair(current, error["loc"], error["type"]) for error in errors):
+            return None
+    return None
+
+
+def _repair(data: dict[str, Any], loc: tuple[int | str, ...], kind: str) -> bool:
+    """Replace or drop the value at ``loc`` so that it validates; False when it cannot be."""
+    top = loc[0] if loc else None
+    if not isinstance(top, str):
+        return False
+    if len(loc) >= 2 and top in _PLACEHOLDERS and isinstance(data.get(top), list | dict):
+        container = data[top]
+        index = loc[1]
+        try:
+            unit = container[index]
+        except (KeyError, IndexError, TypeError):
+            return False
+        if not isinstance(unit, dict) or len(loc) == 2:
+            if top == "states":
+                container[index] = dict(_PLACEHOLDERS["states"])
+            else:
+                container[index] = dict(_PLACEHOLDERS["transitions"])
+            return True
+        key = loc[2]
+        if kind == "extra_forbidden":
+            unit.pop(key, None)
+        elif isinstance(key, str) and key in _PLACEHOLDERS[top]:
+            unit[key] = _PLACEHOLDERS[top][key]
+        else:
+            return False
+        return True
+    if kind == "extra_forbidden" and len(loc) == 1:
+        data.pop(top, None)
+        return True
+    if top in _TOP_LEVEL:
+        data[top] = copy.deepcopy(_TOP_LEVEL[top])
+        return True
+    return False
 
 
 def _is_state(problem: Problem) -> bool:

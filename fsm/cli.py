@@ -14,12 +14,30 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from fsm import commands
 from fsm.errors import FsmError
 from fsm.terminal import one_line
 
 __all__ = ["build_parser", "main", "main_entry"]
+
+
+class _UsageError(Exception):
+    """A command line argparse refuses: its message, and the command it was for."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose refusals become fsm's one error line (see :func:`_usage_message`)
+    instead of a usage block and argparse's own line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
 
 
 def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> None:
@@ -324,7 +342,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     a command line that starts with that command exactly as the full parser does (only the
     top-level help, which lists every command, needs the full parser).
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fsm", description="Drive explicit finite-state machines (see README.md)."
     )
     _common(parser)
@@ -345,13 +363,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if word is not None and word not in _COMMANDS:
         from fsm.definition import did_you_mean
 
+        before = arguments[arguments.index(word) - 1] if arguments.index(word) else ""
+        known = _option_strings(build_parser("machines"), None)
+        if before.startswith("-") and before.split("=")[0] not in known:
+            # `fsm --lgo-level x ls`: the mistyped option, not its value, is the problem.
+            name = before.split("=")[0]
+            suggestion = did_you_mean(name, known)
+            _error(f"unknown option '{name}' of fsm{suggestion}; 'fsm --help' lists them")
+            return 2
         _error(f"unknown command '{word}'{did_you_mean(word, _COMMANDS)}; 'fsm --help' lists them")
         return 2
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in _COMMANDS else None)
     try:
         args = parser.parse_args(arguments)
-    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+    except _UsageError as exc:
+        _error(_usage_message(parser, word, exc.message))
+        return 2
+    except SystemExit as exc:  # --help and --version exit 0
         return int(exc.code or 0)
     try:
         return commands.dispatch(args, vars(args))
@@ -392,6 +421,34 @@ def _command_word(arguments: Sequence[str]) -> str | None:
         else:
             return argument
     return None
+
+
+def _usage_message(parser: argparse.ArgumentParser, command: str | None, message: str) -> str:
+    """argparse's refusal in fsm's words: an unknown option gets the closest one of the
+    command, anything else where the usage is."""
+    from fsm.definition import did_you_mean
+
+    where = f"fsm {command}" if command else "fsm"
+    helping = f"'{where} --help' lists them"
+    prefix = "unrecognized arguments: "
+    if message.startswith(prefix):
+        words = message.removeprefix(prefix).split()
+        flags = [word for word in words if word.startswith("-") and len(word) > 1]
+        if flags:
+            name = flags[0].split("=")[0]
+            known = _option_strings(parser, command)
+            return f"unknown option '{name}' of {where}{did_you_mean(name, known)}; {helping}"
+        return f"unexpected argument '{words[0]}' of {where}; '{where} --help' shows its usage"
+    return f"{message} ({where}); '{where} --help' shows its usage"
+
+
+def _option_strings(parser: argparse.ArgumentParser, command: str | None) -> list[str]:
+    """The long and short options of ``command`` (or of fsm itself), global ones included."""
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            parsers.append(action.choices[command])
+    return [flag for p in parsers for action in p._actions for flag in action.option_strings]
 
 
 def _error(message: str) -> None:

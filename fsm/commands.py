@@ -76,12 +76,16 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
         except OSError as exc:
             raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
         except jsonio.JsonError as exc:
+            if str(exc).startswith("larger than"):  # too big to be a document's inputs
+                from fsm.errors import InputTooLargeError
+
+                raise InputTooLargeError(f"{args.input} is {exc}: nothing was created") from exc
             raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
         if not isinstance(inputs, dict):
             raise DocumentInputError(f"{args.input} must hold a JSON object")
-    from fsm.config import parse_assignments
+    from fsm.inputs import parse_set_values
 
-    _merge(inputs, parse_assignments(args.values, what="value"))
+    _merge(inputs, parse_set_values(machine, args.values))
     # An empty --id is a mistake to report, not a request for a generated id.
     instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
     workspace.instance(machine, instance_id).create(inputs)
@@ -136,9 +140,9 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
             progress.close()
     steps = len(result.steps)
     line = f"{instance.id}: {result.outcome} in state '{result.state}' after {steps} steps"
+    # The result line is the run's one line, an error included (exit 1): the failure is not
+    # repeated on stderr, and the engine's event is in the instance's log (on stderr with -v).
     out(one_line(f"{line}: {result.message}" if result.message else line))
-    if result.outcome == "error":
-        print(f"fsm: error: {one_line(result.message)}", file=sys.stderr)
     return result.exit_code
 
 
@@ -296,6 +300,12 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     rows = list_indexed(
         path.resolve(), names, args.status_filter, items, lambda: _workspace(values)
     )
+    if args.status_filter is not None and not rows:
+        from fsm.listing_filters import check_status_filter
+
+        check_status_filter(
+            args.status_filter, names, path.resolve(), items, lambda: _workspace(values)
+        )
     if args.json:
         emit_json([row.to_json() for row in rows])
         return 0

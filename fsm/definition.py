@@ -35,12 +35,15 @@ The shape, with every key::
       done: {description: ..., final: true, tags: [success], status: completed}
     transitions:
       - {event: go, source: idle, dest: done, guards: [ready], actions: [work], description: ...}
+      - {event: again, source: done, dest: idle, auto: false, unbounded: "why it ends", ...}
 
 A guard reference is a registered guard's name, or ``not <name>`` for its negation. A transition's
 ``source`` is a state, a list of states, or ``"*"`` (every non-final state); ``dest: "="`` stays
 in the source state. A state's ``status`` is the control status that entering it sets (a final
 state usually sets the matching lifecycle status). ``auto: false`` keeps a transition out of
-automatic steps (it fires only by name). Transitions are tried in the order written.
+automatic steps (it fires only by name). Transitions are tried in the order written. Every cycle
+of automatic transitions needs a budget guard (a guard registered with ``budget=True``, not
+negated) on one of its transitions, or ``unbounded: "<why it ends anyway>"`` on one.
 """
 
 from __future__ import annotations
@@ -119,6 +122,9 @@ class TransitionSpec(_Spec):
     guards: list[GuardRef] = Field(default_factory=list)
     actions: list[Name] = Field(default_factory=list)
     auto: bool = True
+    unbounded: Text | None = None
+    """Why a cycle through this transition ends although no budget guard bounds it (``fsm
+    check`` then does not ask for one); the engine itself ignores it."""
     description: Text
 
     @property

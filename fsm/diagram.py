@@ -285,8 +285,11 @@ def render(dot: str, fmt: Literal["svg", "png"]) -> bytes:
             f"cannot render {fmt}: pygraphviz is not importable ({exc}); "
             "install it with pip install 'pygraphviz>=2' (its wheels bundle Graphviz)"
         ) from exc
+    from fsm.diagram_render import quiet_fontconfig
+
     try:
-        drawn = pygraphviz.AGraph(string=dot).draw(format=fmt, prog="dot")
+        with quiet_fontconfig():
+            drawn = pygraphviz.AGraph(string=dot).draw(format=fmt, prog="dot")
     except Exception as exc:  # any Graphviz failure means "no image", whatever its type
         detail = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
         raise DiagramRenderError(f"cannot render {fmt}: Graphviz failed ({detail})") from exc

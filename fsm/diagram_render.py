@@ -14,14 +14,26 @@ the guards, ``(manual)`` and the description are the edge's tooltip.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
 import textwrap
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fsm.diagram import DiagramEdge, DiagramModel, DiagramNode, RunOverlay
 
-__all__ = ["StateGroup", "control_label", "dot_text", "state_groups"]
+__all__ = [
+    "StateGroup",
+    "control_label",
+    "dot_text",
+    "quiet_fontconfig",
+    "state_groups",
+]
 
 FONT = "Helvetica"
 SUCCESS = ("#dff5e1", "#2e7d32")  # fill, border
@@ -33,6 +45,49 @@ GROUP = ("#f3f5f8", "#8a94a3")  # fill, border of a box of states sharing transi
 INITIAL_ID = "_initial"
 CONTROL_CLUSTER = "cluster_control"
 LABEL_WIDTH = 24
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet_fontconfig() -> Iterator[None]:
+    """Keep fontconfig's warnings off the terminal while Graphviz draws.
+
+    The fontconfig bundled in the pygraphviz wheels is older than the font configuration of
+    many systems and warns on stderr about every element it does not know
+    (``Fontconfig warning: ... unknown element "reset-dirs"``), at every diagram command.
+    Pointing ``FONTCONFIG_FILE`` at a configuration of its age does not help: that fontconfig
+    also reads every file of the system's ``conf.avail`` folder, whatever it is told. So while
+    a drawing runs, the process's stderr (file descriptor 2, where C libraries write) goes to a
+    temporary file; afterwards every line of it but fontconfig's warnings is written to stderr
+    as it came. Warnings are about the system's configuration, never about the diagram, and the
+    fonts are the system's as before: the images do not change.
+    """
+    with _STDERR_LOCK:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError):  # no stderr at all: nothing to keep quiet
+            yield
+            return
+        try:
+            with tempfile.TemporaryFile() as captured:
+                os.dup2(captured.fileno(), 2)
+                try:
+                    yield
+                finally:
+                    with contextlib.suppress(OSError, ValueError):
+                        sys.stderr.flush()
+                    os.dup2(saved, 2)
+                    captured.seek(0)
+                    kept = [
+                        line
+                        for line in captured.read().splitlines(keepends=True)
+                        if not line.startswith(b"Fontconfig warning:")
+                    ]
+                    if kept:
+                        os.write(2, b"".join(kept))
+        finally:
+            os.close(saved)
 
 
 @dataclass(frozen=True)

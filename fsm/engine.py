@@ -593,7 +593,7 @@ class Engine:
             message = f"{type(error).__name__}: {error}"
         where = failure.action or "validation"
         trace = "".join(traceback.format_exception(error))
-        instance.log.error(
+        instance.log.step_failed(
             "action_failed",
             traceback=trace,
             trigger=transition.event,

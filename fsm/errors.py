@@ -25,6 +25,10 @@ line saying what went wrong, where, and (when there is one) what to do::
         ├── UnsafePathError                a path through a symbolic link, or out of the workspace
         └── UnwritableDocumentError        a document that is not strict JSON or not UTF-8
 
+Two OSErrors stand outside the tree: :class:`NotARegularFileError` and :class:`FileTooLargeError`,
+raised by :func:`fsm.reading.read_limited` where a plain read would raise an OSError, so that
+every caller that reports a file it cannot read reports these too, in its own words.
+
 Exit codes 0, 4 and 5 are outcomes of a run, not errors (see :class:`fsm.outcome.RunResult`).
 """
 
@@ -39,14 +43,17 @@ __all__ = [
     "DiagramRenderError",
     "DocumentInputError",
     "EventNotAllowedError",
+    "FileTooLargeError",
     "FsmError",
     "GuardRejectedError",
     "InputError",
+    "InputTooLargeError",
     "InvalidIdError",
     "JournalMismatchError",
     "JournalRecordError",
     "LockHeldError",
     "MissingRequirementError",
+    "NotARegularFileError",
     "OptionsError",
     "RefusedError",
     "StoreError",
@@ -91,6 +98,10 @@ class OptionsError(InputError):
 
 class DocumentInputError(InputError):
     """Values given to create a document do not validate."""
+
+
+class InputTooLargeError(DocumentInputError):
+    """Creation inputs, or the document they make, larger than a document may be (HTTP 413)."""
 
 
 class MissingRequirementError(InputError):
@@ -165,3 +176,18 @@ class UnsafePathError(StoreError):
 
 class UnwritableDocumentError(StoreError):
     """A document holds values JSON or UTF-8 cannot carry (NaN, lone surrogates)."""
+
+
+class _FileRefused(OSError):
+    """A file fsm will not read; its message is the words alone, without "[Errno 22]"."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class NotARegularFileError(_FileRefused):
+    """The path names a FIFO, a device, a socket or a folder, which fsm never reads."""
+
+
+class FileTooLargeError(_FileRefused):
+    """The file is larger than the limit of what fsm reads of its kind."""

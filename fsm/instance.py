@@ -44,7 +44,6 @@ from fsm.journal import RotatingLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.records import CreateRecord, Record
-from fsm.settings import check_input_keys
 from fsm.storage import Committing, JournalLog, Store, StoreFactory
 from fsm.store import FileStore, InstancePaths, validate_id
 from fsm.update import MISSING, apply_update, canonical_hash
@@ -368,22 +367,42 @@ class Instance:
         """Create the document from ``inputs`` in the machine's initial state."""
         if self.exists():
             raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
-        check_input_keys(self.machine, inputs)
+        from fsm.inputs import check_document_size, input_problems
+
+        # Every problem of the inputs at once: the keys' (see fsm.inputs), then the hook's.
+        problems, accepted = input_problems(self.machine, inputs)
+        name = self.machine.name
         hook = self.machine.hooks.create
         started = time.monotonic()
         try:
-            created = hook(dict(inputs), self.context()) if hook else dict(inputs)
+            created = hook(dict(accepted), self.context()) if hook else dict(accepted)
+        except ValidationError as exc:
+            problems.append(describe_validation(exc, limit=10))
+            raise DocumentInputError(
+                f"cannot create {name} instance: {'; '.join(problems)}"
+            ) from exc
+        except InputError as exc:
+            raise DocumentInputError("; ".join([*problems, str(exc)])) from exc
+        except (TypeError, ValueError) as exc:
+            problems.append(str(exc))
+            raise DocumentInputError(
+                f"cannot create {name} instance: {'; '.join(problems)}"
+            ) from exc
+        if problems:
+            raise DocumentInputError("; ".join(problems))
+        try:
             if isinstance(created, BaseModel):
                 data = created.model_dump(mode="json", by_alias=True, exclude_unset=True)
             else:
                 data = json.loads(json.dumps(created, allow_nan=False))
+            check_document_size(self.machine, data)
             doc = self.validate(data)
         except ValidationError as exc:
             raise DocumentInputError(
-                f"cannot create {self.machine.name} instance: {describe_validation(exc)}"
+                f"cannot create {name} instance: {describe_validation(exc, limit=10)}"
             ) from exc
         except (TypeError, ValueError) as exc:
-            raise DocumentInputError(f"cannot create {self.machine.name} instance: {exc}") from exc
+            raise DocumentInputError(f"cannot create {name} instance: {exc}") from exc
         initial = self.machine.spec.initial
         if self.machine.codec.read(doc) != initial:
             data = apply_update(data, self.machine.codec.write(doc, initial))

@@ -147,11 +147,24 @@ class EventLog:
         """Record an error; ``traceback`` goes to the file only."""
         self._emit("error", event, fields, traceback)
 
-    def _emit(self, level: str, event: str, fields: dict[str, Any], traceback: str | None) -> None:
+    def step_failed(self, event: str, /, traceback: str | None = None, **fields: Any) -> None:
+        """Record a failed step: an error in the instance's log file, but an info event for the
+        structlog logger (on stderr with ``-v``), because the step's result carries the failure
+        and whoever drove the step reports it in one line of its own (``fsm run``'s result)."""
+        self._emit("error", event, fields, traceback, shown="info")
+
+    def _emit(
+        self,
+        level: str,
+        event: str,
+        fields: dict[str, Any],
+        traceback: str | None,
+        shown: str | None = None,
+    ) -> None:
         logger = self.logger
         if type(logger) is LazyLogger:
             logger = self.logger = logger.resolve()
-        getattr(logger, level)(event, **fields)
+        getattr(logger, shown or level)(event, **fields)
         if self.file is None:
             return
         record = {"time": self.clock.iso(), "level": level, "event": event, **self.bound, **fields}

@@ -49,8 +49,17 @@ def cmd_check(args: argparse.Namespace, values: dict[str, Any]) -> int:
     reports = [check_target(t) for t in args.targets] if args.targets else check_all()
     code = 0
     for report in reports:
-        for finding in report.findings:
-            out(finding.render())
+        if not report.readable:
+            # A file that cannot be read is an error of the command (exit 2), on stderr; the
+            # findings of files that were read are the command's result, on stdout.
+            for finding in report.findings:
+                print(
+                    f"fsm: error: {printable(finding.path)}: {printable(finding.message)}",
+                    file=sys.stderr,
+                )
+        else:
+            for finding in report.findings:
+                out(finding.render())
         if not report.findings:
             out(f"{report.target}: ok")
         code = max(code, report.exit_code)

@@ -14,20 +14,9 @@ import os
 import stat
 from pathlib import Path
 
+from fsm.errors import FileTooLargeError, NotARegularFileError
+
 __all__ = ["FileTooLargeError", "NotARegularFileError", "kind_of", "read_limited"]
-
-
-class _Refused(OSError):
-    def __str__(self) -> str:
-        return str(self.strerror)  # the words alone, without "[Errno 22]"
-
-
-class NotARegularFileError(_Refused):
-    """The path names a FIFO, a device, a socket or a folder, which fsm never reads."""
-
-
-class FileTooLargeError(_Refused):
-    """The file is larger than the limit of what fsm reads of its kind."""
 
 
 def kind_of(mode: int) -> str:

@@ -18,7 +18,9 @@ typo is a load error and never a surprise at fire time::
         return {"count": doc.count + 1}
 
 Guards are pure predicates ``(doc, ctx) -> bool``. A guard registered with ``budget=True`` bounds
-loops (an iteration or error limit); the static checks require one on every cycle. Actions are
+loops (an iteration or error limit); the static checks require one (not negated) on every cycle
+of automatic transitions, or a transition of the cycle that says why it ends
+(``unbounded: <reason>`` in the machine file). Actions are
 ``(doc, ctx) -> Update | None``: they may touch the workspace, and change the document only
 through the update they return (a mapping of dotted paths to new values).
 

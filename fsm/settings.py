@@ -27,7 +27,14 @@ from fsm.errors import DocumentInputError
 if typing.TYPE_CHECKING:
     from fsm.machine import Machine
 
-__all__ = ["Setting", "check_input_keys", "input_settings", "misplaced_hint", "option_settings"]
+__all__ = [
+    "Setting",
+    "check_input_keys",
+    "input_key_problems",
+    "input_settings",
+    "misplaced_hint",
+    "option_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -130,26 +137,41 @@ def misplaced_hint(machine: Machine, key: str, *, given_as: str) -> str:
 
 def check_input_keys(machine: Machine, inputs: Mapping[str, Any]) -> None:
     """Refuse top-level input keys the machine's inputs model does not name (with where a key
-    belongs, or a did-you-mean, and the list of valid inputs)."""
+    belongs, or a did-you-mean, and the list of valid inputs): every such key in one error."""
+    problems = input_key_problems(machine, inputs)
+    if problems:
+        raise DocumentInputError("; ".join(problems))
+
+
+def input_key_problems(machine: Machine, inputs: Mapping[str, Any]) -> list[str]:
+    """One problem per key of ``inputs`` the machine's inputs model does not name (none when it
+    declares no inputs model); the list of valid inputs ends the last one."""
     if machine.inputs_model is None:
-        return
+        return []
     known = [setting.name for setting in input_settings(machine)]
     tops = {name.split(".")[0] for name in known}
     listed = f"the inputs of {machine.name} are: {', '.join(known)} ('fsm options {machine.name}')"
+    problems: list[str] = []
+    unknown = 0  # problems that the list of the inputs answers
     for key in _dotted_keys(inputs, tops, known):
         if key in known:
             continue
         hint = misplaced_hint(machine, key, given_as="input")
+        unknown += not hint
         if hint:
-            raise DocumentInputError(hint)
-        if key in tops:
+            problems.append(hint)
+        elif key in tops:
             fields = ", ".join(name for name in known if name.startswith(f"{key}."))
-            raise DocumentInputError(f"'{key}' takes fields ({fields}), not a value; {listed}")
-        if key in machine.document_keys:
-            raise DocumentInputError(f"'{key}' cannot be set: the machine sets it; {listed}")
-        raise DocumentInputError(
-            f"unknown creation input '{key}' of {machine.name}{did_you_mean(key, known)}; {listed}"
-        )
+            problems.append(f"'{key}' takes fields ({fields}), not a value")
+        elif key in machine.document_keys:
+            problems.append(f"'{key}' cannot be set: the machine sets it")
+        else:
+            problems.append(
+                f"unknown creation input '{key}' of {machine.name}{did_you_mean(key, known)}"
+            )
+    if unknown:
+        problems.append(listed)
+    return problems
 
 
 def _dotted_keys(inputs: Mapping[str, Any], tops: set[str], known: list[str]) -> list[str]:

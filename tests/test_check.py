@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fsm import discovery
+from fsm._check_graph import finding_line
 from fsm.check import CheckReport, Finding, check_all, check_machine, check_target
 from fsm.discovery import MachineEntry
 from fsm.machine import load_machine
@@ -248,6 +249,28 @@ BROKEN = [
         id="unbounded-star-self-loop",
     ),
     pytest.param(
+        HEADER
+        + STATES
+        + "  review: {description: Reviewed by an agent.}\n"
+        + TRANSITIONS
+        + transition("event: ask, source: working, dest: review, guards: [not within_budget]")
+        + transition("event: revise, source: review, dest: working, actions: [work]"),
+        "unbounded-cycle",
+        ["'working', 'review'", "running 'work'", "unbounded:"],
+        id="negated-budget-guard-bounds-nothing",
+    ),
+    pytest.param(
+        HEADER
+        + STATES
+        + "  review: {description: Reviewed by an agent.}\n"
+        + TRANSITIONS
+        + transition("event: ask, source: working, dest: review, guards: [ready], actions: [work]")
+        + transition("event: revise, source: review, dest: working, guards: [failed]"),
+        "unbounded-cycle",
+        ["'working', 'review'", "transitions[4], transitions[5]", "budget=True"],
+        id="review-loop-without-budget-guard",
+    ),
+    pytest.param(
         HEADER + STATES.replace(", tags: [success]", "") + TRANSITIONS,
         "untagged-final",
         ["states.done", "'done'", "success", "failure"],
@@ -354,6 +377,17 @@ ACCEPTED = [
     ),
     pytest.param(
         HEADER
+        + STATES
+        + TRANSITIONS
+        + transition(
+            "event: poll, source: working, dest: '=', actions: [work],"
+            " unbounded: 'the queue shrinks at every turn'"
+        ),
+        "unbounded-cycle",
+        id="opted-out-with-a-reason",
+    ),
+    pytest.param(
+        HEADER
         + STATES.replace("  working:", "  limbo: {description: Left by control.}\n  working:")
         + "control:\n  field: status\n  commands:\n"
         "    stop: {source: running, dest: stopped, state: limbo, description: Stop.}\n"
@@ -406,6 +440,56 @@ def test_every_problem_of_a_file_is_reported_at_once_in_line_order(tmp_path: Pat
     lines = [int(f.path.rsplit(":", 1)[1]) for f in report.findings]
     assert lines == sorted(lines)
     assert report.exit_code == 1
+
+
+def test_schema_problems_and_name_problems_are_reported_in_one_run(tmp_path: Path) -> None:
+    """A misspelt key and a misspelt guard and state (each in its own transition) are all
+    reported at once, each at its line: fixing one does not reveal the next."""
+    text = (
+        HEADER
+        + STATES
+        + "transitions:\n"
+        + GO.replace("dest: working", "dets: working")
+        + LOOP.replace("within_budget", "within_budgte")
+        + FINISH.replace("dest: done", "dest: dnoe")
+        + GIVE_UP
+    )
+    report = check_text(tmp_path, text)
+    shown = sorted((finding_line(f), f.check, f.message) for f in report.findings)
+    assert [(line, check) for line, check, _ in shown] == [
+        (16, "schema"),
+        (16, "schema"),
+        (17, "unresolved-name"),
+        (18, "unknown-state"),
+    ]
+    assert "did you mean 'within_budget'?" in shown[2][2]
+    assert "did you mean 'done'?" in shown[3][2]
+    assert report.exit_code == 1
+
+
+def test_a_cycle_opted_out_with_a_reason_is_clean(tmp_path: Path) -> None:
+    """A cycle without a budget guard, one of whose transitions says why it ends
+    (`unbounded: "..."`), passes every check."""
+    text = (
+        HEADER
+        + STATES
+        + TRANSITIONS
+        + transition("event: poll, source: working, dest: '=', unbounded: 'one item per turn'")
+    )
+    report = check_text(tmp_path, text)
+    assert (report.findings, report.exit_code) == ([], 0)
+
+
+def test_an_empty_opt_out_reason_is_a_schema_problem(tmp_path: Path) -> None:
+    """`unbounded:` needs the reason the cycle ends; an empty one is refused."""
+    text = (
+        HEADER
+        + STATES
+        + TRANSITIONS
+        + transition("event: poll, source: working, dest: '=', unbounded: ''")
+    )
+    findings = [f for f in check_text(tmp_path, text).findings if f.check == "schema"]
+    assert [f.message.split(":")[0] for f in findings] == ["transitions[4].unbounded"]
 
 
 def test_a_typo_outside_the_graph_does_not_hide_graph_problems(tmp_path: Path) -> None:

@@ -183,9 +183,9 @@ def test_schema_prints_the_document_and_options_schemas(cli: Cli) -> None:
     assert "test_command" in options["properties"]
 
 
-def test_run_shows_one_plain_line_per_step_when_not_on_a_terminal(cli: Cli) -> None:
-    """Off a terminal, `fsm run` writes one plain progress line per step on stderr; stdout
-    keeps only the result line."""
+def test_run_shows_plain_lines_for_the_first_steps_when_not_on_a_terminal(cli: Cli) -> None:
+    """Off a terminal, `fsm run` writes one plain progress line for each of the first steps on
+    stderr; stdout keeps only the result line."""
     assert cli("new", C, "--id", "c1", "--set", "limit=2").code == 0
     result = cli("run", C, "c1")
     assert result.code == 0

@@ -95,7 +95,7 @@ def _instance(tmp_path: Path) -> Instance:
     (folder / "functions.py").write_text(FUNCTIONS)
     workspace = Workspace(tmp_path / "ws", clock=SimulatedClock(tick=0.001))
     instance = workspace.instance(load_machine(folder / "machine.yaml"), "d1")
-    instance.create({"status": "created"})
+    instance.create({})  # the model's default status is written
     ControlPlane(instance).apply("start")
     return instance
 

@@ -16,10 +16,12 @@ import shutil
 import site
 import subprocess
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from tests.conftest import CliResult
 
@@ -128,3 +130,51 @@ def test_the_command_blocks_run_as_written(tmp_path: Path) -> None:
     assert re.search(r"^\d+ passed", out, re.M)
     assert "Success: no issues found" in out
     assert re.search(r"^review-queue .*\[entry point review_queue\]$", out, re.M)
+
+
+def _schema_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key a machine file may hold, as the reference names it (``storage.touch``,
+    ``states.<name>.final``, ``transitions[].auto``)."""
+    keys: list[str] = []
+    for name, info in model.model_fields.items():
+        key = f"{prefix}{name}"
+        keys.append(key)
+        annotation = info.annotation
+        origin = typing.get_origin(annotation)
+        args = typing.get_args(annotation)
+        if origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+            keys += _schema_keys(args[1], f"{key}.<name>.")
+        elif origin is list and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+            keys += _schema_keys(args[0], f"{key}[].")
+        else:
+            nested = [
+                a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)
+            ]
+            if nested:
+                keys += _schema_keys(nested[0], f"{key}.")
+    return keys
+
+
+def test_every_key_of_the_definition_schema_is_documented() -> None:
+    """The reference of docs/writing-a-machine.md names every key of the machine-file schema
+    (fsm.definition.MachineSpec and the models it nests), so a new key cannot go undocumented."""
+    from fsm.definition import MachineSpec
+
+    text = TUTORIAL.read_text()
+    reference = text[text.index("### Every key of machine.yaml") :]
+    keys = _schema_keys(MachineSpec)
+    assert "transitions[].unbounded" in keys and "storage.read_retries" in keys
+    missing = [key for key in keys if f"| `{key}` |" not in reference]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    ["`auto: false`", "`inputs: ReviewInputs`", "`unbounded: <reason>`", "budget=True"],
+)
+def test_the_tutorial_explains_the_keys_it_relies_on(phrase: str) -> None:
+    """The tutorial's own prose (before the reference, outside listings) explains `auto`,
+    `inputs:` and `unbounded:` where its machine uses them."""
+    text = TUTORIAL.read_text()
+    prose = _BLOCK.sub("", text[: text.index("## Reference")])
+    assert phrase in prose

@@ -30,6 +30,18 @@ class Counter(BaseModel):
     updated_at: str | None = None
 
 
+@registry.inputs
+class CounterInputs(BaseModel):
+    """What ``fsm new`` takes for a counter (``--set limit=3 --set title=...``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    limit: int = Field(3, ge=0)
+    """Where the count stops."""
+    title: str = ""
+    """What the counter is for."""
+
+
 @registry.options
 class CounterOptions(BaseModel):
     """Options of the counter machine."""
@@ -62,7 +74,7 @@ def mark_stopped(doc: Counter, ctx: Context[CounterOptions]) -> Update:
 
 @registry.hook
 def new_counter(inputs: dict[str, Any], ctx: Context[CounterOptions]) -> dict[str, Any]:
-    """A counter document from ``fsm new`` inputs."""
+    """A counter document from ``fsm new`` inputs (only the inputs model's keys reach it)."""
     return {"status": "created", "phase": "idle", "count": 0, **inputs}
 
 

@@ -125,7 +125,10 @@ def get_instances(
     response_model=InstanceStatus,
     status_code=201,
     tags=["instances"],
-    responses=CHANGES,
+    responses={
+        **CHANGES,
+        413: {"model": ErrorBody, "description": "inputs larger than a document (exit code 2)"},
+    },
     dependencies=[Depends(may_change)],
 )
 def create_instance(

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from fsm.errors import (
     FsmError,
     InputError,
+    InputTooLargeError,
     RefusedError,
     StoreError,
     UnknownInstanceError,
@@ -43,6 +44,8 @@ def http_status(exc: FsmError) -> int:
     """The HTTP status meaning what the error's exit code means on the command line."""
     if isinstance(exc, UnknownMachineError | UnknownInstanceError):
         return 404
+    if isinstance(exc, InputTooLargeError):
+        return 413
     if isinstance(exc, InputError):
         return 400
     if isinstance(exc, RefusedError):

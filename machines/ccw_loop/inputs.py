@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,30 +49,49 @@ INPUTS = frozenset(LoopInputs.model_fields)
 
 def checked_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The loop's API fields from ``inputs``: trimmed title and description, max_iterations
-    (default 10) and the optional fields given; raise :class:`DocumentInputError` on bad input."""
-    title = _text(inputs, "title")
-    description = _text(inputs, "description")
-    if not title and not description:
-        raise DocumentInputError("a loop needs a title (--set title=...) or a description")
+    (default 10) and the optional fields given; raise :class:`DocumentInputError` naming every
+    bad input at once."""
+    problems: list[str] = []
+
+    def checked(check: Callable[[], Any]) -> Any:
+        try:
+            return check()
+        except DocumentInputError as exc:
+            problems.append(str(exc))
+            return None
+
+    title = checked(lambda: _text(inputs, "title")) or ""
+    description = checked(lambda: _text(inputs, "description")) or ""
+    if not title and not description and not problems:
+        problems.append("a loop needs a title (--set title=...) or a description")
     fields: dict[str, Any] = {
         "title": title or description[:100],
         "description": description,
-        "max_iterations": _limit(inputs.get("max_iterations", 10)),
+        "max_iterations": checked(lambda: _limit(inputs.get("max_iterations", 10))),
     }
     if "tags" in inputs:
-        tags = inputs["tags"]
-        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
-            raise DocumentInputError(f'tags must be a list of strings (["a","b"]), got {tags!r}')
-        fields["tags"] = tags
+        fields["tags"] = checked(lambda: _tags(inputs["tags"]))
     if "priority" in inputs:
-        if inputs["priority"] not in _PRIORITIES:
-            raise DocumentInputError(
-                f"priority must be one of {', '.join(_PRIORITIES)}, got {inputs['priority']!r}"
-            )
-        fields["priority"] = inputs["priority"]
+        fields["priority"] = checked(lambda: _priority(inputs["priority"]))
     if "notes" in inputs:
-        fields["notes"] = _text(inputs, "notes")
+        fields["notes"] = checked(lambda: _text(inputs, "notes"))
+    if problems:
+        raise DocumentInputError("; ".join(problems))
     return fields
+
+
+def _tags(tags: Any) -> list[str]:
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise DocumentInputError(f'tags must be a list of strings (["a","b"]), got {tags!r}')
+    return tags
+
+
+def _priority(priority: Any) -> str:
+    if priority not in _PRIORITIES:
+        raise DocumentInputError(
+            f"priority must be one of {', '.join(_PRIORITIES)}, got {priority!r}"
+        )
+    return str(priority)
 
 
 def _text(inputs: Mapping[str, Any], key: str) -> str:

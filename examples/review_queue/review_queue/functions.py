@@ -18,9 +18,9 @@ PROMPT = """Review the file {path} in this folder for bugs and unclear code.
 Do not edit anything. End your answer with one line: APPROVE, or CHANGES: <what must change>."""
 
 
-@registry.guard(budget=True)
+@registry.guard
 def has_pending(doc: ReviewQueue, ctx: Context[ReviewOptions]) -> bool:
-    """True while a file waits for its review (each review takes one: the loop ends)."""
+    """True while a file waits for its review."""
     return bool(doc.pending())
 
 

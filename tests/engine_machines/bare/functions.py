@@ -21,6 +21,16 @@ class Ticket(BaseModel):
     explode: bool = False
 
 
+@registry.inputs
+class TicketInputs(BaseModel):
+    """What ``fsm new bare`` takes."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    explode: bool = False
+    """Make the work raise (to test a failing action)."""
+
+
 @registry.action
 def do_work(doc: Ticket, ctx: Context) -> Update:
     """Do some work, or raise when told to."""

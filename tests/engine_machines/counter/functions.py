@@ -31,6 +31,24 @@ class Counter(BaseModel):
     updated_at: str | None = None
 
 
+@registry.inputs
+class CounterInputs(BaseModel):
+    """What ``fsm new counter`` takes."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    limit: int = Field(3, ge=0)
+    """Where the count stops."""
+    title: str = ""
+    """What the counter is for."""
+    fail_at: int | None = None
+    """The count at which counting raises (to test failures)."""
+    max_errors: int = 2
+    """Errors recorded before the counter gives up."""
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+    """Errors recorded already (to test the error limit)."""
+
+
 @registry.options
 class CounterOptions(BaseModel):
     """Options of the counter machine."""
