@@ -246,6 +246,36 @@ def _check_untagged_finals(graph: Graph) -> list[Finding]:
     ]
 
 
+def _check_storage_paths(graph: Graph) -> list[Finding]:
+    """Storage paths that lead out of the workspace: absolute ones, ``..`` segments, NUL. Every
+    ``fsm new`` of such a machine would be refused; placeholders filled from options are checked
+    when the options are known (``fsm new``, ``fsm run``)."""
+    storage = graph.spec.storage
+    findings = []
+    for key in ("document", "meta"):
+        template = getattr(storage, key)
+        if template is None:
+            continue
+        parts = template.replace("\\", "/").split("/")
+        if template.startswith(("/", "\\")):
+            why = "is absolute"
+        elif ".." in parts:
+            why = "climbs out with '..'"
+        elif "\x00" in template:
+            why = "holds a NUL character"
+        else:
+            continue
+        findings.append(
+            graph.finding(
+                "storage-outside",
+                ("storage", key),
+                f"storage path '{template}' {why}: instance files stay inside the workspace "
+                "(write it relative to the workspace, without '..')",
+            )
+        )
+    return findings
+
+
 RULES: tuple[Callable[[Graph], list[Finding]], ...] = (
     _check_unreachable,
     _check_traps,
@@ -255,4 +285,5 @@ RULES: tuple[Callable[[Graph], list[Finding]], ...] = (
     _check_shadowed,
     _check_unbounded_cycles,
     _check_untagged_finals,
+    _check_storage_paths,
 )

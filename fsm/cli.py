@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -439,6 +440,13 @@ def _usage_message(parser: argparse.ArgumentParser, command: str | None, message
             known = _option_strings(parser, command)
             return f"unknown option '{name}' of {where}{did_you_mean(name, known)}; {helping}"
         return f"unexpected argument '{words[0]}' of {where}; '{where} --help' shows its usage"
+    needs = re.fullmatch(r"argument (\S+?)(?:/(\S+))?: expected one argument", message)
+    if needs:
+        flag = needs.group(2) or needs.group(1)
+        return (
+            f"option {flag} of {where} needs a value (a value that starts with '-' is written "
+            f"{flag}=VALUE); '{where} --help' shows its usage"
+        )
     return f"{message} ({where}); '{where} --help' shows its usage"
 
 

@@ -145,7 +145,11 @@ def input_problems(machine: Machine, inputs: Mapping[str, Any]) -> tuple[list[st
         )
     from fsm.settings import input_key_problems, input_settings
 
-    problems: list[str] = []
+    problems: list[str] = [
+        f"'{path}' holds text that is not Unicode (a lone surrogate such as \\ud800): a "
+        "document is UTF-8 and cannot hold it"
+        for path in _not_unicode(inputs, "")
+    ]
     owned = engine_owned_fields(machine.spec)
     for path, what in owned.items():
         if _has_path(inputs, path.split(".")):
@@ -180,6 +184,33 @@ def _has_path(data: Mapping[str, Any], path: list[str]) -> bool:
             return False
         current = current[part]
     return True
+
+
+def _not_unicode(data: Any, where: str) -> list[str]:
+    """The dotted paths of ``data`` whose key or text holds a lone surrogate (JSON's
+    ``"\\ud800"`` parses to one; no UTF-8 file can hold it)."""
+    if isinstance(data, str):
+        return [] if data.isascii() or not _has_surrogate(data) else [where or "the inputs"]
+    found: list[str] = []
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            path = f"{where}.{key}" if where else str(key)
+            if isinstance(key, str) and _has_surrogate(key):
+                found.append(path)
+            else:
+                found += _not_unicode(value, path)
+    elif isinstance(data, list | tuple):
+        for index, item in enumerate(data):
+            found += _not_unicode(item, f"{where}[{index}]")
+    return found
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _size(data: Mapping[str, Any]) -> int:

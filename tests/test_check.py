@@ -673,3 +673,34 @@ def test_a_control_status_the_document_cannot_hold_is_a_finding(tmp_path: Path) 
         "(Counter.status)",
     ]
     assert report.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("storage", "said"),
+    [
+        pytest.param('{document: "../../{id}.json"}', "climbs out with '..'", id="dotdot"),
+        pytest.param('{document: "a/../../{id}.json"}', "climbs out with '..'", id="inner-dotdot"),
+        pytest.param('{document: "{id}.json", meta: "/tmp/{id}.fsm"}', "is absolute", id="abs"),
+    ],
+)
+def test_storage_paths_out_of_the_workspace_are_errors(
+    tmp_path: Path, storage: str, said: str
+) -> None:
+    """A storage path that `fsm new` would refuse (absolute, or climbing out with '..') is an
+    error of `fsm check` already, at its line."""
+    text = HEADER.replace('storage: {document: "{id}.json"}', f"storage: {storage}")
+    report = check_text(tmp_path / "m", text + STATES + TRANSITIONS)
+    found = [f for f in report.findings if f.check == "storage-outside"]
+    assert len(found) == 1, report.findings
+    assert found[0].level == "error"
+    assert said in found[0].message
+    assert found[0].path.endswith(":8")
+
+
+def test_a_storage_path_inside_the_workspace_is_no_finding(tmp_path: Path) -> None:
+    """Nested relative storage paths (and names with dots) are fine."""
+    text = HEADER.replace(
+        'storage: {document: "{id}.json"}', 'storage: {document: ".state/v1..x/{id}.json"}'
+    )
+    report = check_text(tmp_path / "m", text + STATES + TRANSITIONS)
+    assert [f for f in report.findings if f.check == "storage-outside"] == []

@@ -117,7 +117,21 @@ def test_other_usage_errors_are_one_fsm_line(cli: Cli) -> None:
     ]
     missing = cli("new", C, "--id")
     assert missing.code == 2 and len(missing.err.splitlines()) == 1
-    assert missing.err.startswith("fsm: error: argument --id: expected one argument")
+    assert missing.err.startswith("fsm: error: option --id of fsm new needs a value")
+
+
+def test_a_value_that_reads_as_an_option_says_how_to_give_it(cli: Cli) -> None:
+    """`--id -x` (argparse takes -x for an option) says how a value starting with '-' is
+    written; written so, the id is judged by fsm's own rule for ids."""
+    dashed = cli("new", C, "--id", "-x")
+    assert dashed.code == 2
+    assert dashed.err.splitlines() == [
+        "fsm: error: option --id of fsm new needs a value (a value that starts with '-' is "
+        "written --id=VALUE); 'fsm new --help' shows its usage"
+    ]
+    joined = cli("new", C, "--id=-x")
+    assert joined.code == 2
+    assert "invalid instance id '-x'" in joined.err
 
 
 def test_an_unknown_status_filter_is_an_error_with_a_suggestion(cli: Cli) -> None:

@@ -121,3 +121,23 @@ def test_an_input_file_over_the_document_limit_is_refused(cli: Cli, tmp_path: Pa
         "nothing was created"
     ]
     assert not (tmp_path / ".counters").exists()
+
+
+@pytest.mark.parametrize(
+    ("inputs", "named"),
+    [
+        pytest.param({"title": "\ud800"}, "'title' holds text that is not Unicode", id="value"),
+        pytest.param({"title": ["a", "b\udfff"]}, "'title[1]'", id="in-a-list"),
+    ],
+)
+def test_text_that_no_utf8_file_can_hold_is_bad_input(
+    cli: Cli, tmp_path: Path, inputs: dict[str, object], named: str
+) -> None:
+    """An input holding a lone surrogate (JSON's "\\ud800") is refused as bad input (exit 2)
+    naming the field, and nothing is created: no document, no meta folder."""
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(inputs))
+    result = cli("new", C, "--id", "u1", "--input", str(source))
+    assert result.code == 2, result.err
+    assert named in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json"]
