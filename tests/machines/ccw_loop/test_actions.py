@@ -23,7 +23,7 @@ def _developed(loop: Any) -> Any:
     ("task", "message"),
     [
         (BASH, "tool bash needs a command"),
-        ({**BASH, "tool": "qwen"}, "agent 'qwen' is not configured"),
+        ({**BASH, "tool": "qwen"}, "agent 'qwen' cannot run: 'qwen' is not on PATH"),
         ({**BASH, "command": "exit 3"}, "exited 3"),
         ({**BASH, "command": "sleep 5"}, "timed out"),
         ({**BASH, "command": "no-such-program-xyz"}, "exited 127"),

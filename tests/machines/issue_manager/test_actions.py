@@ -275,4 +275,4 @@ def test_plan_reports_a_failing_planning_agent(
     error = doc.issues["ISS-1"].error or ""
     assert doc.issues["ISS-1"].status == "failed"
     assert error.startswith("planning agent 'planner' exited 3: ")
-    assert error.endswith(" *** {prompt} (quota exceeded)")
+    assert error.endswith("agent_planner.py {prompt} (quota exceeded)")
