@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from fsm.executor import AgentMode, ExecResult, Executor
+from fsm.executor import AgentMode, ExecResult, Executor, agent_problem
 
 __all__ = ["Answer", "Call", "Matcher", "Reply", "ScriptedExecutor"]
 
@@ -179,6 +179,15 @@ class ScriptedExecutor:
         if any(r.kind == "agent" and r.tool in (None, tool) for r in self._rules):
             return True
         return self.fallback is not None and self.fallback.has_agent(tool)
+
+    def agent_problem(self, tool: str) -> str | None:
+        """None for a scripted agent, else what the fallback says (see
+        :func:`fsm.executor.agent_problem`)."""
+        if any(r.kind == "agent" and r.tool in (None, tool) for r in self._rules):
+            return None
+        if self.fallback is not None:
+            return agent_problem(self.fallback, tool)
+        return f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
 
     def has_program(self, program: str) -> bool:
         """True for a name in ``programs``, else what the fallback says."""
