@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fsm import cache
 from fsm.agents import KNOWN, AgentMode, KnownAgent, Version, parse_version, shown_version
@@ -268,7 +269,7 @@ class AgentStatus:
         """True when every invocation was checked against the CLI's help."""
         return bool(self.invocations) and all(i.unchecked is None for i in self.invocations)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         """JSON-ready form (``fsm agents --json``)."""
         return {
             "name": self.name,
@@ -399,7 +400,7 @@ def _inspect_configured(
     problem = None
     if refused is not None:
         key = "analysis_command" if refused.mode == "analysis" else "command"
-        problem = f"{refused.problem}, which {key} of [agent.{name}] in fsm.toml passes"
+        problem = f"{refused.problem}: correct {key} of [agent.{name}] in fsm.toml"
     return AgentStatus(
         name,
         "fsm.toml",

@@ -267,7 +267,7 @@ def _numbers(source: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, i
 
 _ERROR_LINE = re.compile(
     r"^\s*(?:\W{0,3}\s*)?(?:error|fatal|panic|invalid|unknown (?:argument|option|command)"
-    r"|unexpected argument|not logged in|usage error|traceback)\b"
+    r"|unexpected argument|not logged in|usage error)\b"
     r"|\b[A-Z]?[a-z]*(?:Error|Exception)\b:"
     r"|\berror:",
     re.IGNORECASE,
