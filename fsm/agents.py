@@ -48,7 +48,7 @@ OUTPUT_FORMATS: tuple[OutputFormat, ...] = (
 
 Version = tuple[int, ...]
 
-_VERSION = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION = re.compile(r"(?<![\d.])(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def parse_version(text: str) -> Version | None:

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,7 +63,7 @@ def _resolve(program: str) -> str | None:
 
 
 @pytest.fixture
-def bare_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def bare_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An environment without credentials: an empty home, PATH with the installed CLIs, and no
     other variable (no API key can reach the CLIs)."""
     home = tmp_path / "home"
@@ -74,7 +73,7 @@ def bare_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PATH", os.pathsep.join([str(BIN), "/usr/local/bin", "/usr/bin", "/bin"]))
-    yield home
+    return home
 
 
 @pytest.mark.skipif(NEWEST, reason="the newest releases are not the pinned ones")

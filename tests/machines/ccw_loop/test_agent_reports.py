@@ -108,7 +108,7 @@ def test_the_fix_step_records_the_agents_final_message_files_and_usage(
         "usage": {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 345},
     }
     line = (
-        'agent codex (write) completed; changed calc.py; 1200 tokens in (200 cached), 345 out; '
+        "agent codex (write) completed; changed calc.py; 1200 tokens in (200 cached), 345 out; "
         '"Added div to calc.py; test_div passes."'
     )
     status = cli("status", "ccw-loop", loop_id)
