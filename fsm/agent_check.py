@@ -138,11 +138,16 @@ def parse_help(text: str) -> dict[str, frozenset[str] | None]:
 
 
 def check_invocation(
-    agent: KnownAgent, version: Version | None, argv: Sequence[str], helps: dict[str, str]
+    agent: KnownAgent,
+    version: Version | None,
+    argv: Sequence[str],
+    helps: dict[str, str],
+    unlisted: frozenset[str] = frozenset(),
 ) -> str | None:
     """The one line saying which option of ``argv`` (a template, from the known program on)
     the CLI's help refuses, naming the option and the version; None when it accepts them all.
-    ``helps`` maps each help command (``"codex exec"``) to its text."""
+    ``helps`` maps each help command (``"codex exec"``) to its text; ``unlisted`` are options
+    known to be accepted though the help does not list them."""
     words = help_command(argv)
     options = parse_help(helps[" ".join(words)])
     who = f"{agent.name} {shown_version(version)}" if version else agent.name
@@ -158,6 +163,8 @@ def check_invocation(
             continue
         name, has_value, value = part.partition("=")
         if name not in options:
+            if name in unlisted:
+                continue
             return f"{who} has no option '{name}' (not in {where})"
         choices = options[name]
         if choices is None:
@@ -233,7 +240,12 @@ def version_of(program: str) -> tuple[Version | None, Probe]:
 
 
 def check_template(
-    agent: KnownAgent, program: str, version: Version | None, mode: AgentMode, argv: Sequence[str]
+    agent: KnownAgent,
+    program: str,
+    version: Version | None,
+    mode: AgentMode,
+    argv: Sequence[str],
+    unlisted: frozenset[str] = frozenset(),
 ) -> Invocation:
     """Whether the CLI at ``program`` accepts ``argv`` (a template starting at the known
     program)."""
@@ -244,7 +256,7 @@ def check_template(
         return Invocation(
             mode, tuple(argv), unchecked=f"`{' '.join(words)} --help` failed: {why[0][:160]}"
         )
-    problem = check_invocation(agent, version, argv, {" ".join(words): answer.output})
+    problem = check_invocation(agent, version, argv, {" ".join(words): answer.output}, unlisted)
     return Invocation(mode, tuple(argv), problem=problem)
 
 
@@ -329,7 +341,7 @@ def inspect_agent(
     version, _ = version_of(path)
     profile, warning = known.profile_for(version)
     invocations = tuple(
-        check_template(known, path, version, mode, profile.template(mode))
+        check_template(known, path, version, mode, profile.template(mode), profile.unlisted)
         for mode in ("analysis", "write")
     )
     refused = next((i for i in invocations if i.problem), None)

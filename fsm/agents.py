@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
@@ -72,6 +72,11 @@ class Profile:
     analysis: tuple[str, ...]
     write: tuple[str, ...]
     output: OutputFormat = "text"
+    unlisted: frozenset[str] = frozenset()
+    """Options these versions accept though their ``--help`` does not list them (checked by
+    running them without credentials, where they stop after parsing the argv)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables these versions need to run unattended (added to fsm's own)."""
 
     def template(self, mode: AgentMode) -> tuple[str, ...]:
         """The argv template for ``mode``."""
@@ -151,6 +156,11 @@ def _codex() -> KnownAgent:
     )
 
 
+CLAUDE_PERMISSION_MODE: Version = (1, 0, 53)
+"""The first claude release with ``--permission-mode`` (1.0.51 has none; 1.0.52 was not
+published)."""
+
+
 def _claude() -> KnownAgent:
     # stream-json with -p needs --verbose; it carries the edits (tool calls) the single json
     # result leaves out
@@ -161,8 +171,16 @@ def _claude() -> KnownAgent:
         package="@anthropic-ai/claude-code",
         tested=(2, 1, 332),
         profiles=(
+            # Before --permission-mode, -p refuses every tool that needs a permission (read-only
+            # analysis); writes name the edit tools it may use.
             Profile(
                 (1, 0),
+                ("claude", "-p", "{prompt}", *stream),
+                ("claude", "-p", "{prompt}", "--allowedTools", "Edit,MultiEdit,Write", *stream),
+                "claude-stream-json",
+            ),
+            Profile(
+                CLAUDE_PERMISSION_MODE,
                 ("claude", "-p", "{prompt}", "--permission-mode", "plan", *stream),
                 ("claude", "-p", "{prompt}", "--permission-mode", "acceptEdits", *stream),
                 "claude-stream-json",
@@ -177,6 +195,10 @@ def _gemini() -> KnownAgent:
     plan = ("--approval-mode", "plan")
     # Headless, gemini leaves out the tools that need approval in its default mode: before
     # 'plan' existed (usable without a setting from 0.37) that was its read-only analysis.
+    # Releases before --skip-trust (0.41) already turn the approval mode back to 'default' in a
+    # folder the user never trusted (0.40 does; 0.30 does not); they read the variable the flag
+    # sets later.
+    trust = {"GEMINI_CLI_TRUST_WORKSPACE": "true"}
     return KnownAgent(
         name="gemini",
         program="gemini",
@@ -189,12 +211,14 @@ def _gemini() -> KnownAgent:
                 ("gemini", *stream, "-p", "{prompt}"),
                 ("gemini", *edits, *stream, "-p", "{prompt}"),
                 "gemini-stream-json",
+                env=trust,
             ),
             Profile(
                 (0, 37),
                 ("gemini", *plan, *stream, "-p", "{prompt}"),
                 ("gemini", *edits, *stream, "-p", "{prompt}"),
                 "gemini-stream-json",
+                env=trust,
             ),
             # From 0.41 an untrusted folder turns any approval mode back to 'default' headless
             Profile(
@@ -220,6 +244,20 @@ def _qwen() -> KnownAgent:
             Profile((0, 1), ("qwen", *plan, "{prompt}"), ("qwen", *edits, "{prompt}")),
             Profile(
                 (0, 5),
+                ("qwen", *plan, *stream, "{prompt}"),
+                ("qwen", *edits, *stream, "{prompt}"),
+                "claude-stream-json",
+            ),
+            # 0.21 and 0.22 accept --approval-mode but leave it out of their --help
+            Profile(
+                (0, 21),
+                ("qwen", *plan, *stream, "{prompt}"),
+                ("qwen", *edits, *stream, "{prompt}"),
+                "claude-stream-json",
+                frozenset({"--approval-mode"}),
+            ),
+            Profile(
+                (0, 23),
                 ("qwen", *plan, *stream, "{prompt}"),
                 ("qwen", *edits, *stream, "{prompt}"),
                 "claude-stream-json",

@@ -123,6 +123,8 @@ class AgentCommand:
     """The version of a known CLI whose invocation this is (built-in commands only)."""
     warning: str | None = None
     """Why this invocation may not fit the installed version (built-in commands only)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables the agent needs besides fsm's (built-in commands only)."""
 
     def template(self, mode: AgentMode) -> tuple[str, ...]:
         """The argv template used for ``mode``."""
@@ -335,14 +337,17 @@ class SubprocessExecutor:
                         f"({len(prompt)} characters): use {{prompt_file}} in its fsm.toml command"
                     ),
                 )
-            result = self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
+            result = self.run(
+                command.argv(prompt, mode), cwd=cwd, timeout=timeout, env=command.env or None
+            )
             return _redacted(_read(result, command), prompt)
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
             path = Path(folder) / "prompt.md"
             path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
-            result = self.run(command.argv(prompt, mode, str(path)), cwd=cwd, timeout=timeout)
+            argv = command.argv(prompt, mode, str(path))
+            result = self.run(argv, cwd=cwd, timeout=timeout, env=command.env or None)
         return _redacted(_read(result, command), prompt, str(path))
 
     def has_agent(self, tool: str) -> bool:
@@ -407,7 +412,9 @@ class SubprocessExecutor:
         version, _ = version_of(path)
         profile, warning = known.profile_for(version)
         shown = shown_version(version) if version else None
-        return AgentCommand(profile.write, profile.analysis, profile.output, shown, warning)
+        return AgentCommand(
+            profile.write, profile.analysis, profile.output, shown, warning, profile.env
+        )
 
     def _missing(self, tool: str) -> str:
         """Why ``tool`` has no command (no table, and no known CLI on PATH)."""

@@ -200,6 +200,9 @@ def test_versions_are_read_from_what_version_prints(text: str, version: Version 
         pytest.param("gemini", (0, 30, 0), (0, 11), None, id="gemini-plan-needs-a-setting"),
         pytest.param("gemini", (0, 41, 0), (0, 41), None, id="gemini-skip-trust"),
         pytest.param("qwen", (0, 4, 9), (0, 1), None, id="qwen-before-stream-json"),
+        pytest.param("qwen", (0, 22, 1), (0, 21), None, id="qwen-approval-mode-unlisted"),
+        pytest.param("claude", (1, 0, 51), (1, 0), None, id="claude-before-permission-mode"),
+        pytest.param("claude", (1, 0, 53), (1, 0, 53), None, id="claude-permission-mode"),
         pytest.param("qwen", (0, 0, 9), (0, 1), "older than", id="qwen-older"),
     ],
 )
@@ -512,3 +515,41 @@ def test_structured_output_becomes_the_final_message(tmp_path: Path) -> None:
         "input_tokens": 5,
         "output_tokens": 2,
     }
+
+
+@pytest.mark.parametrize(
+    ("version", "problem"),
+    [
+        pytest.param("0.21.2", None, id="range-that-hides-it"),
+        pytest.param(
+            "0.24.4",
+            "qwen 0.24.4 has no option '--approval-mode' (not in `qwen --help`)",
+            id="range-that-lists-it",
+        ),
+    ],
+)
+def test_an_option_a_range_accepts_unlisted_is_not_refused(
+    version: str, problem: str | None, stand_in_path: Path, tmp_path: Path
+) -> None:
+    """qwen 0.21 and 0.22 accept --approval-mode without listing it in --help: their check
+    passes; a version that should list it and does not is refused."""
+    hidden = "\n".join(x for x in YARGS_HELP.splitlines() if "approval-mode" not in x)
+    _stand_in_cli(stand_in_path, "qwen", version, {"": hidden}, tmp_path / "calls.jsonl")
+    status = inspect_agent("qwen", None, lambda p: str(stand_in_path / p))
+    assert status.problem is None if problem is None else status.problem.startswith(problem)
+
+
+def test_a_profile_may_set_the_environment_its_versions_need(
+    stand_in_path: Path, tmp_path: Path
+) -> None:
+    """gemini before --skip-trust gets the variable that trusts the workspace for the run."""
+    script = stand_in_path / "gemini"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "if sys.argv[1:] == ['--version']:\n    print('0.40.0'); sys.exit(0)\n"
+        "print(os.environ.get('GEMINI_CLI_TRUST_WORKSPACE'))\n"
+    )
+    script.chmod(0o755)
+    result = SubprocessExecutor(tmp_path).agent("gemini", "hi", mode="write")
+    assert result.ok and result.stdout.strip() == "true"

@@ -53,7 +53,17 @@ def test_the_fsm_toml_example_is_a_valid_configuration(tmp_path: Path) -> None:
     [toml] = [body for how, _, body in _blocks() if how == "fsm.toml"]
     (tmp_path / "fsm.toml").write_text(toml)
     config = load_config(tmp_path)
-    assert config.agents["codex"].command == ("codex", "exec", "--full-auto", "{prompt}")
+    codex = config.agents["codex"]
+    assert codex.command == (
+        "codex",
+        "exec",
+        "--sandbox",
+        "workspace-write",
+        "--skip-git-repo-check",
+        "--json",
+        "{prompt}",
+    )
+    assert codex.output == "codex-json"
     assert config.machines["ccw-loop"]["test_command"] == "python -m pytest -q"
 
 
