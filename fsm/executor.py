@@ -58,6 +58,7 @@ __all__ = [
     "RecordsCommands",
     "SubprocessExecutor",
     "agent_problem",
+    "read_agent_result",
 ]
 
 KNOWN_AGENTS: Mapping[str, Mapping[AgentMode, tuple[str, ...]]] = {
@@ -423,11 +424,21 @@ class SubprocessExecutor:
 
 
 def _read(result: ExecResult, command: AgentCommand) -> ExecResult:
-    """``result`` with the report of what the agent printed: for an agent speaking JSON events,
-    ``stdout`` becomes its final message (what its text mode would print) when the events hold
-    one, else the lines that were not events."""
-    report = read_output(command.output, result.stdout)
-    report = replace(report, version=command.version, warning=command.warning)
+    return read_agent_result(result, command.output, command.version, command.warning)
+
+
+def read_agent_result(
+    result: ExecResult,
+    output: OutputFormat,
+    version: str | None = None,
+    warning: str | None = None,
+) -> ExecResult:
+    """``result`` of an agent run with the report of what the agent printed in format
+    ``output``: for an agent speaking JSON events, ``stdout`` becomes its final message (what
+    its text mode would print) when the events hold one, else the lines that were not
+    events."""
+    report = read_output(output, result.stdout)
+    report = replace(report, version=version, warning=warning)
     if report.format == "text" or not report.events:
         return replace(result, report=report)
     stdout = report.final_message if report.final_message is not None else report.text

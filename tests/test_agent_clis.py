@@ -64,14 +64,16 @@ def _resolve(program: str) -> str | None:
 
 @pytest.fixture
 def bare_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An environment without credentials: an empty home, PATH with the installed CLIs, and no
-    other variable (no API key can reach the CLIs)."""
+    """An environment without credentials: an empty home, PATH with the installed CLIs, a
+    temporary folder of the test's own, and no other variable (no API key can reach the
+    CLIs)."""
     home = tmp_path / "home"
     home.mkdir()
     for name in list(os.environ):
         if name not in {"FSM_CACHE_DIR"}:
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("PATH", os.pathsep.join([str(BIN), "/usr/local/bin", "/usr/bin", "/bin"]))
     return home
 
