@@ -132,13 +132,12 @@ def test_agent_secrets_never_reach_the_written_files(sample: Any, launch: Any) -
     # only the secrets are masked: the program and its script are what a reader needs
     doer = f"env AGENT_TOKEN=*** {sys.executable} {sample.root / 'agent_doer.py'}"
     planner = f"env AGENT_TOKEN=*** {sys.executable} {sample.root / 'agent_planner.py'}"
-    assert issues["ISS-1"]["error"] == (
-        f"task T1 (edit) failed: agent 'doer' exited 2: "
-        f"{doer} --api-key=*** {{prompt}} (rejected --api-key=***)"
+    # descriptions show at most 120 characters of the command (the test's folder varies)
+    assert issues["ISS-1"]["error"].startswith(
+        f"task T1 (edit) failed: agent 'doer' exited 2: {doer[:60]}"
     )
-    assert issues["ISS-2"]["error"] == (
-        f"planning agent 'planner' exited 3: "
-        f"{planner} --api-key=*** {{prompt}} (token *** was rejected)"
-    )
+    assert issues["ISS-1"]["error"].endswith(" (rejected --api-key=***)")
+    assert issues["ISS-2"]["error"].startswith(f"planning agent 'planner' exited 3: {planner[:60]}")
+    assert issues["ISS-2"]["error"].endswith(" (token *** was rejected)")
     (task,) = im.read("solutions/ISS-1-execution.json")["execution_result"]["tasks"]
     assert (task["via"], task["command"]) == ("agent:doer", f"{doer} --api-key=*** {{prompt}}")
