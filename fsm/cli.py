@@ -263,6 +263,17 @@ def _ls_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _agents_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="agents to check, e.g. codex (default: every known CLI and every [agent.NAME] of "
+        "fsm.toml)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "machines",
@@ -331,6 +342,11 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
     "history": ("the journal of an instance", _history_arguments),
     "replay": ("check that the journal reproduces the document", _instance_arguments),
     "recover": ("rebuild a corrupt document where the machine supports it", _instance_arguments),
+    "agents": (
+        "the agent CLIs fsm knows and fsm.toml configures: where, which version, and whether "
+        "each accepts fsm's invocation (checked offline); exit 1 when one cannot run",
+        _agents_arguments,
+    ),
     "serve": ("a live web view of the workspace's machines and instances", _serve_arguments),
 }
 """Every command: its help text and the function adding its arguments, in help order."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fsm import jsonio, machine_commands
+from fsm import agent_commands, jsonio, machine_commands
 from fsm.errors import DocumentInputError, InputError
 from fsm.terminal import emit_json, json_text, one_line, out
 
@@ -278,6 +278,10 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
         out(f"  reason:  {info.reason}")
     for key, value in info.summary.items():
         out(f"  {key + ':':<8} {value}")
+    if info.last_agent is not None:
+        from fsm.agent_runs import run_line
+
+        out(one_line(f"  agent:   {run_line(info.last_agent)} (at {info.last_agent['time']})"))
     enabled = [e.event + ("" if e.auto else " (manual)") for e in info.events if e.enabled]
     out(f"  events:  {', '.join(enabled) or 'none'}")
     if info.control:
@@ -433,6 +437,7 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 
 _HANDLERS = {
+    "agents": agent_commands.cmd_agents,
     "machines": machine_commands.cmd_machines,
     "options": machine_commands.cmd_options,
     "schema": machine_commands.cmd_schema,

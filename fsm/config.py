@@ -2,9 +2,11 @@
 
 ``fsm.toml`` in the workspace may hold ``[machine.<name>]`` option tables and
 ``[agent.<tool>]`` tables (``command`` and optional ``analysis_command``, argv lists in which
-``{prompt}`` becomes the prompt as one argument). Options are layered: the machine's option
-model defaults, then its fsm.toml table, then ``-o KEY=VALUE``; the result is validated by the
-machine's options model, and every problem is reported in one error.
+``{prompt}`` becomes the prompt as one argument, and optional ``output``: what the agent prints,
+``text`` unless it names one of the JSON formats of :data:`fsm.agents.OUTPUT_FORMATS`).
+Options are layered: the machine's option model defaults, then its fsm.toml table, then
+``-o KEY=VALUE``; the result is validated by the machine's options model, and every problem is
+reported in one error.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fsm import jsonio
+from fsm.agents import OUTPUT_FORMATS
 from fsm.definition import did_you_mean, format_location
 from fsm.errors import DocumentInputError, OptionsError
 from fsm.executor import AgentCommand
@@ -119,15 +122,19 @@ def _agent(tool: str, table: Any, problems: list[str]) -> AgentCommand | None:
     before = len(problems)
     problems += [
         f"[agent.{tool}] has unknown key '{key}'"
-        for key in sorted(set(table) - {"command", "analysis_command"})
+        for key in sorted(set(table) - {"command", "analysis_command", "output"})
     ]
+    output = table.get("output", "text")
+    if output not in OUTPUT_FORMATS:
+        listed = ", ".join(f'"{name}"' for name in OUTPUT_FORMATS)
+        problems.append(f"[agent.{tool}] output must be one of {listed}, not {output!r}")
     command = _argv(tool, "command", table.get("command"), problems)
     if "command" not in table:
         problems.append(f'[agent.{tool}] needs command = ["program", ..., "{{prompt}}"]')
     analysis = _argv(tool, "analysis_command", table.get("analysis_command"), problems)
     if len(problems) > before or command is None:
         return None
-    return AgentCommand(command, analysis)
+    return AgentCommand(command, analysis, output)
 
 
 def _argv(tool: str, key: str, value: Any, problems: list[str]) -> tuple[str, ...] | None:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 from transitions import Machine as _KernelMachine
 
 from fsm import orphans
+from fsm.agent_runs import AgentRecorder
 from fsm.context import Context
 from fsm.control import ControlPlane
 from fsm.definition import describe_validation
@@ -51,7 +52,7 @@ from fsm.errors import (
 from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
-from fsm.records import ErrorRecord, GuardResult, TransitionRecord
+from fsm.records import AGENT_RUNS, ErrorRecord, GuardResult, TransitionRecord
 from fsm.update import apply_update
 
 __all__ = ["Engine", "Kernel"]
@@ -264,6 +265,8 @@ class Engine:
         # and actions see: what they hold is fixed for the instance, so they are built once.
         self._ctx: Context | None = None
         self._tctx: dict[tuple[int, str], Context] = {}
+        # The agent runs of the step under way, written into its journal record.
+        self._agents: AgentRecorder | None = None
         # A codec of the machine's own may read the document to write the state: it gets the
         # validated result of the actions. The field codec only writes the state.
         self._codec_reads_document = not isinstance(self.machine.codec, FieldCodec)
@@ -271,8 +274,15 @@ class Engine:
     def context(self) -> Context:
         """The context of this engine's guards, actions and hooks (built once)."""
         if self._ctx is None:
-            self._ctx = self.instance.context(interactive=self.interactive)
+            ctx = self.instance.context(interactive=self.interactive)
+            self._agents = AgentRecorder(ctx.executor, ctx.log)
+            self._ctx = replace(ctx, executor=self._agents)
         return self._ctx
+
+    def _agent_runs(self) -> dict[str, Any]:
+        """The ``extra`` of the step's record: the agent runs of the step, when it ran any."""
+        runs = self._agents.runs if self._agents is not None else []
+        return {AGENT_RUNS: list(runs)} if runs else {}
 
     def _transition_context(self, transition: Transition, source: str) -> Context:
         key = (transition.index, source)
@@ -485,6 +495,8 @@ class Engine:
                 )
             return StepResult("blocked", state, status)
         ctx = self.context()
+        if self._agents is not None:
+            self._agents.clear()
         if event is not None and not self.kernel.accepts(state, event):
             allowed = ", ".join(self.machine.events_from(state)) or "none"
             raise EventNotAllowedError(
@@ -528,6 +540,7 @@ class Engine:
             actions=[name for name, _ in transition.actions],
             actor=actor,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
+            extra=self._agent_runs(),
         )
         try:
             saved = instance.commit(attempt.data, record, base=current)
@@ -612,6 +625,7 @@ class Engine:
             traceback=trace,
             actor=actor,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
+            extra=self._agent_runs(),
         )
         hook = self.machine.hooks.on_error
         saved = current

@@ -3,20 +3,26 @@
 Every run has a timeout that kills the whole process group (the command's children too), captures
 stdout and stderr, and returns an :class:`ExecResult`. A program that cannot be found or started
 is a failed result with a clear ``error``, not an exception: an action decides what a failure
-means for its machine.
+means for its machine. Standard input is closed (``/dev/null``): an agent waiting for input
+would wait until its timeout.
 
 Agent commands come from ``fsm.toml``::
 
     [agent.codex]
-    command = ["codex", "exec", "--full-auto", "{prompt}"]
-    analysis_command = ["codex", "exec", "--sandbox", "read-only", "{prompt}"]
+    command = ["codex", "exec", "--sandbox", "workspace-write", "--skip-git-repo-check",
+               "--json", "{prompt}"]
+    analysis_command = ["codex", "exec", "--sandbox", "read-only", "--skip-git-repo-check",
+                        "--json", "{prompt}"]
+    output = "codex-json"
 
 ``{prompt}`` is replaced by the prompt as one argument (no shell is involved), ``{prompt_file}``
 by the path of a temporary file holding the prompt (for prompts too long for one argument, over
 100 kB, which are refused otherwise), and ``{mode}`` by the task's mode. ``command`` is used
 for ``write`` tasks, and for ``analysis`` tasks unless an ``analysis_command`` is given.
-Without a table, a known agent CLI found on ``PATH`` runs in its
-documented non-interactive mode (see :data:`KNOWN_AGENTS`).
+``output`` says what the agent prints (``text`` unless given; see :mod:`fsm.agent_output`): in a
+JSON format, the result's ``stdout`` is the agent's final message and its ``report`` holds what
+the events say (files changed, exit reason, tokens, cost). Without a table, a known agent CLI
+found on ``PATH`` runs in the non-interactive invocation of its version (see :mod:`fsm.agents`).
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from fsm import orphans
-from fsm.redaction import redacted_command, scrubbed
+from fsm.agent_output import AgentReport, error_line, read_output
+from fsm.agents import KNOWN, AgentMode, OutputFormat, shown_version
+from fsm.redaction import redacted_command, scrubbed, secret_environment
 
 if TYPE_CHECKING:
     import subprocess
+
+    from fsm.agent_check import AgentStatus
 
 # subprocess, shutil, signal and tempfile are imported where commands run: commands that run
 # none (fsm status, fsm ls) start faster without them.
@@ -41,33 +51,22 @@ if TYPE_CHECKING:
 __all__ = [
     "KNOWN_AGENTS",
     "AgentCommand",
+    "AgentMode",
+    "ChecksAgents",
     "ExecResult",
     "Executor",
     "RecordsCommands",
     "SubprocessExecutor",
+    "agent_problem",
+    "read_agent_result",
 ]
 
-AgentMode = Literal["analysis", "write"]
-
 KNOWN_AGENTS: Mapping[str, Mapping[AgentMode, tuple[str, ...]]] = {
-    "claude": {
-        "analysis": ("claude", "-p", "{prompt}", "--permission-mode", "plan"),
-        "write": ("claude", "-p", "{prompt}", "--permission-mode", "acceptEdits"),
-    },
-    "codex": {
-        "analysis": ("codex", "exec", "--sandbox", "read-only", "{prompt}"),
-        "write": ("codex", "exec", "--full-auto", "{prompt}"),
-    },
-    "gemini": {
-        "analysis": ("gemini", "-p", "{prompt}"),
-        "write": ("gemini", "--approval-mode", "auto_edit", "-p", "{prompt}"),
-    },
-    "qwen": {
-        "analysis": ("qwen", "-p", "{prompt}"),
-        "write": ("qwen", "--approval-mode", "auto_edit", "-p", "{prompt}"),
-    },
+    name: {"analysis": agent.newest.analysis, "write": agent.newest.write}
+    for name, agent in KNOWN.items()
 }
-"""Non-interactive invocations of the agent CLIs fsm knows, used when fsm.toml has no table."""
+"""Non-interactive invocations of the current versions of the agent CLIs fsm knows, used when
+fsm.toml has no table (older versions get their own: :data:`fsm.agents.KNOWN`)."""
 
 _OUTPUT_LIMIT = 1_000_000
 _PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|mode)\}")
@@ -86,23 +85,30 @@ class ExecResult:
     duration_ms: int = 0
     timed_out: bool = False
     error: str | None = None
+    report: AgentReport | None = None
+    """What an agent's output says about its run (agent runs only; see
+    :mod:`fsm.agent_output`)."""
 
     @property
     def ok(self) -> bool:
-        """True when the command ran to the end and exited 0."""
-        return self.error is None and not self.timed_out and self.exit_code == 0
+        """True when the command ran to the end and exited 0 (and, for an agent whose events
+        say how its run ended, they do not say it failed)."""
+        failed = self.report is not None and self.report.failed
+        return self.error is None and not self.timed_out and self.exit_code == 0 and not failed
 
     def describe(self) -> str:
-        """One line saying how the run ended."""
+        """One line saying how the run ended; a failure names the line that says why (the
+        agent's own error, or the first output line that reads as an error, else the last)."""
         shown = _show(self.argv)
         if self.error is not None:
             return self.error
         if self.timed_out:
             return f"timed out after {self.duration_ms / 1000:.1f}s: {shown}"
-        if self.exit_code == 0:
+        reason = self.report.exit_reason if self.report and self.report.failed else None
+        if self.exit_code == 0 and reason is None:
             return f"exited 0: {shown}"
-        tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
-        detail = f" ({tail[0][:200]})" if tail[0] else ""
+        line = reason or error_line(self.stderr, self.stdout)
+        detail = f" ({line[:200]})" if line else ""
         return f"exited {self.exit_code}: {shown}{detail}"
 
 
@@ -112,6 +118,14 @@ class AgentCommand:
 
     command: tuple[str, ...]
     analysis_command: tuple[str, ...] | None = None
+    output: OutputFormat = "text"
+    """What the agent prints (see :mod:`fsm.agent_output`)."""
+    version: str | None = None
+    """The version of a known CLI whose invocation this is (built-in commands only)."""
+    warning: str | None = None
+    """Why this invocation may not fit the installed version (built-in commands only)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables the agent needs besides fsm's (built-in commands only)."""
 
     def template(self, mode: AgentMode) -> tuple[str, ...]:
         """The argv template used for ``mode``."""
@@ -172,6 +186,27 @@ class Executor(Protocol):
     def has_program(self, program: str) -> bool:
         """True when ``program`` (a name looked up on PATH, or a path) can be run."""
         ...
+
+
+@runtime_checkable
+class ChecksAgents(Protocol):
+    """An executor that can say why an agent cannot run (optional; see :func:`agent_problem`)."""
+
+    def agent_problem(self, tool: str) -> str | None:
+        """One line saying why agent ``tool`` cannot run here, None when it can."""
+        ...
+
+
+def agent_problem(executor: Executor, tool: str) -> str | None:
+    """Why agent ``tool`` cannot run on ``executor``: its own answer when it can tell (the
+    program of its fsm.toml table is missing, the installed CLI refuses an option fsm passes),
+    else a general line when :meth:`Executor.has_agent` is false. Machines' preflight hooks use
+    it so that a run is refused before it starts for the reason that holds."""
+    if isinstance(executor, ChecksAgents):
+        return executor.agent_problem(tool)
+    if executor.has_agent(tool):
+        return None
+    return f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
 
 
 @runtime_checkable
@@ -288,15 +323,10 @@ class SubprocessExecutor:
         timeout: float | None = None,
     ) -> ExecResult:
         """Run agent ``tool`` non-interactively with ``prompt`` as one argument."""
-        command = self._agent_command(tool)
-        if command is None:
+        command = self._agent_command(tool, probe=True)
+        if command is None or self._resolve(command.template(mode)[0]) is None:
             return ExecResult(
-                (tool,),
-                None,
-                error=(
-                    f"agent '{tool}' is not configured: add [agent.{tool}] command = [...] "
-                    f"to fsm.toml or put '{tool}' on PATH"
-                ),
+                (tool,), None, error=f"agent '{tool}' cannot run: {self._missing(tool)}"
             )
         if not any("{prompt_file}" in part for part in command.template(mode)):
             if len(prompt.encode("utf-8", "replace")) > _ARGUMENT_LIMIT:
@@ -308,46 +338,111 @@ class SubprocessExecutor:
                         f"({len(prompt)} characters): use {{prompt_file}} in its fsm.toml command"
                     ),
                 )
-            result = self.run(command.argv(prompt, mode), cwd=cwd, timeout=timeout)
-            return _redacted(result, prompt)
+            result = self.run(
+                command.argv(prompt, mode), cwd=cwd, timeout=timeout, env=command.env or None
+            )
+            return _redacted(_read(result, command), prompt)
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="fsm-prompt-") as folder:
             path = Path(folder) / "prompt.md"
             path.write_text(prompt, encoding="utf-8", errors="backslashreplace")
-            result = self.run(command.argv(prompt, mode, str(path)), cwd=cwd, timeout=timeout)
-        return _redacted(result, prompt, str(path))
+            argv = command.argv(prompt, mode, str(path))
+            result = self.run(argv, cwd=cwd, timeout=timeout, env=command.env or None)
+        return _redacted(_read(result, command), prompt, str(path))
 
     def has_agent(self, tool: str) -> bool:
         """True when ``tool`` has a table in fsm.toml or is a known CLI on PATH, and the program
         its command starts can be found (a table naming a program that is not installed does
         not make an agent)."""
-        command = self._agent_command(tool)
+        command = self._agent_command(tool, probe=False)
         return command is not None and all(
             self.has_program(template[0])
             for template in (command.command, command.analysis_command)
             if template
         )
 
+    def agent_problem(self, tool: str) -> str | None:
+        """Why agent ``tool`` cannot run here (one line), None when it can: its fsm.toml table
+        runs a program that is not installed, no table and no known CLI on PATH, or the
+        installed CLI's ``--help`` does not accept an option fsm passes (checked offline and
+        cached per installed version: :mod:`fsm.agent_check`)."""
+        return self.agent_status(tool).problem
+
+    def agent_status(self, tool: str) -> AgentStatus:
+        """What ``fsm agents`` shows about ``tool`` (see :func:`fsm.agent_check.inspect_agent`)."""
+        from fsm.agent_check import inspect_agent
+
+        table = self.agents.get(tool)
+        configured = None
+        if table is not None:
+            configured = (table.command, table.analysis_command, table.output)
+        return inspect_agent(tool, configured, self._resolve)
+
     def has_program(self, program: str) -> bool:
         """True when ``program`` is found on PATH, or is a path (relative to the workspace) of
         an executable file."""
+        return self._resolve(program) is not None
+
+    def _resolve(self, program: str) -> str | None:
+        """Where ``program`` is: a name looked up on PATH, or a path relative to the workspace
+        of an executable file."""
         import shutil
 
         if os.sep in program:
             path = Path(program) if Path(program).is_absolute() else self.workspace / program
-            return path.is_file() and os.access(path, os.X_OK)
-        return shutil.which(program) is not None
+            return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        return shutil.which(program)
 
-    def _agent_command(self, tool: str) -> AgentCommand | None:
+    def _agent_command(self, tool: str, *, probe: bool) -> AgentCommand | None:
+        """The command of ``tool``: its fsm.toml table, else the invocation of the known CLI
+        found on PATH for its version (read when ``probe``, else the newest)."""
         if tool in self.agents:
             return self.agents[tool]
-        known = KNOWN_AGENTS.get(tool)
-        import shutil
-
-        if known is None or shutil.which(known["write"][0]) is None:
+        known = KNOWN.get(tool)
+        if known is None:
             return None
-        return AgentCommand(known["write"], known["analysis"])
+        path = self._resolve(known.program)
+        if path is None:
+            return None
+        if not probe:
+            newest = known.newest
+            return AgentCommand(newest.write, newest.analysis, newest.output)
+        from fsm.agent_check import version_of
+
+        version, _ = version_of(path)
+        profile, warning = known.profile_for(version)
+        shown = shown_version(version) if version else None
+        return AgentCommand(
+            profile.write, profile.analysis, profile.output, shown, warning, profile.env
+        )
+
+    def _missing(self, tool: str) -> str:
+        """Why ``tool`` has no command (no table, and no known CLI on PATH)."""
+        problem = self.agent_problem(tool)
+        return problem or f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
+
+
+def _read(result: ExecResult, command: AgentCommand) -> ExecResult:
+    return read_agent_result(result, command.output, command.version, command.warning)
+
+
+def read_agent_result(
+    result: ExecResult,
+    output: OutputFormat,
+    version: str | None = None,
+    warning: str | None = None,
+) -> ExecResult:
+    """``result`` of an agent run with the report of what the agent printed in format
+    ``output``: for an agent speaking JSON events, ``stdout`` becomes its final message (what
+    its text mode would print) when the events hold one, else the lines that were not
+    events."""
+    report = read_output(output, result.stdout)
+    report = replace(report, version=version, warning=warning)
+    if report.format == "text" or not report.events:
+        return replace(result, report=report)
+    stdout = report.final_message if report.final_message is not None else report.text
+    return replace(result, stdout=stdout, report=report)
 
 
 def _redacted(result: ExecResult, prompt: str, prompt_file: str = "") -> ExecResult:
@@ -358,12 +453,27 @@ def _redacted(result: ExecResult, prompt: str, prompt_file: str = "") -> ExecRes
     if prompt_file:
         placeholders[prompt_file] = "{prompt_file}"
     argv, hidden = redacted_command(result.argv, placeholders)
+    hidden += secret_environment()
+    report = result.report
+    if report is not None:
+        report = replace(
+            report,
+            final_message=scrubbed(report.final_message, hidden)
+            if report.final_message
+            else report.final_message,
+            exit_reason=scrubbed(report.exit_reason, hidden)
+            if report.exit_reason
+            else report.exit_reason,
+            files_changed=tuple(scrubbed(f, hidden) for f in report.files_changed),
+            text=scrubbed(report.text, hidden),
+        )
     return replace(
         result,
         argv=argv,
         stdout=scrubbed(result.stdout, hidden),
         stderr=scrubbed(result.stderr, hidden),
         error=scrubbed(result.error, hidden) if result.error else result.error,
+        report=report,
     )
 
 

@@ -7,6 +7,7 @@ Its own module: ``fsm history`` imports it without the control plane and the rep
 from __future__ import annotations
 
 from fsm.records import (
+    AGENT_RUNS,
     ControlRecord,
     ErrorRecord,
     MergeRecord,
@@ -14,6 +15,7 @@ from fsm.records import (
     RepairRecord,
     RetryRecord,
     TransitionRecord,
+    agent_runs,
 )
 from fsm.terminal import one_line
 
@@ -25,7 +27,7 @@ def history_line(record: Record) -> str:
     time = record.time or "?"
     if not time.isprintable():
         time = one_line(time)
-    if type(record) is not TransitionRecord:
+    if type(record) is not TransitionRecord or AGENT_RUNS in record.extra:
         return time + _history_rest(record)
     # A journal's steps repeat a few (event, source, dest, actor): each one's text is made
     # once (escaping works character by character, so the parts escape as the whole would).
@@ -57,8 +59,13 @@ def _history_rest(record: Record) -> str:
     ):
         why = f" ({record.reason})"
     who = f" by {record.actor}" if record.actor else ""
+    runs = ""
+    if AGENT_RUNS in record.extra:
+        from fsm.agent_runs import run_line
+
+        runs = "".join(f" [{run_line(run)}]" for run in agent_runs(record))
     # One record, one line, whatever the reason or error holds.
-    return one_line(f" {kind:<10} {event:<12} {move}{extra}{who}{why}")
+    return one_line(f" {kind:<10} {event:<12} {move}{extra}{who}{why}{runs}")
 
 
 _STEP_TEXTS: dict[tuple[str | None, ...], str] = {}

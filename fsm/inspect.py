@@ -11,7 +11,14 @@ from fsm.errors import JournalMismatchError, JournalRecordError
 from fsm.history import history_line
 from fsm.instance import Instance
 from fsm.machine import event_options
-from fsm.records import CreateRecord, Record, RecoverRecord, RepairRecord, UnknownRecord
+from fsm.records import (
+    CreateRecord,
+    Record,
+    RecoverRecord,
+    RepairRecord,
+    UnknownRecord,
+    agent_runs,
+)
 from fsm.update import bytes_hash
 
 __all__ = [
@@ -61,6 +68,8 @@ class InstanceStatus:
     control: list[str]
     summary: dict[str, str]
     document: str
+    last_agent: dict[str, Any] | None = None
+    """The latest agent run recorded in the journal (see :func:`fsm.records.agent_runs`)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -99,7 +108,23 @@ def status(instance: Instance) -> InstanceStatus:
         control=ControlPlane(instance).allowed(loaded),
         summary=summary,
         document=str(instance.paths.document),
+        last_agent=last_agent_run(instance),
     )
+
+
+LAST_AGENT_SEARCH = 500
+"""Records read back from the journal's end looking for the latest agent run."""
+
+
+def last_agent_run(instance: Instance) -> dict[str, Any] | None:
+    """The latest agent run in the journal of ``instance`` among its last records, or None."""
+    for count, record in enumerate(instance.journal.records_backwards()):
+        if count >= LAST_AGENT_SEARCH:
+            break
+        runs = agent_runs(record)
+        if runs:
+            return {**runs[-1], "time": record.time, "event": record.event}
+    return None
 
 
 @dataclass

@@ -12,7 +12,8 @@ kind          its own fields
 ============  ===========================================================================
 create        ``machine`` (absent before fsm ls told machines sharing a folder apart)
 transition    ``transition`` (index in the definition), ``guards`` (each evaluated guard:
-              ``transition``, ``guard``, ``result``), ``actions`` (names run)
+              ``transition``, ``guard``, ``result``), ``actions`` (names run), and
+              ``agents`` when the step ran an agent (see :func:`agent_runs`)
 error         as transition, plus ``action`` (what failed), ``error``, ``traceback``
 control       ``status_from``, ``status_to``, ``reason`` (``event`` is the command, or
               ``external`` for a change another program made)
@@ -64,6 +65,7 @@ from fsm._record_shapes import Shape, fits, misfit, shape_of, unreadable_format
 from fsm.errors import JournalRecordError
 
 __all__ = [
+    "AGENT_RUNS",
     "FORMAT",
     "ControlRecord",
     "CreateRecord",
@@ -76,6 +78,7 @@ __all__ = [
     "RetryRecord",
     "TransitionRecord",
     "UnknownRecord",
+    "agent_runs",
     "parse_record",
 ]
 
@@ -442,3 +445,20 @@ def _unknown(data: dict[str, Any], line: int) -> UnknownRecord:
             extra[key] = value
     attrs["extra"] = extra or _NO_EXTRA
     return record
+
+
+AGENT_RUNS = "agents"
+"""The key of a step record's agent runs: a list of objects, one per agent the step ran
+(``tool``, ``mode``, ``command``, ``exit_code``, ``ok``, ``duration_ms``, and when known
+``version``, ``output``, ``reason``, ``final_message``, ``files_changed``, ``exit_reason``,
+``usage``, ``warning``; written by :mod:`fsm.agent_runs`). It is written only when the step ran
+an agent and is not checked field by field: readers keep it in ``extra``, so journals with it
+read as before in every fsm."""
+
+
+def agent_runs(record: Record) -> list[dict[str, Any]]:
+    """The agent runs a step record carries (empty when it ran none, or the key is malformed)."""
+    runs = record.extra.get(AGENT_RUNS)
+    if not isinstance(runs, list):
+        return []
+    return [run for run in runs if isinstance(run, dict)]

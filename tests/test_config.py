@@ -22,7 +22,7 @@ step_size = 2
 plan_tool = "claude"
 
 [agent.codex]
-command = ["codex", "exec", "--full-auto", "{prompt}"]
+command = ["codex", "exec", "--sandbox", "workspace-write", "{prompt}"]
 analysis_command = ["codex", "exec", "--sandbox", "read-only", "{prompt}"]
 
 [agent.local]
@@ -54,7 +54,7 @@ def test_machine_and_agent_tables_are_parsed(tmp_path: Path) -> None:
     }
     assert config.agents == {
         "codex": AgentCommand(
-            ("codex", "exec", "--full-auto", "{prompt}"),
+            ("codex", "exec", "--sandbox", "workspace-write", "{prompt}"),
             ("codex", "exec", "--sandbox", "read-only", "{prompt}"),
         ),
         "local": AgentCommand(("./agent.sh", "{prompt}")),

@@ -165,7 +165,7 @@ def test_unconfigured_unknown_agent_is_a_failed_result(executor: SubprocessExecu
     assert not result.ok
     assert result.exit_code is None
     assert result.error is not None
-    assert "agent 'fsm-test-agent' is not configured" in result.error
+    assert "agent 'fsm-test-agent' cannot run" in result.error
     assert "[agent.fsm-test-agent]" in result.error
 
 
@@ -302,31 +302,57 @@ def test_agent_results_never_show_the_configured_arguments(
     ("argv", "shown", "hidden"),
     [
         pytest.param(
-            ("codex", "exec", "--full-auto", "PROMPT"),
-            "codex *** --full-auto {prompt}",
-            ["exec"],
-            id="subcommand-hidden",
+            ("codex", "exec", "--sandbox", "workspace-write", "PROMPT"),
+            "codex exec --sandbox workspace-write {prompt}",
+            [],
+            id="ordinary-values-shown",
+        ),
+        pytest.param(
+            ("qwen", "--approval-mode", "auto-edit", "-o", "stream-json", "PROMPT"),
+            "qwen --approval-mode auto-edit -o stream-json {prompt}",
+            [],
+            id="approval-mode-shown",
         ),
         pytest.param(
             ("claude", "--api-key", "sk-123456", "-p", "PROMPT"),
             "claude --api-key *** -p {prompt}",
             ["sk-123456"],
-            id="option-value",
+            id="secret-option-value",
         ),
         pytest.param(
             ("env", "TOKEN=abc123", "agent", "--token=xyz789", "PROMPT"),
-            "env TOKEN=*** *** --token=*** {prompt}",
-            ["abc123", "agent", "xyz789"],
-            id="assignments",
+            "env TOKEN=*** agent --token=*** {prompt}",
+            ["abc123", "xyz789"],
+            id="secret-assignments",
+        ),
+        pytest.param(
+            ("env", "MODEL=gpt-5", "codex", "-c", "model_providers.x.api_key=k-1", "PROMPT"),
+            "env MODEL=gpt-5 codex -c model_providers.x.api_key=*** {prompt}",
+            ["k-1"],
+            id="config-key-named-like-a-secret",
+        ),
+        pytest.param(
+            ("agent", "ghp_abcdefghijklmnop", "a8F3kLm92QzX7vBn4TpR2", "PROMPT"),
+            "agent *** *** {prompt}",
+            ["ghp_abcdefghijklmnop", "a8F3kLm92QzX7vBn4TpR2"],
+            id="token-shaped-values",
+        ),
+        pytest.param(
+            ("agent", "--model", "claude-sonnet-4-20250514", "--header", "Bearer abc.def", "P"),
+            "agent --model claude-sonnet-4-20250514 --header Bearer *** P",
+            ["abc.def"],
+            id="model-name-shown-bearer-hidden",
         ),
         pytest.param((), "", [], id="empty"),
     ],
 )
-def test_redacted_command_shows_only_program_options_and_placeholders(
+def test_redacted_command_masks_secrets_only(
     argv: tuple[str, ...], shown: str, hidden: list[str]
 ) -> None:
-    """Only the program, option names, NAME= and --flag= prefixes and {prompt} are shown."""
-    assert redacted_command(argv, {"PROMPT": "{prompt}"}) == (tuple(shown.split()), hidden)
+    """Secrets are masked (values of options and assignments named like secrets, token-shaped
+    values, credentials); ordinary flag values, programs and subcommands are shown."""
+    command, secrets = redacted_command(argv, {"PROMPT": "{prompt}"})
+    assert (" ".join(command), secrets) == (shown, hidden)
 
 
 def test_a_shell_command_is_described_as_written(executor: SubprocessExecutor) -> None:

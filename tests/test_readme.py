@@ -97,6 +97,7 @@ def test_the_fsm_toml_example_is_a_valid_configuration(tmp_path: Path) -> None:
     (tmp_path / "fsm.toml").write_text(toml)
     config = load_config(tmp_path)
     assert list(config.agents["codex"].command) == _agent_command()
+    assert config.agents["codex"].output == "codex-json"
     assert config.machines["ccw-loop"]["test_command"] == "python -m pytest -q"
 
 

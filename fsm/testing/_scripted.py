@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from fsm.executor import AgentMode, ExecResult, Executor
+from fsm.agents import OutputFormat
+from fsm.executor import AgentMode, ExecResult, Executor, agent_problem, read_agent_result
 
 __all__ = ["Answer", "Call", "Matcher", "Reply", "ScriptedExecutor"]
 
@@ -40,12 +41,18 @@ class Call:
 
 @dataclass(frozen=True)
 class Reply:
-    """What a scripted agent or command answers: an exit code and its output."""
+    """What a scripted agent or command answers: an exit code and its output.
+
+    ``output`` is the format an agent's ``stdout`` is in (``codex-json`` and the other formats
+    of :mod:`fsm.agent_output`): its result is read as the real executor reads a configured
+    agent's, its ``stdout`` becoming the final message and its ``report`` what the events say.
+    """
 
     exit_code: int = 0
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
+    output: OutputFormat = "text"
 
 
 Answer = Reply | Callable[[Call], "Reply | None"]
@@ -180,6 +187,15 @@ class ScriptedExecutor:
             return True
         return self.fallback is not None and self.fallback.has_agent(tool)
 
+    def agent_problem(self, tool: str) -> str | None:
+        """None for a scripted agent, else what the fallback says (see
+        :func:`fsm.executor.agent_problem`)."""
+        if any(r.kind == "agent" and r.tool in (None, tool) for r in self._rules):
+            return None
+        if self.fallback is not None:
+            return agent_problem(self.fallback, tool)
+        return f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
+
     def has_program(self, program: str) -> bool:
         """True for a name in ``programs``, else what the fallback says."""
         if program in self.programs:
@@ -206,6 +222,8 @@ class ScriptedExecutor:
                 reply.stderr,
                 timed_out=reply.timed_out,
             )
+            if call.kind == "agent":
+                result = read_agent_result(result, reply.output)
         elif self.fallback is not None:
             result = passed_on(self.fallback)
         else:

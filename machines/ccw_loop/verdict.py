@@ -20,6 +20,8 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
+from fsm.executor import agent_problem
+
 from .model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
 from .options import LoopContext
 from .rules import is_fix, is_initialized, last_work, next_work
@@ -157,18 +159,17 @@ def missing_requirements(doc: LoopState, ctx: LoopContext) -> list[str]:
             )
         bash_tasks.append(task.id)
     for tool, users in uses.items():
-        if ctx.executor.has_agent(tool):
+        why = agent_problem(ctx.executor, tool)
+        if why is None:
             continue
-        others = ", ".join(t for t in AGENT_TOOLS if t != opts.fix_tool)
-        how = f"add [agent.{tool}] command = [...] to fsm.toml or put {tool} on PATH"
         if tool == opts.fix_tool:
-            how = (
-                f"add [agent.{tool}] command = [...] to fsm.toml, put {tool} on PATH, "
-                f"choose another agent with -o fix_tool=NAME ({others}), or run without a fix "
-                "agent with -o fix_tool=none (when every task is a bash command; a failing "
+            others = ", ".join(t for t in AGENT_TOOLS if t != opts.fix_tool)
+            why += (
+                f"; or choose another agent with -o fix_tool=NAME ({others}), or run without a "
+                "fix agent with -o fix_tool=none (when every task is a bash command; a failing "
                 "test then ends the loop for you to fix)"
             )
-        problems.append(f"agent '{tool}' ({'; '.join(users)}) is not available: {how}")
+        problems.append(f"agent '{tool}' ({'; '.join(users)}) cannot run: {why}")
     if bash_tasks and not ctx.executor.has_program("bash"):
         problems.append(
             f"program 'bash' (tasks {', '.join(bash_tasks)}, tool bash) is not available: "

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from fsm.executor import agent_problem
+
 from .files import write_text_atomic
 from .ids import unsafe_id_problem
 from .model import IssueState
@@ -69,8 +71,8 @@ def plan_issue(
             None,
             "agent",
             f"no solution file {_shown(solution_file, ctx.workspace)} and no planning agent: "
-            f"agent '{tool}' is not configured (add [agent.{tool}] to fsm.toml, put '{tool}' "
-            f"on PATH, or write the solution file)",
+            f"agent '{tool}' cannot run ({agent_problem(ctx.executor, tool) or 'not found'}; "
+            "or write the solution file)",
         )
     prompt = planning_prompt(issue)
     result = ctx.executor.agent(

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
+from fsm.executor import agent_problem
+
 from .ids import unsafe_id_problem
 from .issues_file import (
     IssueRecord,
@@ -76,20 +78,24 @@ def missing_requirements(doc: IssueManagerState, ctx: IssueManagerContext) -> li
             solutions.append((issue_id, solution))
     solutions += _queued_solutions(doc, ctx.instance_dir)
 
-    if (
-        unplanned
-        and options.plan_tool != NO_PLANNER
-        and not ctx.executor.has_agent(options.plan_tool)
-    ):
+    plan_problem = (
+        agent_problem(ctx.executor, options.plan_tool)
+        if unplanned and options.plan_tool != NO_PLANNER
+        else None
+    )
+    if plan_problem is not None:
         folder = _relative(solutions_dir, ctx.workspace)
         need = f"to plan {_named(unplanned)} (no solution file in {folder})"
         problems.append(
-            _agent_line(options.plan_tool, "plan_tool", need, "write the solution files")
+            _agent_line(
+                options.plan_tool, "plan_tool", need, plan_problem, "write the solution files"
+            )
         )
     by_agent = [i for i, s in solutions if any(not t.command for t in s.tasks)]
-    if by_agent and not ctx.executor.has_agent(options.execute_tool):
+    execute_problem = agent_problem(ctx.executor, options.execute_tool) if by_agent else None
+    if execute_problem is not None:
         need = f"to run the tasks without a command of {_named(by_agent)}"
-        problems.append(_agent_line(options.execute_tool, "execute_tool", need))
+        problems.append(_agent_line(options.execute_tool, "execute_tool", need, execute_problem))
     by_bash = [i for i, s in solutions if any(t.command for t in s.tasks)]
     if by_bash and not ctx.executor.has_program("bash"):
         problems.append(
@@ -112,16 +118,13 @@ def _queued_solutions(doc: IssueManagerState, work_dir: Path) -> list[tuple[str,
     return found
 
 
-def _agent_line(tool: str, option: str, need: str, alternative: str = "") -> str:
-    ways = [
-        f"add [agent.{tool}] command = [...] to fsm.toml",
-        f"put {tool} on PATH",
-        f"set {option} to a configured agent",
-    ]
+def _agent_line(tool: str, option: str, need: str, why: str, alternative: str = "") -> str:
+    """The line for an agent the run needs (``need``) and cannot run (``why``)."""
+    ways = [f"set {option} to another agent"]
     if alternative:
         ways.append(alternative)
-    how = ", ".join(ways[:-1]) + f", or {ways[-1]}"
-    return f"agent '{tool}' (option {option}) is not available {need}: {how}"
+    other = " or ".join(ways)
+    return f"agent '{tool}' (option {option}), needed {need}, cannot run: {why}; or {other}"
 
 
 def _named(issue_ids: Iterable[str]) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fsm.errors import DocumentInputError
+from fsm.executor import agent_problem
 from fsm.outcome import Verdict
 from fsm.registry import Registry, Update
 
@@ -196,11 +197,11 @@ def preflight(doc: TuningState, ctx: TuningContext) -> list[str]:
     except TargetSkillError:
         pass  # a skill folder that went missing is an action failure, counted by max_errors
     tool = ctx.options.fix_tool
-    if tool is None or ctx.executor.has_agent(tool):
+    why = None if tool is None else agent_problem(ctx.executor, tool)
+    if why is None:
         return problems
-    missing = (
-        f"agent '{tool}' (option fix_tool) is not available: add [agent.{tool}] command = "
-        f"[...] to fsm.toml, or put {tool} on PATH, or unset fix_tool to leave the fixes that "
-        "need judgement to a person"
-    )
-    return [*problems, missing]
+    return [
+        *problems,
+        f"agent '{tool}' (option fix_tool) cannot run: {why}; or unset fix_tool to leave the "
+        "fixes that need judgement to a person",
+    ]

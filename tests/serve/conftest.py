@@ -134,3 +134,28 @@ def start_serve() -> Iterator[Callable[..., ServeProcess]]:
     yield start
     for server in started:
         stop_serve(server.process)
+
+
+AGENT_RUN = {
+    "tool": "codex",
+    "mode": "write",
+    "command": "codex exec --sandbox workspace-write --skip-git-repo-check --json {prompt}",
+    "exit_code": 0,
+    "ok": True,
+    "duration_ms": 8200,
+    "output": "codex-json",
+    "version": "0.169.0",
+    "final_message": "Added div to calc.py.",
+    "files_changed": ["calc.py"],
+    "exit_reason": "completed",
+    "usage": {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 345},
+}
+
+
+def with_agent_run(instance: Instance) -> dict[str, Any]:
+    """Append to ``instance``'s journal a step record carrying an agent run, as a step that
+    ran an agent writes it; return the record."""
+    last = instance.journal.read().records[-1]
+    record = {**last, "kind": "transition", "agents": [AGENT_RUN]}
+    instance.journal.append(record)
+    return record

@@ -13,7 +13,7 @@ from fsm.engine import Engine
 from fsm.inspect import list_instances, status
 from fsm.records import ControlRecord
 from fsm.serve import views
-from tests.serve.conftest import Api
+from tests.serve.conftest import AGENT_RUN, Api, with_agent_run
 
 
 def test_listing_is_fsm_ls_with_progress(api: Api) -> None:
@@ -368,3 +368,15 @@ def test_pages_refuse_unknown_machines_and_unsafe_ids(api: Api) -> None:
     assert unsafe.status_code == 400
     assert "invalid instance id" in unsafe.text
     assert api.client.get("/static/../../conftest.py").status_code == 404
+
+
+def test_status_and_history_carry_the_agent_runs(api: Api) -> None:
+    """The instance's status names its latest agent run, and the history gives each step's
+    agent runs as the journal holds them (the web view shows both)."""
+    instance = api.counter("c1", limit=1)
+    Engine(instance).run()
+    record = with_agent_run(instance)
+    info = api.client.get("/api/instances/counter/c1").json()
+    assert info["last_agent"] == {**AGENT_RUN, "time": record["time"], "event": record["event"]}
+    history = api.client.get("/api/instances/counter/c1/history").json()
+    assert history["records"][-1]["agents"] == [AGENT_RUN]

@@ -24,7 +24,14 @@ from fsm.engine import Engine
 from fsm.instance import Workspace
 from fsm.machine import load_machine
 from tests.conftest import COUNTER
-from tests.serve.conftest import ROOT, ServeProcess, fsm_env, launch_serve, stop_serve
+from tests.serve.conftest import (
+    ROOT,
+    ServeProcess,
+    fsm_env,
+    launch_serve,
+    stop_serve,
+    with_agent_run,
+)
 
 CHROMIUM = os.environ.get("FSM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -253,3 +260,26 @@ def test_machine_page_renders_its_diagram(page: Page, server: ServeProcess) -> N
     width = page.evaluate("document.querySelector('#diagram svg').getBoundingClientRect().width")
     assert width <= 1280
     shot(page, "machine-ccw-loop")
+
+
+def test_instance_page_shows_the_agent_runs(
+    page: Page, server: ServeProcess, workspace: Path
+) -> None:
+    """The latest agent run is on the instance page (agent, version, mode, how it ended, the
+    files it changed, its tokens), each step's runs in the journal, the final message behind a
+    toggle. (Last in this file: it adds an instance to the workspace.)"""
+    instance = Workspace(workspace).instance(load_machine(COUNTER), "agent-ran")
+    instance.create({"limit": 1})
+    Engine(instance).run()
+    with_agent_run(instance)
+    page.goto(f"{server.base}/instances/counter/agent-ran")
+    page.wait_for_selector("#agent .agent", timeout=WAIT_MS)
+    summary = (
+        "codex 0.169.0 (write) completed; changed calc.py; 1200 tokens in (200 cached), 345 out"
+    )
+    assert page.inner_text("#agent .agent-run") == summary
+    journal = page.eval_on_selector_all("#journal tr", "rows => rows.map(r => r.innerText)")
+    assert summary in journal[0]
+    page.click("#agent details summary")
+    assert page.inner_text("#agent details pre") == "Added div to calc.py."
+    shot(page, "instance-agent")

@@ -28,6 +28,9 @@ function showStatus(info) {
   clear(byId("progress"), Object.entries(info.summary).flatMap(([key, value]) => [
     el("dt", { text: key }), el("dd", { text: value }),
   ]));
+  clear(byId("agent"), info.last_agent
+    ? agentRun(info.last_agent)
+    : el("span", { class: "muted", text: "none ran" }));
   const enabled = info.events.filter((e) => e.enabled);
   clear(byId("events"), enabled.length
     ? enabled.map((e) => badge(e.auto ? e.event : `${e.event} (manual)`, "event"))
@@ -67,6 +70,27 @@ async function control(command) {
   }
 }
 
+// One agent run of a step (the record's "agents" entries): who, how it ended, what it changed,
+// what it cost, and its final message behind a toggle.
+function agentRun(run) {
+  const ended = run.ok
+    ? (run.exit_reason && run.exit_reason !== "completed" ? run.exit_reason : "completed")
+    : `failed: ${run.exit_reason || run.reason || `exit ${run.exit_code}`}`;
+  const facts = [`${run.tool}${run.version ? " " + run.version : ""} (${run.mode}) ${ended}`];
+  if (Array.isArray(run.files_changed) && run.files_changed.length) facts.push(`changed ${run.files_changed.join(", ")}`);
+  const usage = run.usage || {};
+  const tokens = [];
+  if (usage.input_tokens !== undefined) tokens.push(`${usage.input_tokens} tokens in${usage.cached_input_tokens ? ` (${usage.cached_input_tokens} cached)` : ""}`);
+  if (usage.output_tokens !== undefined) tokens.push(`${usage.output_tokens} out`);
+  if (typeof usage.cost_usd === "number") tokens.push(`$${usage.cost_usd.toFixed(4)}`);
+  if (usage.turns !== undefined) tokens.push(`${usage.turns} turns`);
+  if (tokens.length) facts.push(tokens.join(", "));
+  const parts = [el("span", { class: `agent-run ${run.ok ? "" : "bad-text"}`, text: facts.join("; ") })];
+  if (run.warning) parts.push(el("span", { class: "muted", text: ` (${run.warning})` }));
+  if (run.final_message) parts.push(el("details", {}, el("summary", { text: "final message" }), el("pre", { text: run.final_message })));
+  return el("div", { class: "agent" }, parts);
+}
+
 function guardChips(record) {
   return (record.guards || []).map((g) => el("span", {
     class: `chip ${g.result === true ? "good" : ""}`,
@@ -86,6 +110,7 @@ function journalRow(record) {
     if (record.traceback) notes.push(el("details", {}, el("summary", { text: "traceback" }), el("pre", { text: record.traceback })));
   }
   if (record.reason) notes.push(el("span", { text: record.reason }));
+  if (Array.isArray(record.agents)) notes.push(...record.agents.filter((r) => r && typeof r === "object").map(agentRun));
   const actions = Array.isArray(record.actions) ? record.actions.join(", ") : record.action || "";
   return el("tr", { class: `kind-${kind.replace(/[^a-z]/g, "")}` },
     el("td", {}, when(record.time)),

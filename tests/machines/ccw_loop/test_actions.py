@@ -23,7 +23,7 @@ def _developed(loop: Any) -> Any:
     ("task", "message"),
     [
         (BASH, "tool bash needs a command"),
-        ({**BASH, "tool": "qwen"}, "agent 'qwen' is not configured"),
+        ({**BASH, "tool": "qwen"}, "agent 'qwen' cannot run: 'qwen' is not on PATH"),
         ({**BASH, "command": "exit 3"}, "exited 3"),
         ({**BASH, "command": "sleep 5"}, "timed out"),
         ({**BASH, "command": "no-such-program-xyz"}, "exited 127"),
@@ -236,3 +236,56 @@ def test_fix_task_is_developed_before_other_pending_tasks(loop_ws: Any, started:
         ("fix-H1", "completed"),
         ("later", "pending"),
     ]
+
+
+GEMINI_EVENTS = "\n".join(
+    json.dumps(event)
+    for event in [
+        {"type": "init", "timestamp": "t", "session_id": "s", "model": "m"},
+        {
+            "type": "message",
+            "timestamp": "t",
+            "role": "assistant",
+            "content": "calc.py ",
+            "delta": True,
+        },
+        {
+            "type": "message",
+            "timestamp": "t",
+            "role": "assistant",
+            "content": "looks right.",
+            "delta": True,
+        },
+        {
+            "type": "result",
+            "timestamp": "t",
+            "status": "success",
+            "stats": {"input_tokens": 90, "output_tokens": 7, "cached": 0},
+        },
+    ]
+)
+
+
+def test_an_agent_task_step_records_what_the_agent_reported(loop_ws: Any, started: Any) -> None:
+    """The develop step that ran an agent speaking gemini's events keeps, in its journal
+    record, the agent's final message and tokens; the task's output is that final message."""
+    from fsm.testing import Reply
+
+    agent = Reply(stdout=GEMINI_EVENTS, output="gemini-stream-json")
+    loop_ws.write_tasks(
+        [{**BASH, "tool": "gemini", "mode": "analysis", "prompt_template": "Review calc"}]
+    )
+    loop = started(agents={"gemini": agent})
+    done, _ = _developed(loop)
+    assert done.status == "completed"
+    (step,) = [r for r in loop.journal() if r.get("event") == "develop"]
+    (run,) = step["agents"]
+    assert (run["tool"], run["mode"], run["ok"], run["output"]) == (
+        "gemini",
+        "analysis",
+        True,
+        "gemini-stream-json",
+    )
+    assert run["final_message"] == "calc.py looks right."
+    assert run["usage"] == {"input_tokens": 90, "output_tokens": 7, "cached_input_tokens": 0}
+    assert next(r for r in loop.journal() if r.get("event") == "init").get("agents") is None

@@ -111,7 +111,9 @@ def test_failing_test_then_an_agent_fixes_it(cli: Any, newcomer: Path) -> None:
     assert refused.code == 2
     assert refused.err.startswith(
         f"fsm: error: instance '{loop_id}' cannot run: agent 'codex' (option fix_tool, which "
-        "implements fix tasks) is not available: add [agent.codex] command = [...] to fsm.toml"
+        "implements fix tasks) cannot run: 'codex' is not on PATH and fsm.toml has no "
+        "[agent.codex] table: install it (npm install -g @openai/codex) or add [agent.codex] "
+        "command = [...] to fsm.toml"
     )
     assert "-o fix_tool=none" in refused.err
 

@@ -44,7 +44,8 @@ def test_readme_block_refuses_without_codex(
     ran = cli("run", "ccw-loop", loop_id)
     assert ran.code == 2
     assert "agent 'codex' (option fix_tool, which implements fix tasks; task task-001)" in ran.err
-    assert "add [agent.codex] command = [...] to fsm.toml, put codex on PATH" in ran.err
+    assert "'codex' is not on PATH and fsm.toml has no [agent.codex] table" in ran.err
+    assert "npm install -g @openai/codex" in ran.err
     assert "-o fix_tool=NAME" in ran.err
     assert "-o fix_tool=none" in ran.err
     raw = json.loads((tmp_path / ".workflow" / ".loop" / f"{loop_id}.json").read_text())
@@ -68,13 +69,15 @@ def test_preflight_names_every_missing_requirement(loop_ws: Any, started: Any) -
     source = path.relative_to(loop_ws.root).as_posix()
     assert missing == [
         f'task t2 (tool bash) has no command: add "command" to its line in {source}',
-        "agent 'gemini' (option fix_tool, which implements fix tasks) is not available: add "
-        "[agent.gemini] command = [...] to fsm.toml, put gemini on PATH, choose another "
-        "agent with -o fix_tool=NAME (qwen, codex, claude), or run without a fix agent with "
-        "-o fix_tool=none (when every task is a bash command; a failing test then ends the loop "
-        "for you to fix)",
-        "agent 'qwen' (task t1) is not available: add [agent.qwen] command = [...] to fsm.toml "
-        "or put qwen on PATH",
+        "agent 'gemini' (option fix_tool, which implements fix tasks) cannot run: 'gemini' is "
+        "not on PATH and fsm.toml has no [agent.gemini] table: install it (npm install -g "
+        "@google/gemini-cli) or add [agent.gemini] command = [...] to fsm.toml; or choose "
+        "another agent with -o fix_tool=NAME (qwen, codex, claude), or run without a fix agent "
+        "with -o fix_tool=none (when every task is a bash command; a failing test then ends the "
+        "loop for you to fix)",
+        "agent 'qwen' (task t1) cannot run: 'qwen' is not on PATH and fsm.toml has no "
+        "[agent.qwen] table: install it (npm install -g @qwen-code/qwen-code) or add "
+        "[agent.qwen] command = [...] to fsm.toml",
         "program 'no-such-runner-xyz' of test_command 'no-such-runner-xyz -q' is not available: "
         "install it, put it on PATH, or set test_command in [machine.ccw-loop] of fsm.toml or "
         "give -o test_command=...",
@@ -106,7 +109,7 @@ def test_tasks_still_in_the_file_are_checked_on_resume(loop_ws: Any, started: An
     with path.open("a") as handle:
         handle.write(json.dumps({**BASH, "task_id": "t9", "tool": "qwen"}) + "\n")
     assert [
-        line.split(" is not")[0]
+        line.split(" cannot run")[0]
         for line in functions.check_requirements(loop.doc, loop.context(LoopOptions))
     ] == ["agent 'qwen' (task t9)"]
 

@@ -239,8 +239,9 @@ def test_plan_without_solution_and_without_agent_says_so(
     assert (issue.status, issue.solution_id, doc.queue) == ("failed", None, [])
     assert issue.error == (
         "no solution file .workflow/issues/solutions/ISS-1.jsonl and no planning agent: "
-        "agent 'stand-in-planner' is not configured (add [agent.stand-in-planner] to fsm.toml, "
-        "put 'stand-in-planner' on PATH, or write the solution file)"
+        "agent 'stand-in-planner' cannot run (fsm.toml has no [agent.stand-in-planner] table and "
+        "'stand-in-planner' is not an agent CLI fsm knows (claude, codex, gemini, qwen): add "
+        "[agent.stand-in-planner] command = [...] to fsm.toml; or write the solution file)"
     )
     assert [(e.action, e.issue_id) for e in doc.errors] == [("action-plan", "ISS-1")]  # type: ignore[union-attr]
     assert doc.errors[0].message == f"ISS-1 planning failed: {issue.error}"  # type: ignore[union-attr]
@@ -275,4 +276,4 @@ def test_plan_reports_a_failing_planning_agent(
     error = doc.issues["ISS-1"].error or ""
     assert doc.issues["ISS-1"].status == "failed"
     assert error.startswith("planning agent 'planner' exited 3: ")
-    assert error.endswith(" *** {prompt} (quota exceeded)")
+    assert error.endswith(" (quota exceeded)")

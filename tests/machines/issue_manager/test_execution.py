@@ -117,8 +117,9 @@ def test_execute_without_an_execution_agent_fails_the_issue_clearly(
     doc = planned(ctx)
     doc = apply(doc, ACTIONS["execute_next_item"](doc, ctx))
     assert doc.issues["ISS-1"].error == (
-        "task T1 (think) failed: agent 'stand-in-doer' is not configured: add "
-        "[agent.stand-in-doer] command = [...] to fsm.toml or put 'stand-in-doer' on PATH"
+        "task T1 (think) failed: agent 'stand-in-doer' cannot run: fsm.toml has no "
+        "[agent.stand-in-doer] table and 'stand-in-doer' is not an agent CLI fsm knows "
+        "(claude, codex, gemini, qwen): add [agent.stand-in-doer] command = [...] to fsm.toml"
     )
 
 

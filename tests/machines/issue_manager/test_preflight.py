@@ -31,9 +31,10 @@ def test_a_missing_execution_agent_refuses_the_run(sample: Any, launch: Any) -> 
     im = launch({"execute_tool": "no-such-doer"})
 
     assert _refused(im) == [
-        "agent 'no-such-doer' (option execute_tool) is not available to run the tasks without a "
-        "command of ISS-1: add [agent.no-such-doer] command = [...] to fsm.toml, put "
-        "no-such-doer on PATH, or set execute_tool to a configured agent"
+        "agent 'no-such-doer' (option execute_tool), needed to run the tasks without a command "
+        "of ISS-1, cannot run: fsm.toml has no [agent.no-such-doer] table and 'no-such-doer' "
+        "is not an agent CLI fsm knows (claude, codex, gemini, qwen): add "
+        "[agent.no-such-doer] command = [...] to fsm.toml; or set execute_tool to another agent"
     ]
     assert not (sample.root / "ran.txt").exists()
 
@@ -64,12 +65,12 @@ def test_every_missing_requirement_is_one_line(sample: Any, launch: Any) -> None
 
     missing = _refused(im)
 
-    assert [line.split(" is not available")[0] for line in missing] == [
+    assert [line.split(", needed")[0] for line in missing] == [
         "agent 'planner-x' (option plan_tool)",
         "agent 'doer-x' (option execute_tool)",
     ]
     assert "to plan ISS-1 (no solution file in .workflow/issues/solutions)" in missing[0]
-    assert "without a command of ISS-2:" in missing[1]
+    assert "without a command of ISS-2, cannot run:" in missing[1]
 
 
 def test_agents_that_will_not_be_needed_are_not_required(sample: Any, launch: Any) -> None:
@@ -108,5 +109,5 @@ def test_a_queued_item_needing_a_removed_agent_refuses_the_next_run(
 
     (line,) = _refused(reopened)
 
-    assert line.startswith("agent 'doer' (option execute_tool) is not available")
+    assert line.startswith("agent 'doer' (option execute_tool), needed")
     assert "ISS-2" in line

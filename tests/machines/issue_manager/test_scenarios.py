@@ -217,10 +217,11 @@ def test_a_planning_agent_that_is_missing_refuses_the_run(sample: Any, launch: A
 
     assert caught.value.exit_code == 2
     assert caught.value.missing == [
-        "agent 'no-such-planner' (option plan_tool) is not available to plan ISS-1 (no solution "
-        "file in .workflow/issues/solutions): add [agent.no-such-planner] command = [...] to "
-        "fsm.toml, put no-such-planner on PATH, set plan_tool to a configured agent, or write "
-        "the solution files"
+        "agent 'no-such-planner' (option plan_tool), needed to plan ISS-1 (no solution file in "
+        ".workflow/issues/solutions), cannot run: fsm.toml has no [agent.no-such-planner] table "
+        "and 'no-such-planner' is not an agent CLI fsm knows (claude, codex, gemini, qwen): add "
+        "[agent.no-such-planner] command = [...] to fsm.toml; or set plan_tool to another agent "
+        "or write the solution files"
     ]
     assert (im.data["status"], im.data["phase"]) == ("pending", "init")
     assert _ran(sample) == []

@@ -376,6 +376,6 @@ def test_a_missing_fix_agent_refuses_the_run_before_any_work(
     with pytest.raises(MissingRequirementError) as refused:
         instance.run(max_steps=200)
     message = str(refused.value)
-    assert "agent 'no-such-agent-xyz' (option fix_tool) is not available" in message
+    assert "agent 'no-such-agent-xyz' (option fix_tool) cannot run" in message
     assert "[agent.no-such-agent-xyz]" in message
     assert instance.data == before
