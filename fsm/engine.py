@@ -298,33 +298,35 @@ class Engine:
 
     @contextlib.contextmanager
     def _run_lock(self) -> Iterator[None]:
-        """Hold the instance's run lock (refused with LockHeldError when another run has it).
+        """Hold the instance's run lease (refused with LockHeldError when another run has it);
+        every write of the run is fenced by it.
 
         Holding it, first clean up after a run that died outright: kill the commands it left
         behind (:mod:`fsm.orphans`), so that two agents never work on the same files, and make
-        its journal and document agree (:meth:`fsm.storage.Committing.repair`). At the end, let
-        the store take in a write another program made meanwhile. Meanwhile the machine's own
-        writes through :mod:`fsm.store` are confined to the workspace.
+        its journal and document agree (:meth:`fsm.transaction.Transaction.repair`). At the end,
+        take in a write another program made meanwhile. Meanwhile the machine's own writes
+        through :mod:`fsm.helpers` are confined to the workspace.
         """
         if self._lock_held:
             yield
             return
         instance = self.instance
-        lock = instance.store.run_lock(instance.id)
+        lease = instance.store.lease(instance.id)
+        instance.transaction.fence = lease
         self._lock_held = True
         session = contextlib.ExitStack()
         try:
             if instance.exists():
                 session.enter_context(instance.session())
-            with instance.store.confined():
-                for command in orphans.reap(instance.paths.meta / "running"):
+            with instance.confined():
+                for command in orphans.reap(instance.running_folder):
                     instance.log.warning(
                         "orphaned_command_killed",
                         pgid=command.get("pgid"),
                         program=command.get("program"),
                     )
                 if instance.exists():
-                    instance.committer.repair()
+                    instance.repair()
                 yield
         finally:
             self._lock_held = False
@@ -334,7 +336,8 @@ class Engine:
                 instance.log.error("settle_failed", error=str(exc))
             finally:
                 session.close()
-                lock.release()
+                instance.transaction.fence = None
+                lease.release()
 
     def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:
         """What the machine's ``preflight`` hook says a run of this instance needs and lacks

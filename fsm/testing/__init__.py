@@ -23,9 +23,11 @@ is given ``executor=ScriptedExecutor()``, which refuses them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fsm.testing._driver import Driver, applied
 from fsm.testing._harness import Harness
-from fsm.testing._memory import MemoryJournal, MemoryStorage, MemoryStore
+from fsm.testing._memory import MemoryJournal, MemoryLease, MemoryStorage, MemoryStore
 from fsm.testing._scripted import Answer, Call, Matcher, Reply, ScriptedExecutor
 
 __all__ = [
@@ -35,9 +37,20 @@ __all__ = [
     "Harness",
     "Matcher",
     "MemoryJournal",
+    "MemoryLease",
     "MemoryStorage",
     "MemoryStore",
     "Reply",
     "ScriptedExecutor",
     "applied",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``StoreContract``, the store conformance suite, lives in :mod:`fsm.testing.contract`
+    (imported when asked for: it needs pytest, which running machines does not)."""
+    if name == "StoreContract":
+        from fsm.testing.contract import StoreContract
+
+        return StoreContract
+    raise AttributeError(f"module 'fsm.testing' has no attribute {name!r}")

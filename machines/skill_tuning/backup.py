@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from fsm.files import atomic_write_text
+from fsm.helpers import atomic_write_text
 
 __all__ = [
     "UnsafePathError",
