@@ -40,6 +40,7 @@ from fsm import jsonio
 from fsm.errors import (
     CorruptDocumentError,
     FsmError,
+    LeaseLostError,
     LockHeldError,
     OptionsError,
     StoreError,
@@ -395,7 +396,7 @@ class FileStore:
     ) -> None:
         """Append ``records`` to the journal in one write, all or none."""
         if fence is not None and not fence.held():
-            raise LockHeldError(f"instance '{instance_id}': the run lost its lock")
+            raise LeaseLostError(f"instance '{instance_id}': the run lost its lock")
         self._handle(instance_id).journal.write_all(records)
 
     def journal(self, instance_id: str) -> Journal:

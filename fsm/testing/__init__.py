@@ -19,6 +19,11 @@ Without a folder, ``with Harness(MACHINE) as harness:`` works in a temporary one
 simulated; calls no rule answers run for real (through a
 :class:`~fsm.executor.SubprocessExecutor` with the harness's agent tables), unless the harness
 is given ``executor=ScriptedExecutor()``, which refuses them.
+
+For stores: :class:`MemoryStorage` keeps documents and journals in memory (``Harness(...,
+storage=MemoryStorage())``, ``Workspace(..., storage=MemoryStorage())``), and
+:class:`~fsm.testing.contract.StoreContract` is the conformance suite every store runs
+(docs/stores.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from fsm.executor import AgentCommand, SubprocessExecutor
 from fsm.instance import Workspace
 from fsm.machine import Machine
 from fsm.storage import StoreFactory
-from fsm.store import validate_id
+from fsm.ids import validate_id
 from fsm.testing._driver import DocT, Driver, RecordingInstance
 from fsm.testing._scripted import ScriptedExecutor
 
