@@ -235,7 +235,7 @@ class _Attempt:
                     # otherwise it is validated once, with the state written (below).
                     unchecked = position == last and not engine._codec_reads_document
                     if not unchecked:
-                        doc = engine.instance.validate(data)
+                        doc = engine.instance.rules.validate(data)
             except Exception as exc:
                 raise _ActionsFailed(name, exc) from exc
         self.data = engine._entered(data, doc, dest, transition if unchecked else None)
@@ -563,11 +563,11 @@ class Engine:
             write[control.field] = status
         result = apply_update(data, write) if write else data
         try:
-            instance.validate(result)
+            instance.rules.validate(result)
         except ValidationError as exc:
             if unchecked is not None:
                 try:
-                    instance.validate(data)
+                    instance.rules.validate(data)
                 except ValidationError as own:
                     raise _ActionsFailed(unchecked.actions[-1][0], own) from own
             raise _ActionsFailed(None, exc) from exc

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsm import jsonio
-from fsm.errors import FsmError, LeaseLostError, StoreError
+from fsm.errors import FsmError, StoreError
 from fsm.files import (
     exchange,
     holds,
@@ -49,7 +49,7 @@ from fsm.files import (
     write_temporary_open,
 )
 from fsm.journal import Journal
-from fsm.storage import Build, LateWrite, Lease, Snapshot, Swapped
+from fsm.storage import Build, LateWrite, Snapshot, Swapped
 
 __all__ = ["FileSwap"]
 
@@ -128,14 +128,12 @@ class FileSwap:
 
     # --- swapping --------------------------------------------------------------------------
 
-    def swap(self, build: Build, *, expected: bytes | None, fence: Lease | None) -> Swapped:
+    def swap(self, build: Build, *, expected: bytes | None) -> Swapped:
         """Write what ``build`` makes of the current version if it is still the document (see
         the module docstring)."""
         path = self.path
         journal = self.journal
         for _ in range(MAX_ROUNDS):
-            if fence is not None and not fence.held():
-                raise LeaseLostError(f"the run lost its hold on {path}: nothing was written")
             fd, current, ident, mode = self._open_current(path)
             tmp: Path | None = None
             tmp_fd: int | None = None
@@ -288,7 +286,7 @@ class FileSwap:
                 raw = read_fd(fd)
         return raw
 
-    def _settle_replaced(self, *, last: bool = False) -> list[LateWrite]:
+    def settle_replaced(self, *, last: bool = False) -> list[LateWrite]:
         """Look at the files the last swaps replaced: a change written into one since is
         returned. Close each, unless a writer is still midway in it (kept for the next look;
         ``last``: give up)."""
@@ -312,7 +310,7 @@ class FileSwap:
         :meth:`fsm.storage.Store.late_writes`). At the end of an operation (``last``) a writer
         midway in one gets a few more looks before fsm lets the files go."""
         if not last:
-            return self._settle_replaced()
+            return self.settle_replaced()
         if not self._replaced:
             return []
         if all(holds(r.fd, r.raw) for r in self._replaced):  # usual: nothing was written
@@ -322,7 +320,7 @@ class FileSwap:
             return []
         found: list[LateWrite] = []
         for attempt in range(SETTLE_LOOKS):
-            found += self._settle_replaced(last=attempt == SETTLE_LOOKS - 1)
+            found += self.settle_replaced(last=attempt == SETTLE_LOOKS - 1)
             if not self._replaced:
                 break
         return found

@@ -242,7 +242,12 @@ def write_temporary_open(
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
     fd = open_nofollow(tmp, flags, root=root, mode=_NEW_FILE_MODE if mode is None else mode)
     try:
-        write_all(fd, data)
+        view = memoryview(data)
+        while view:  # every byte (a full disk or a size limit raises OSError)
+            count = os.write(fd, view)
+            if count <= 0:  # never seen: the system raises ENOSPC or EFBIG instead
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+            view = view[count:]
         info = os.fstat(fd)
         if mode is not None and stat.S_IMODE(info.st_mode) != mode:
             os.fchmod(fd, mode)

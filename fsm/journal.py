@@ -84,8 +84,18 @@ class LineLog:
         self._fd: int | None = None
 
     def append(self, record: Mapping[str, Any]) -> int:
-        """Append one record as a line; return the file's size before it."""
-        return self.append_bytes(line_bytes(record))
+        """Append one record as a line; return the file's size before it (see
+        :meth:`append_bytes`)."""
+        data = line_bytes(record)
+        fd = self._fd
+        if fd is not None:  # the usual case, written here: a log line per step
+            info = os.fstat(fd)
+            if info.st_nlink:
+                written = os.write(fd, data)
+                if written != len(data):
+                    finish_append(fd, data, written, info.st_size)
+                return info.st_size
+        return self.append_bytes(data)
 
     def append_bytes(self, data: bytes) -> int:
         """Append ``data`` (whole lines) in one write; return the file's size before it.

@@ -58,7 +58,8 @@ class DocumentRules:
         self.machine = machine
         self.clock = clock
         self.where = where
-        self._after_save = after_save
+        self.after_save: Callable[[Loaded], None] = after_save or _nothing
+        """Tell the machine's ``after_save`` hook (if any) of a version just committed."""
         self.indent = machine.spec.storage.indent
         control = machine.spec.control
         self.external_paths: list[str] = list(machine.spec.external_fields)
@@ -158,7 +159,6 @@ class DocumentRules:
                 f"the document of '{label}' cannot be written as JSON: {exc}"
             ) from exc
 
-    def after_save(self, loaded: Loaded) -> None:
-        """Tell the machine's ``after_save`` hook (if any) of a version just committed."""
-        if self._after_save is not None:
-            self._after_save(loaded)
+
+def _nothing(loaded: Loaded) -> None:
+    """No ``after_save`` hook to tell."""

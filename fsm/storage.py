@@ -99,7 +99,7 @@ class Snapshot:
         return self._data
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Proposal:
     """What a transaction writes on a version: the document's bytes and the journal records
     appended with it (in order: the same write makes both visible, or neither)."""
@@ -113,7 +113,7 @@ Build = Callable[["Snapshot | None"], Proposal]
 proposal to write on it. It may raise: nothing is written then."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LateWrite:
     """A change another program made that never reached the document: it wrote ``raw`` in
     place of ``before``, a version fsm had replaced meanwhile (a program without a lock that
@@ -123,7 +123,7 @@ class LateWrite:
     raw: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Swapped:
     """What :meth:`Store.swap` wrote: the proposal, on which version, and a late write it found
     while swapping (the caller merges it into a new version)."""
@@ -142,7 +142,7 @@ class Repaired:
     completed: bytes | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Listed:
     """What ``fsm ls`` reads of one instance: its document's bytes (None when they cannot be
     read: ``error`` says why), when it was last written (nanoseconds since the epoch), and the

@@ -40,7 +40,6 @@ from fsm import jsonio
 from fsm.errors import (
     CorruptDocumentError,
     FsmError,
-    LeaseLostError,
     LockHeldError,
     OptionsError,
     StoreError,
@@ -334,7 +333,8 @@ class FileStore:
     def is_current(self, instance_id: str, raw: bytes) -> bool:
         """True when the document holds exactly ``raw`` (read through the file written last,
         kept open during a session, while it still is the document)."""
-        return self._handle(instance_id).swapper.is_current(raw)
+        handle = self._handles.get(instance_id) or self._handle(instance_id)
+        return handle.swapper.is_current(raw)
 
     def render(self, data: Mapping[str, Any]) -> str:
         """The text :meth:`write` writes a document as."""
@@ -388,15 +388,16 @@ class FileStore:
         expected: bytes | None = None,
         fence: Lease | None = None,
     ) -> Swapped:
-        """Compare-and-swap of the document and its journal records (:mod:`fsm.file_swap`)."""
-        return self._handle(instance_id).swapper.swap(build, expected=expected, fence=fence)
+        """Compare-and-swap of the document and its journal records (:mod:`fsm.file_swap`).
+        The fence is not checked: a file lease is never taken over (see the module docstring)."""
+        handle = self._handles.get(instance_id) or self._handle(instance_id)
+        return handle.swapper.swap(build, expected=expected)
 
     def append(
         self, instance_id: str, records: Sequence[Record], *, fence: Lease | None = None
     ) -> None:
-        """Append ``records`` to the journal in one write, all or none."""
-        if fence is not None and not fence.held():
-            raise LeaseLostError(f"instance '{instance_id}': the run lost its lock")
+        """Append ``records`` to the journal in one write, all or none (the fence is not
+        checked: a file lease is never taken over)."""
         self._handle(instance_id).journal.write_all(records)
 
     def journal(self, instance_id: str) -> Journal:
@@ -406,12 +407,14 @@ class FileStore:
     def late_writes(self, instance_id: str, *, last: bool = False) -> list[LateWrite]:
         """Changes written into document files swaps replaced (see :mod:`fsm.file_swap`)."""
         handle = self._handles.get(instance_id)
-        return [] if handle is None else handle.swapper.late_writes(last=last)
+        if handle is None:
+            return []
+        return handle.swapper.late_writes(last=True) if last else handle.swapper.settle_replaced()
 
     @contextlib.contextmanager
     def lock(self, instance_id: str, timeout: float = 10.0) -> Iterator[None]:
         """Hold the document lock for a read-modify-write."""
-        handle = self._handle(instance_id)
+        handle = self._handles.get(instance_id) or self._handle(instance_id)
         lock = handle.kept_lock or FileLock(handle.paths.document_lock, self.workspace)
         if not lock.acquire(blocking=True, timeout=timeout):
             raise LockHeldError(

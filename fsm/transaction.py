@@ -62,17 +62,6 @@ class _Lost:
     raw: bytes
 
 
-class _Built:
-    """What the last call of a swap's ``build`` made (the version the swap then wrote)."""
-
-    __slots__ = ("core", "loaded", "merged_on")
-
-    def __init__(self) -> None:
-        self.loaded: Loaded | None = None
-        self.core = ""
-        self.merged_on: bytes | None = None
-
-
 class Transaction:
     """Commits the versions of one instance's document (see the module docstring)."""
 
@@ -152,9 +141,12 @@ class Transaction:
     ) -> tuple[Loaded, _Lost | None]:
         """One swap of ``data`` (merged with what the store holds by then) and its records."""
         rules = self.rules
-        built = _Built()
+        loaded: Loaded | None = None  # what build made last (the swap wrote the last one)
+        core = ""
+        merged_on: bytes | None = None
 
         def build(current: Snapshot | None) -> Proposal:
+            nonlocal loaded, core, merged_on
             if base is None and current is not None:
                 raise StoreError(
                     f"the document of '{self.id}' appeared while fsm was creating it; "
@@ -172,7 +164,7 @@ class Transaction:
             final = rules.touched(merged)
             doc = self._validated(final)
             raw = rules.render(final, self.id)
-            state = rules.state_of(doc)
+            state = rules.machine.codec.read(doc)
             status = rules.status_of(final)
             core = rules.core_hash(final)
             stamped = entry.stamped(
@@ -182,19 +174,17 @@ class Transaction:
                 doc_hash=bytes_hash(raw),
                 core_hash=core,
             )
-            built.loaded = Loaded(final, raw, doc, state, status)
-            built.core = core
-            built.merged_on = current.raw if entry is not record and current is not None else None
+            loaded = Loaded(final, raw, doc, state, status)
+            merged_on = current.raw if entry is not record and current is not None else None
             return Proposal(raw, [*records, stamped] if records else [stamped])
 
         swapped = self.store.swap(
             self.id, build, expected=None if base is None else base.raw, fence=self.fence
         )
-        loaded = built.loaded
         assert loaded is not None  # the swap wrote what build made last
-        if built.merged_on is not None:
-            self._saw(built.merged_on)  # merged into what was just written: a version to know
-        self.recent.append((loaded, built.core))
+        if merged_on is not None:
+            self._saw(merged_on)  # merged into what was just written: a version to know
+        self.recent.append((loaded, core))
         lost = None if swapped.late is None else self._lost(swapped.late)
         rules.after_save(loaded)
         return loaded, lost
