@@ -111,3 +111,20 @@ def test_a_failed_step_is_journaled_in_memory(tmp_path: Path, counter: Machine) 
     assert error is not None
     assert (error.action, error.state) == ("increment", "idle")
     assert isinstance(instance.store, MemoryStore)
+
+
+@pytest.mark.parametrize("kept", ["files", "memory"])
+def test_a_machine_reads_its_stored_document_through_its_context(
+    tmp_path: Path, counter: Machine, kept: str
+) -> None:
+    """A machine gets the document as its store holds it from its context, whatever the store,
+    and is given no path to it: its side files go in ``instance_dir``."""
+    storage = MemoryStorage() if kept == "memory" else None
+    workspace = Workspace(tmp_path, clock=SimulatedClock(tick=0.001), storage=storage)
+    instance = workspace.instance(counter, "c1")
+    ctx = instance.context()
+    assert ctx.stored_document() is None
+    instance.create({"limit": 3, "title": "kept"})
+    assert ctx.stored_document() == instance.load().data
+    assert not hasattr(ctx, "document_path")
+    assert ctx.instance_dir == instance.folders.files
