@@ -66,12 +66,12 @@ def listing(folder: Path, times: int) -> list[Result]:
     instance.create({"title": "x", "description": "y"})
     ControlPlane(instance).apply("start")
     Engine(instance).step()  # init: a loop with its skill_state, as running loops have
-    text = instance.paths.document.read_text()
+    text = instance.store.paths(instance.id).document.read_text()
     for number in range(LOOPS):
         loop_id = f"loop-v2-20260101T000000-{number:08x}"
-        document = instance.paths.document.with_name(f"{loop_id}.json")
+        document = instance.store.paths(instance.id).document.with_name(f"{loop_id}.json")
         document.write_text(text.replace('"seed"', f'"{loop_id}"'))
-        shutil.copytree(instance.paths.meta, document.with_suffix(".fsm"))
+        shutil.copytree(instance.store.paths(instance.id).meta, document.with_suffix(".fsm"))
     time.sleep(2.5)  # the index keeps the rows of documents left alone for two seconds
     command = fsm("ls", "ccw-loop", "--status", "running")
     indexed, uncached, parsed = median_runs(

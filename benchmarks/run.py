@@ -7,7 +7,7 @@ Every figure is a ratio against a baseline measured in the same run on the same 
 to its budget, so that it means the same on a fast laptop and on a loaded CI box:
 
 * in-memory step vs a python-statemachine 3 event (budget 0.5x); persisted step vs a bare atomic
-  write of the same bytes plus a journal append (1.15x); building a 1,000-state machine vs
+  write of the same bytes plus a journal append (1.35x); building a 1,000-state machine vs
   100 ms; ``list_instances`` (the API) over 2,000 counters vs parsing the files (2x);
 * ``fsm status`` (a counter; a ccw-loop) vs importing transitions + pydantic + structlog + yaml
   (1.5x); ``fsm ls ccw-loop --status running`` over 2,000 running loops vs a plain Python

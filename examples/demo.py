@@ -169,7 +169,9 @@ def drive(scenario: Scenario, out: Path) -> bool:
         f"{len(result.steps)} steps"
     )
     print(f"      why: {result.message}")
-    print(f"      document {instance.paths.document.relative_to(out.parent)}")
+    where = Path(instance.where)  # the file store's: a path in the workspace
+    shown = where.relative_to(out.parent) if where.is_relative_to(out.parent) else where
+    print(f"      document {shown}")
     return ok
 
 

@@ -10,12 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fsm.errors import JournalRecordError
-
-if TYPE_CHECKING:
-    from fsm.records import Record
 
 __all__ = ["ABSENT", "Shape", "fits", "misfit", "shape_of", "unreadable_format"]
 
@@ -56,7 +53,8 @@ def _guards_fit(value: Any) -> bool:
 class Shape:
     """How to check and fill one kind, derived from its definition once."""
 
-    cls: type[Record]
+    cls: type[Any]
+    """The record class (a dataclass of :mod:`fsm.records`)."""
     keys: tuple[str, ...]
     """The scalar fields, checked in one pass with :attr:`missing` and :attr:`allowed`."""
     missing: tuple[Any, ...]
@@ -83,7 +81,7 @@ def _allowed(hint: Any) -> tuple[frozenset[type], str]:
     return frozenset({_NONE if hint is None else hint}), _WORDS[_NONE if hint is None else hint]
 
 
-def shape_of(cls: type[Record], no_extra: Any, first_format: int) -> Shape:
+def shape_of(cls: type[Any], no_extra: Any, first_format: int) -> Shape:
     hints = typing.get_type_hints(cls)
     keys: list[str] = []
     missing: list[Any] = []

@@ -65,7 +65,9 @@ def write(kind: str, name: str, data: bytes) -> None:
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:  # every byte, or the entry is not kept
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         os.replace(temporary, target / name)

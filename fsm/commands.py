@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fsm import agent_commands, jsonio, machine_commands
+from fsm.command_values import instance_from, workspace_from
 from fsm.errors import DocumentInputError, InputError
 from fsm.terminal import emit_json, json_text, one_line, out
 
 if TYPE_CHECKING:
-    from fsm.instance import Instance, Workspace
+    from fsm.instance import Instance
 
 __all__ = ["dispatch", "instance_from"]
 
@@ -34,32 +35,7 @@ def dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
     return handler(args, values)
 
 
-def _workspace(values: dict[str, Any]) -> Workspace:
-    # Imported here: fsm ls, when its index is current, needs neither pydantic nor a machine.
-    from fsm.config import assignment_texts, parse_assignments
-    from fsm.instance import Workspace
-
-    items = values.get("options") or []
-    options = parse_assignments(items, what="option")
-    path = Path(values.get("workspace", "."))
-    if not path.is_dir():
-        raise InputError(f"workspace {path} is not a folder")
-    return Workspace(path, options=options, option_texts=assignment_texts(items))
-
-
-def instance_from(
-    args: argparse.Namespace, values: dict[str, Any], *, must_exist: bool = True
-) -> Instance:
-    workspace = _workspace(values)
-    instance = workspace.instance(args.machine, args.id)
-    if must_exist and not instance.exists():
-        from fsm.errors import UnknownInstanceError
-
-        raise UnknownInstanceError(
-            f"no {instance.machine.name} instance '{args.id}' in {workspace.path} "
-            f"(expected {instance.paths.document}); 'fsm ls' lists them"
-        )
-    return instance
+_workspace = workspace_from
 
 
 def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -1,12 +1,13 @@
 """Workspace configuration (``fsm.toml``) and ``KEY=VALUE`` inputs.
 
-``fsm.toml`` in the workspace may hold ``[machine.<name>]`` option tables and
+``fsm.toml`` in the workspace may hold ``[machine.<name>]`` option tables,
 ``[agent.<tool>]`` tables (``command`` and optional ``analysis_command``, argv lists in which
 ``{prompt}`` becomes the prompt as one argument, and optional ``output``: what the agent prints,
-``text`` unless it names one of the JSON formats of :data:`fsm.agents.OUTPUT_FORMATS`).
-Options are layered: the machine's option model defaults, then its fsm.toml table, then
-``-o KEY=VALUE``; the result is validated by the machine's options model, and every problem is
-reported in one error.
+``text`` unless it names one of the JSON formats of :data:`fsm.agents.OUTPUT_FORMATS`) and a
+``[store]`` table (``name``: the store that keeps the instances, and that store's own settings:
+:mod:`fsm.stores`). Options are layered: the machine's option model defaults, then its fsm.toml
+table, then ``-o KEY=VALUE``; the result is validated by the machine's options model, and every
+problem is reported in one error.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class WorkspaceConfig:
 
     machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     agents: Mapping[str, AgentCommand] = field(default_factory=dict)
+    store: Mapping[str, Any] = field(default_factory=dict)
+    """The ``[store]`` table (see :mod:`fsm.stores`)."""
 
 
 def load_config(workspace: Path) -> WorkspaceConfig:
@@ -73,8 +76,10 @@ def load_config(workspace: Path) -> WorkspaceConfig:
         raise OptionsError(f"{path}: cannot read: {exc}") from exc
     data = _parse_toml(path, text)
     problems: list[str] = []
-    unknown = sorted(set(data) - {"machine", "agent"})
-    problems += [f"unknown table '{name}' (use [machine.NAME] or [agent.TOOL])" for name in unknown]
+    unknown = sorted(set(data) - {"machine", "agent", "store"})
+    problems += [
+        f"unknown table '{name}' (use [machine.NAME], [agent.TOOL] or [store])" for name in unknown
+    ]
     machines = data.get("machine", {})
     if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
         problems.append("[machine.NAME] entries must be tables")
@@ -88,10 +93,16 @@ def load_config(workspace: Path) -> WorkspaceConfig:
         command = _agent(tool, table, problems)
         if command is not None:
             agents[tool] = command
+    store = data.get("store", {})
+    if not isinstance(store, dict):
+        problems.append("[store] must be a table")
+        store = {}
+    elif not isinstance(store.get("name", ""), str):
+        problems.append("[store] name must be a string (the store's name: 'files', ...)")
     if problems:
         # every problem of the file at once, so that one edit fixes them all
         raise OptionsError(f"{path}: " + "; ".join(problems))
-    return WorkspaceConfig(machines, agents)
+    return WorkspaceConfig(machines, agents, store)
 
 
 def _parse_toml(path: Path, text: str) -> dict[str, Any]:

@@ -101,8 +101,8 @@ class ControlPlane:
                 f"(it has: {', '.join(self.spec.commands)})"
             )
         started = time.monotonic()
-        instance.committer.repair()
-        with instance.store.confined(), instance.store.document_lock(instance.id):
+        instance.repair()
+        with instance.confined(), instance.store.lock(instance.id):
             current = instance.load_unchecked()
             self._check(command, spec, current)
             saved = instance.commit(

@@ -1,4 +1,4 @@
-"""The Mermaid renderer of a :class:`~fsm.diagram.DiagramModel`: a ``stateDiagram-v2``.
+"""The Mermaid renderer of a :class:`~fsm.diagram_model.DiagramModel`: a ``stateDiagram-v2``.
 
 A pure function of the model, like the DOT renderer in :mod:`fsm.diagram_render`: the same model
 gives the same bytes. Mermaid has no tooltips, so its edges keep their guards in the label; ids
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from fsm.diagram_render import CONTROL, FAILURE, SUCCESS, control_label
 
 if TYPE_CHECKING:
-    from fsm.diagram import DiagramModel
+    from fsm.diagram_model import DiagramModel
 
 __all__ = ["mermaid_text"]
 

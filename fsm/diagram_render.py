@@ -1,4 +1,5 @@
-"""The DOT renderer of a :class:`~fsm.diagram.DiagramModel` (Mermaid: :mod:`fsm.diagram_mermaid`).
+"""The DOT renderer of a :class:`~fsm.diagram_model.DiagramModel` (Mermaid:
+:mod:`fsm.diagram_mermaid`).
 
 A pure function of the model (and an optional run overlay): the same model gives the same bytes,
 so committed diagrams diff cleanly. Styling lives here and nowhere else; the engine never sees
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fsm.diagram import DiagramEdge, DiagramModel, DiagramNode, RunOverlay
+    from fsm.diagram_model import DiagramEdge, DiagramModel, DiagramNode, RunOverlay
 
 __all__ = [
     "StateGroup",

@@ -236,7 +236,7 @@ class _Attempt:
                     # otherwise it is validated once, with the state written (below).
                     unchecked = position == last and not engine._codec_reads_document
                     if not unchecked:
-                        doc = engine.instance.validate(data)
+                        doc = engine.instance.rules.validate(data)
             except Exception as exc:
                 raise _ActionsFailed(name, exc) from exc
         self.data = engine._entered(data, doc, dest, transition if unchecked else None)
@@ -308,33 +308,35 @@ class Engine:
 
     @contextlib.contextmanager
     def _run_lock(self) -> Iterator[None]:
-        """Hold the instance's run lock (refused with LockHeldError when another run has it).
+        """Hold the instance's run lease (refused with LockHeldError when another run has it);
+        every write of the run is fenced by it.
 
         Holding it, first clean up after a run that died outright: kill the commands it left
         behind (:mod:`fsm.orphans`), so that two agents never work on the same files, and make
-        its journal and document agree (:meth:`fsm.storage.Committing.repair`). At the end, let
-        the store take in a write another program made meanwhile. Meanwhile the machine's own
-        writes through :mod:`fsm.store` are confined to the workspace.
+        its journal and document agree (:meth:`fsm.transaction.Transaction.repair`). At the end,
+        take in a write another program made meanwhile. Meanwhile the machine's own writes
+        through :mod:`fsm.helpers` are confined to the workspace.
         """
         if self._lock_held:
             yield
             return
         instance = self.instance
-        lock = instance.store.run_lock(instance.id)
+        lease = instance.store.lease(instance.id)
+        instance.transaction.fence = lease
         self._lock_held = True
         session = contextlib.ExitStack()
         try:
             if instance.exists():
                 session.enter_context(instance.session())
-            with instance.store.confined():
-                for command in orphans.reap(instance.paths.meta / "running"):
+            with instance.confined():
+                for command in orphans.reap(instance.running_folder):
                     instance.log.warning(
                         "orphaned_command_killed",
                         pgid=command.get("pgid"),
                         program=command.get("program"),
                     )
                 if instance.exists():
-                    instance.committer.repair()
+                    instance.repair()
                 yield
         finally:
             self._lock_held = False
@@ -344,7 +346,8 @@ class Engine:
                 instance.log.error("settle_failed", error=str(exc))
             finally:
                 session.close()
-                lock.release()
+                instance.transaction.fence = None
+                lease.release()
 
     def missing_requirements(self, loaded: Loaded | None = None) -> list[str]:
         """What the machine's ``preflight`` hook says a run of this instance needs and lacks
@@ -576,11 +579,11 @@ class Engine:
             write[control.field] = status
         result = apply_update(data, write) if write else data
         try:
-            instance.validate(result)
+            instance.rules.validate(result)
         except ValidationError as exc:
             if unchecked is not None:
                 try:
-                    instance.validate(data)
+                    instance.rules.validate(data)
                 except ValidationError as own:
                     raise _ActionsFailed(unchecked.actions[-1][0], own) from own
             raise _ActionsFailed(None, exc) from exc

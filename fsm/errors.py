@@ -20,6 +20,7 @@ line saying what went wrong, where, and (when there is one) what to do::
     └── StoreError                exit 6   the persisted instance cannot be used
         ├── CorruptDocumentError           the document does not parse or does not validate
         ├── LockHeldError                  another run holds the instance
+        │   └── LeaseLostError             a run lost its lease: its writes are refused
         ├── JournalMismatchError           the journal does not reproduce the document
         ├── JournalRecordError             a journal line that is not a record fsm can read
         ├── UnsafePathError                a path through a symbolic link, or out of the workspace
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidIdError",
     "JournalMismatchError",
     "JournalRecordError",
+    "LeaseLostError",
     "LockHeldError",
     "MissingRequirementError",
     "NotARegularFileError",
@@ -154,6 +156,11 @@ class CorruptDocumentError(StoreError):
 
 class LockHeldError(StoreError):
     """Another process holds the instance's run lock."""
+
+
+class LeaseLostError(LockHeldError):
+    """A run's lease on an instance is no longer the instance's (it expired and another run
+    took it over): the store refuses its writes (the fencing token is stale)."""
 
 
 class JournalMismatchError(StoreError):

@@ -48,6 +48,7 @@ __all__ = [
     "dead_temporaries",
     "ensure_folder",
     "exchange",
+    "finish_append",
     "holds",
     "is_file",
     "leftover_temporaries",
@@ -59,6 +60,7 @@ __all__ = [
     "replace",
     "same_file",
     "sync_folder",
+    "write_all",
     "write_temporary",
     "write_temporary_open",
 ]
@@ -99,6 +101,21 @@ def recheck_folders() -> None:
     """Forget which folders were checked: the next use checks them again. Every new instance
     handle calls it, so a long-lived process notices a folder replaced by a link."""
     _checked.clear()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (``/proc``: setting it to read it back
+    would leave another thread's new file briefly open to everyone), else by setting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def ensure_folder(folder: Path, root: Path | None) -> None:
@@ -241,8 +258,11 @@ def write_temporary_open(
     fd = open_nofollow(tmp, flags, root=root, mode=_NEW_FILE_MODE if mode is None else mode)
     try:
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        while view:  # every byte (a full disk or a size limit raises OSError)
+            count = os.write(fd, view)
+            if count <= 0:  # never seen: the system raises ENOSPC or EFBIG instead
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+            view = view[count:]
         info = os.fstat(fd)
         if mode is not None and stat.S_IMODE(info.st_mode) != mode:
             os.fchmod(fd, mode)
@@ -378,14 +398,41 @@ def _alive(pid: int) -> bool:
 
 def append_bytes(path: Path, data: bytes, *, root: Path | None = None) -> int:
     """Append ``data`` to ``path`` in one ``O_APPEND`` write; return the file's size before it
-    (so that a caller can take the append back with ``os.truncate``)."""
+    (so that a caller can take the append back with ``os.truncate``). All of it is written or
+    none (see :func:`finish_append`)."""
     fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, root=root)
     try:
         before = os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, data)
+        written = os.write(fd, data)
+        if written != len(data):
+            finish_append(fd, data, written, before)
     finally:
         os.close(fd)
     return before
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, however many writes that takes (OSError when the
+    system refuses the rest: a full disk, a file-size limit)."""
+    view = memoryview(data)
+    while view:
+        count = os.write(fd, view)
+        if count <= 0:  # never seen: the system raises ENOSPC or EFBIG instead
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[count:]
+
+
+def finish_append(fd: int, data: bytes, written: int, before: int) -> None:
+    """Write the rest of ``data`` after a short ``O_APPEND`` write of ``written`` bytes to
+    ``fd`` (whose size was ``before``). When the rest cannot be written (a full disk, a
+    file-size limit: the OSError it ends with is raised), what was written is taken back, so
+    that no torn line is left for the next append to be glued onto."""
+    try:
+        write_all(fd, memoryview(data)[written:].tobytes())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, before)
+        raise
 
 
 def append_text(path: Path, text: str, *, root: Path | None = None) -> None:

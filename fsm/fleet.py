@@ -80,12 +80,7 @@ def runnable_ids(workspace: Workspace, machine: Machine) -> list[str]:
     """Ids of ``machine``'s instances in ``workspace`` (whether each is runnable is decided
     when its turn comes, under its run lock's protection: see :func:`_drive`)."""
     store = workspace.store_for(machine)
-    ids = []
-    for instance_id in store.list_ids():
-        _, journal = store.locations(instance_id)
-        if belongs_to(machine, journal):
-            ids.append(instance_id)
-    return ids
+    return [i for i in store.list_ids() if belongs_to(machine, store.listed(i).creator)]
 
 
 def drive_all(

@@ -107,7 +107,7 @@ def status(instance: Instance) -> InstanceStatus:
         events=events,
         control=ControlPlane(instance).allowed(loaded),
         summary=summary,
-        document=str(instance.paths.document),
+        document=instance.where,
         last_agent=last_agent_run(instance),
     )
 

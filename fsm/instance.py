@@ -1,12 +1,14 @@
 """Workspaces and instances: loading, validating and committing instance documents.
 
 A :class:`Workspace` is a folder plus its configuration (fsm.toml, option overrides, clock,
-executor). An :class:`Instance` is one machine instance in it: it reads its document (validated),
-knows its FSM state and control status, and commits new versions (validated, merged with what
-other writers changed meanwhile, written atomically, journaled, followed by the ``after_save``
-hook). The engine (:mod:`fsm.engine`) and the control plane (:mod:`fsm.control`) build on it.
-Documents and journals are kept by the workspace's store, used only through the protocols of
-:mod:`fsm.storage` (files unless the workspace is given another store).
+executor, the store its instances are kept in). An :class:`Instance` is one machine instance in
+it: it reads its document (validated), knows its FSM state and control status, and commits new
+versions through the transaction (:mod:`fsm.transaction`: validated, merged with what other
+writers changed meanwhile, written atomically with its journal record, followed by the
+``after_save`` hook). The engine (:mod:`fsm.engine`) and the control plane (:mod:`fsm.control`)
+build on it. Documents and journals are kept by the workspace's store, used only through
+:class:`fsm.storage.Store` (the store is chosen by :mod:`fsm.stores`: files unless fsm.toml,
+``FSM_STORE`` or ``Workspace(storage=...)`` say otherwise).
 """
 
 from __future__ import annotations
@@ -17,49 +19,37 @@ import secrets
 import time
 import traceback
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from fsm import jsonio
 from fsm.clock import Clock, SystemClock
 from fsm.config import WorkspaceConfig, load_config, resolve_options
 from fsm.context import Context
 from fsm.definition import describe_validation, did_you_mean
 from fsm.discovery import open_machine
 from fsm.errors import (
-    CorruptDocumentError,
     DocumentInputError,
+    FsmError,
     InputError,
     OptionsError,
-    StoreError,
-    UnsafePathError,
-    UnwritableDocumentError,
 )
 from fsm.executor import Executor, RecordsCommands, SubprocessExecutor
+from fsm.helpers import confined_to
+from fsm.ids import validate_id
 from fsm.journal import RotatingLog
 from fsm.log import EventLog, get_logger
 from fsm.machine import Machine
 from fsm.records import CreateRecord, Record
-from fsm.storage import Committing, JournalLog, Store, StoreFactory
-from fsm.store import FileStore, InstancePaths, validate_id
-from fsm.update import MISSING, apply_update, canonical_hash
+from fsm.rules import DocumentRules, Loaded
+from fsm.storage import Folders, JournalLog, Layout, Store, StoreFactory
+from fsm.stores import chosen, factory
+from fsm.transaction import Transaction
+from fsm.update import apply_update
 
 __all__ = ["Instance", "Loaded", "Workspace"]
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """A version of an instance document: JSON data, exact bytes, model, state and status."""
-
-    data: dict[str, Any]
-    raw: bytes
-    doc: BaseModel
-    state: str
-    status: str | None
 
 
 class Workspace:
@@ -114,26 +104,31 @@ class Workspace:
             lambda key: misplaced_hint(machine, key, given_as="option"),
         )
 
-    def store_for(self, machine: Machine, options: BaseModel | None = None) -> FileStore:
-        """The store of ``machine``'s instances in this workspace."""
+    def layout_for(self, machine: Machine, options: BaseModel | None = None) -> Layout:
+        """What the store of ``machine``'s instances in this workspace is made from."""
         opts = options if options is not None else self.options_for(machine)
         storage = machine.spec.storage
-        return FileStore(
+        return Layout(
             self.path,
+            machine.name,
             storage.document,
             storage.meta,
             opts.model_dump(),
             read_retries=storage.read_retries,
             retry_interval=storage.retry_interval_ms / 1000,
-            indent=storage.indent,
+            settings={k: v for k, v in self.config.store.items() if k != "name"},
         )
 
-    def storage_for(self, machine: Machine, options: BaseModel) -> Store:
-        """Where ``machine``'s instances are kept: the store this workspace was given, else
-        its files (:meth:`store_for`)."""
-        if self._storage is not None:
-            return self._storage(self.path, machine, options)
-        return self.store_for(machine, options)
+    def store_factory(self) -> StoreFactory:
+        """What makes this workspace's stores: the factory it was given, else that of the store
+        fsm.toml or ``FSM_STORE`` names (:mod:`fsm.stores`)."""
+        if self._storage is None:
+            self._storage = factory(*chosen(self.config.store))
+        return self._storage
+
+    def store_for(self, machine: Machine, options: BaseModel | None = None) -> Store:
+        """The store of ``machine``'s instances in this workspace (see :meth:`store_factory`)."""
+        return self.store_factory()(self.layout_for(machine, options))
 
     def instance(self, machine: Machine | str, instance_id: str) -> Instance:
         """An existing-or-not instance handle (nothing is read yet)."""
@@ -155,27 +150,39 @@ class Instance:
         self.machine = machine
         self.id = instance_id
         self.options = workspace.options_for(machine)
-        self.store: Store = workspace.storage_for(machine, self.options)
-        self.paths: InstancePaths = self.store.paths(instance_id)
-        self.journal: JournalLog = self.store.journal(instance_id)
+        self.store: Store = workspace.store_for(machine, self.options)
+        self.folders: Folders = self.store.folders(instance_id)
         self.log = EventLog(
             get_logger("fsm"),
-            RotatingLog(self.paths.log, workspace.path),
+            RotatingLog(self.folders.meta / "log.ndjson", workspace.path),
             workspace.clock,
             machine=machine.name,
             instance=instance_id,
         )
+        self.rules = DocumentRules(
+            machine,
+            workspace.clock,
+            where=self.store.describe(instance_id),
+            after_save=self._saved,
+        )
+        self.transaction = Transaction(self.store, instance_id, self.rules, self.log)
+        self.journal: JournalLog = self.transaction.journal
         self._committed: Loaded | None = None
-        self._core_plans: dict[tuple[str, ...], tuple[frozenset[str], dict[str, Any]]] = {}
-        self.committer: Committing = self.store.committer(self)
         self.executor: Executor = workspace.executor
         if isinstance(workspace.executor, RecordsCommands):
-            # Commands of this instance are recorded beside its journal (see fsm.orphans).
-            self.executor = workspace.executor.for_instance(self.paths.meta / "running")
-        control = machine.spec.control
-        self.external_paths: list[str] = list(machine.spec.external_fields)
-        if control is not None:
-            self.external_paths += [control.field, *control.owned]
+            # Commands of this instance are recorded beside its log (see fsm.orphans).
+            self.executor = workspace.executor.for_instance(self.running_folder)
+        self.external_paths: list[str] = self.rules.external_paths
+
+    @property
+    def running_folder(self) -> Path:
+        """Where the commands this instance runs on this host are recorded (:mod:`fsm.orphans`)."""
+        return self.folders.meta / "running"
+
+    @property
+    def where(self) -> str:
+        """Where the instance's document is, for messages."""
+        return self.rules.where
 
     @property
     def clock(self) -> Clock:
@@ -188,14 +195,27 @@ class Instance:
             machine=self.machine.name,
             instance_id=self.id,
             workspace=self.workspace.path,
-            document_path=self.paths.document,
-            meta_dir=self.paths.meta,
+            instance_dir=self.folders.files,
+            meta_dir=self.folders.meta,
             options=self.options,
             clock=self.workspace.clock,
             log=self.log.logger,
             executor=self.executor,
             interactive=interactive,
+            read_stored=self._stored,
+            read_permissions=lambda: self.store.permissions(self.id),
         )
+
+    def _stored(self) -> dict[str, Any] | None:
+        try:
+            return self.store.read(self.id).data
+        except FsmError:
+            return None
+
+    def confined(self) -> contextlib.AbstractContextManager[None]:
+        """Meanwhile, the side files machines write through :mod:`fsm.helpers` stay inside the
+        workspace (the engine runs guards, actions and hooks in it)."""
+        return confined_to(self.workspace.path)
 
     def exists(self) -> bool:
         """True when the document exists."""
@@ -203,108 +223,49 @@ class Instance:
 
     def validate(self, data: Mapping[str, Any]) -> BaseModel:
         """Validate JSON data with the document model (raises ValidationError)."""
-        return self.machine.document_model.model_validate(data)
+        return self.rules.validate(data)
 
     def load(self) -> Loaded:
         """Read and validate the document; corrupt or invalid ones raise CorruptDocumentError.
 
-        When the file holds exactly the bytes this instance committed last, the version
+        When the document holds exactly the bytes this instance committed last, the version
         validated then is returned instead of parsing and validating them again (a step of a
         large document saves most of its CPU time). Only once: a version handed to guards and
         actions is never handed out again, as a fresh read never would be.
         """
         committed, self._committed = self._committed, None
-        if committed is not None and self.committer.still(committed.raw):
+        if committed is not None and self.store.is_current(self.id, committed.raw):
             return committed
-        return self.committer.reconcile(self.load_unchecked())
+        return self.transaction.reconcile(self.load_unchecked())
 
     def peek(self) -> Loaded:
         """The current version for display (progress lines): like :meth:`load`, but the version
         this process committed last is kept for the next :meth:`load`."""
         committed = self._committed
-        if committed is not None and self.committer.still(committed.raw):
+        if committed is not None and self.store.is_current(self.id, committed.raw):
             return committed
         return self.load_unchecked()
 
     def load_unchecked(self) -> Loaded:
-        """Read and validate the document as it is on disk (see :meth:`load`)."""
-        snapshot = self.store.read(self.id)
-        return self._loaded(snapshot.data, snapshot.raw)
+        """Read and validate the document as the store holds it (see :meth:`load`)."""
+        return self.transaction.read()
 
     def loaded_from(self, raw: bytes) -> Loaded:
         """The version of the document held in ``raw`` (CorruptDocumentError when invalid)."""
-        try:
-            data = jsonio.loads(raw)
-        except jsonio.JsonError as exc:
-            raise CorruptDocumentError(f"not a JSON document: {exc}") from exc
-        if not isinstance(data, dict):
-            raise CorruptDocumentError("not a JSON object")
-        return self._loaded(data, raw)
-
-    def _loaded(self, data: dict[str, Any], raw: bytes) -> Loaded:
-        try:
-            doc = self.validate(data)
-        except ValidationError as exc:
-            raise CorruptDocumentError(
-                f"document {self.paths.document} does not validate: {describe_validation(exc)}"
-            ) from exc
-        state = self.machine.codec.read(doc)
-        if state not in self.machine.states:
-            raise CorruptDocumentError(
-                f"document {self.paths.document} is in unknown state '{state}'"
-            )
-        return Loaded(data, raw, doc, state, self.status_of(data))
+        return self.rules.loaded_from(raw)
 
     def status_of(self, data: Mapping[str, Any]) -> str | None:
         """The control status in ``data`` (None for machines without a control block)."""
-        control = self.machine.spec.control
-        if control is None:
-            return None
-        current: Any = data
-        for part in control.field.split("."):
-            current = current.get(part) if isinstance(current, Mapping) else None
-        return None if current is None else str(current)
+        return self.rules.status_of(data)
 
     def entered(self, data: dict[str, Any], state: str) -> dict[str, Any]:
         """``data`` with the control status that entering ``state`` sets, if it sets one."""
-        status = self.machine.states[state].status
-        control = self.machine.spec.control
-        if status is None or control is None:
-            return data
-        return apply_update(data, {control.field: status})
+        return self.rules.entered(data, state)
 
     def core_hash(self, data: Mapping[str, Any]) -> str:
-        """The hash of ``data`` without the fields other programs may change (external fields,
-        the control status and what it owns, top-level keys the model does not define) and the
-        touch timestamps: what only fsm writes."""
-        kept, nested = self._core_plan()
-        core = {key: value for key, value in data.items() if key in kept}
-        if nested:
-            core = apply_update(core, nested)
-        return canonical_hash(core)
-
-    def _core_plan(self) -> tuple[frozenset[str], dict[str, Any]]:
-        """What :meth:`core_hash` keeps: the model's top-level keys but those stripped whole,
-        and the deletions of the stripped paths that lie deeper (a hash per step: worked out
-        once per list of paths)."""
-        paths = (*self.external_paths, *self.machine.spec.storage.touch)
-        plan = self._core_plans.get(paths)
-        if plan is None:
-            whole = {path for path in paths if "." not in path}
-            kept = self.machine.document_keys - whole
-            nested = {path: MISSING for path in paths if "." in path and path.split(".")[0] in kept}
-            plan = self._core_plans[paths] = (kept, nested)
-        return plan
-
-    def touched(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """``data`` with the storage ``touch`` fields set to now."""
-        touch = self.machine.spec.storage.touch
-        if not touch:
-            return dict(data)
-        now = self.clock.iso()
-        if all("." not in path for path in touch):
-            return {**data, **dict.fromkeys(touch, now)}
-        return apply_update(data, dict.fromkeys(touch, now))
+        """The hash of what only fsm writes in ``data`` (see
+        :meth:`fsm.rules.DocumentRules.core_hash`)."""
+        return self.rules.core_hash(data)
 
     def commit(
         self,
@@ -315,43 +276,43 @@ class Instance:
         locked: bool = False,
     ) -> Loaded:
         """Validate ``data``, merge other writers' changes since ``base``, journal and write it
-        (see :mod:`fsm.commit`). With ``locked`` the caller holds the document lock already.
+        (see :mod:`fsm.transaction`). With ``locked`` the caller holds the document lock already.
 
-        A result that cannot be committed because of the store is parked in the meta folder.
+        A result that cannot be committed because of the store is parked.
         """
-        try:
-            saved = self.committer.commit(data, record, base=base, locked=locked)
-        except (CorruptDocumentError, UnwritableDocumentError, UnsafePathError):
-            raise  # parked already, the step's own fault, or nowhere safe to park it
-        except StoreError as exc:
-            parked = self.committer.park(data)
-            raise StoreError(f"{exc}; the step's result was kept in {parked}") from exc
+        saved = self.transaction.commit(data, record, base=base, locked=locked)
         if saved.state in self.machine.states:  # else a fresh load reports it corrupt
             self._committed = saved
         return saved
 
     def journal_failure(self, record: Record, *, base: Loaded) -> Loaded:
-        """Journal a failed step that changes no document (see :class:`fsm.commit.Committer`)."""
-        return self.committer.journal_failure(record, base=base)
+        """Journal a failed step that changes no document (see :mod:`fsm.transaction`)."""
+        return self.transaction.journal_failure(record, base=base)
+
+    def repair(self) -> list[str]:
+        """Make journal and document agree after a crash (see :mod:`fsm.transaction`)."""
+        return self.transaction.repair()
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
-        """Keep the files a run uses at every step open meanwhile: the document lock, the
-        journal, the log and the document's folder (to ``fsync`` it). Opening them anew for
+        """Keep what a run uses at every step open meanwhile: what the store keeps (the
+        document lock, the journal, the document's folder) and the log. Opening them anew for
         each step cost more than the rest of a step's bookkeeping."""
         log_file = self.log.file
         with contextlib.ExitStack() as stack:
-            stack.enter_context(self.store.keeping_locks_open(self.id))
-            stack.enter_context(self.journal.kept_open())
+            stack.enter_context(self.store.session(self.id))
             if log_file is not None:
                 stack.enter_context(log_file.kept_open())
-            stack.enter_context(self.committer.files_kept_open())
             yield
 
     def settle(self) -> None:
-        """End of an operation: catch a write that another program made into the document
-        fsm replaced last, and release the file (see :mod:`fsm.commit`)."""
-        self.committer.settle()
+        """End of an operation: take in a write another program made into a version the store
+        replaced last, and let go of what the store kept to watch (see :mod:`fsm.transaction`)."""
+        self.transaction.settle()
+
+    def _saved(self, loaded: Loaded) -> None:
+        # Looked up at each call: an instance whose after_save is replaced (a test) is heard.
+        self.after_save(loaded)
 
     def after_save(self, loaded: Loaded) -> None:
         """Run the machine's ``after_save`` hook; its failure is logged, never fatal."""
@@ -366,7 +327,7 @@ class Instance:
     def create(self, inputs: Mapping[str, Any], *, actor: str = "cli") -> Loaded:
         """Create the document from ``inputs`` in the machine's initial state."""
         if self.exists():
-            raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
+            raise InputError(f"instance '{self.id}' already exists ({self.where})")
         from fsm.inputs import check_document_size, input_problems
 
         # Every problem of the inputs at once: the keys' (see fsm.inputs), then the hook's.
@@ -412,9 +373,9 @@ class Instance:
             default = _model_value(doc, control.field)
             if default is not None:
                 data = apply_update(data, {control.field: default})
-        with self.store.document_lock(self.id):
+        with self.store.lock(self.id):
             if self.exists():
-                raise InputError(f"instance '{self.id}' already exists ({self.paths.document})")
+                raise InputError(f"instance '{self.id}' already exists ({self.where})")
             record = CreateRecord(
                 machine=self.machine.name,
                 dest=initial,

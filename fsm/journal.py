@@ -15,14 +15,14 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from fsm import jsonio
 from fsm.errors import JournalRecordError
-from fsm.files import append_bytes, open_nofollow
+from fsm.files import append_bytes, finish_append, open_nofollow
 from fsm.records import ErrorRecord, Record, TransitionRecord, parse_record
 
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog", "TypedRecords"]
@@ -84,8 +84,25 @@ class LineLog:
         self._fd: int | None = None
 
     def append(self, record: Mapping[str, Any]) -> int:
-        """Append one record as a line; return the file's size before it."""
+        """Append one record as a line; return the file's size before it (see
+        :meth:`append_bytes`)."""
         data = line_bytes(record)
+        fd = self._fd
+        if fd is not None:  # the usual case, written here: a log line per step
+            info = os.fstat(fd)
+            if info.st_nlink:
+                written = os.write(fd, data)
+                if written != len(data):
+                    finish_append(fd, data, written, info.st_size)
+                return info.st_size
+        return self.append_bytes(data)
+
+    def append_bytes(self, data: bytes) -> int:
+        """Append ``data`` (whole lines) in one write; return the file's size before it.
+
+        All of it is written or none: a short write (a full disk, a file-size limit) is taken
+        back and raised as the OSError it ends with, never left as a torn line.
+        """
         if self._fd is None:
             return append_bytes(self.path, data, root=self.root)
         info = os.fstat(self._fd)
@@ -94,7 +111,9 @@ class LineLog:
             info = os.fstat(self._fd)
         # The size before: what the end of an O_APPEND file is when nobody else appends (the
         # journal is written under the document lock), without a seek of its own.
-        os.write(self._fd, data)
+        written = os.write(self._fd, data)
+        if written != len(data):
+            finish_append(self._fd, data, written, info.st_size)
         return info.st_size
 
     @contextlib.contextmanager
@@ -315,6 +334,12 @@ class Journal(TypedRecords, LineLog):
     the inherited :meth:`scan` and :meth:`read`, and :meth:`backwards`, give the objects as the
     lines hold them (``fsm history --json`` shows them so).
     """
+
+    def write_all(self, records: Sequence[Record]) -> int:
+        """Append ``records`` in one write, all or none; return the journal's size before."""
+        if len(records) == 1:
+            return self.append_bytes(line_bytes(records[0].to_json()))
+        return self.append_bytes(b"".join(line_bytes(r.to_json()) for r in records))
 
     def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
         """``(line number, record)`` for every non-blank line, first to last: the record is None

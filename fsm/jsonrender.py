@@ -17,7 +17,15 @@ import math
 from json.encoder import encode_basestring
 from typing import Any
 
-__all__ = ["dumps_indented"]
+__all__ = ["dumps_indented", "render_document"]
+
+
+def render_document(data: Any, indent: int) -> str:
+    """The text a document is written as: JSON indented by ``indent`` (0: one line), with a
+    newline (ValueError when it is not strict JSON)."""
+    if indent:
+        return dumps_indented(data, indent) + "\n"
+    return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 class _NotPlain(Exception):

@@ -2,16 +2,16 @@
 
 A row says what loading the instance would find: its control status, its FSM state, whether
 the document is unreadable or invalid (it does not validate with the machine's model, or names
-an unknown state), and for an instance in a final state the machine's verdict. Rows do not
-change while the document and the journal do not: the command line keeps them in an index
-(:mod:`fsm.listing_index`) and reads only the documents that changed since.
+an unknown state), and for an instance in a final state the machine's verdict. Each row is read
+through the instance's store (:meth:`fsm.storage.Store.listed`). Rows do not change while the
+store's stamp of the instance does not: the command line keeps them in an index
+(:mod:`fsm.listing_index`) and reads only the instances that changed since.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fsm import jsonio
 from fsm.clock import iso_utc
-from fsm.errors import FsmError, OptionsError
-from fsm.files import read_file
+from fsm.errors import OptionsError
 from fsm.terminal import one_line
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
 
     from fsm.instance import Workspace
     from fsm.machine import Machine
+    from fsm.storage import Store
 
 __all__ = ["ListedInstance", "Row", "belongs_to", "list_instances", "matches", "row_of"]
 
@@ -53,11 +53,11 @@ class ListedInstance:
 @dataclass(frozen=True)
 class Row:
     """A listed instance, the modification time it is sorted by (0 when unreadable), and the
-    stamps of the document and journal it was read from (None when it must be read again)."""
+    store's stamp of what it was read from (None when it must be read again)."""
 
     listed: ListedInstance
     modified: int
-    stamps: tuple[list[int], list[int] | None] | None
+    stamp: Any = None
 
 
 def matches(listed: ListedInstance, status_filter: str | None) -> bool:
@@ -80,51 +80,11 @@ def list_instances(
             # One machine's bad options must not hide the other machines' instances.
             rows.append(options_error_row(machine.name, exc))
             continue
-        folders = _MetaFolders()
         for instance_id in store.list_ids():
-            document, journal = store.locations(instance_id)
-            lone = folders.without_journal(document, journal)
-            row = row_of(machine, instance_id, document, journal, lone=lone)
+            row = row_of(machine, store, instance_id)
             if row is not None:
                 rows.append(row)
     return newest_first(rows, status_filter)
-
-
-class _MetaFolders:
-    """Which instances of one store have no meta folder, hence no journal, told by one
-    directory listing where the meta folders lie beside the documents (``{folder}/{id}.fsm``
-    next to ``{folder}/{id}.json``): documents another program wrote (the CCW dashboard's) then
-    cost no failed open of a journal each."""
-
-    def __init__(self) -> None:
-        self._layout: tuple[int, int, frozenset[str]] | None = None
-        self._looked = False
-
-    def without_journal(self, document: str, journal: str) -> bool:
-        """True when the listing shows that ``journal``'s folder does not exist (False when
-        it exists or no listing tells)."""
-        if not self._looked:
-            self._layout = self._look(document, journal)
-            self._looked = True
-        if self._layout is None:
-            return False
-        start, end, names = self._layout
-        return journal[start:end] not in names
-
-    @staticmethod
-    def _look(document: str, journal: str) -> tuple[int, int, frozenset[str]] | None:
-        """Where the meta folder's name lies in a journal's path (the same for every id of the
-        store: an id holds no ``/``), and the names in the documents' folder; None for a folder
-        per instance (a listing would cost what it saves)."""
-        meta = os.path.dirname(journal)
-        folder = os.path.dirname(meta)
-        if folder != os.path.dirname(document):
-            return None
-        try:
-            names = frozenset(os.listdir(folder))
-        except OSError:
-            return None
-        return len(folder) + 1, len(meta) - len(journal), names
 
 
 def options_error_row(machine: str, exc: OptionsError) -> Row:
@@ -140,36 +100,33 @@ def newest_first(rows: list[Row], status_filter: str | None) -> list[ListedInsta
 
 
 def row_of(
-    machine: Machine,
-    instance_id: str,
-    document: str,
-    journal: str,
-    *,
-    stamped: bool = False,
-    lone: bool = False,
+    machine: Machine, store: Store, instance_id: str, *, stamped: bool = False
 ) -> Row | None:
-    """The row of one instance; None when its journal says another machine created it. With
-    ``stamped`` the row carries the stamps of its files (for the index of ``fsm ls``); ``lone``:
-    the caller knows there is no journal."""
-    journal_stamp = stamp_of(journal) if stamped else None
-    if not lone and not belongs_to(machine, journal):
+    """The row of one instance; None when its journal says another machine created it (see
+    :func:`belongs_to`). With ``stamped`` the row carries the store's stamp of the instance,
+    taken before it is read (for the index of ``fsm ls``)."""
+    stamp = store.stamp(instance_id) if stamped else None
+    found = store.listed(instance_id)
+    if not belongs_to(machine, found.creator):
         return None
     try:
-        raw, info = read_file(document)
-        data = jsonio.loads_quick(raw)
+        if found.raw is None:
+            raise ValueError(found.error or "it cannot be read")
+        data = jsonio.loads_quick(found.raw)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-    except (OSError, ValueError, FsmError) as exc:
+    except ValueError as exc:
         row = ListedInstance(machine.name, instance_id, None, None, "", f"unreadable: {exc}")
         return Row(row, 0, None)
     state, invalid, doc = _checked(machine, data)
-    updated = _updated(info.st_mtime)
+    seconds, nanoseconds = divmod(found.modified_ns, 1_000_000_000)
+    updated = _updated(seconds + nanoseconds * 1e-9)  # st_mtime's float, as the OS module makes it
     listed = ListedInstance(
         machine.name, instance_id, _status_of(machine, data), state, updated, invalid
     )
     if invalid is None and state is not None and machine.is_final(state):
         listed = _with_verdict(machine, listed, doc)
-    return Row(listed, info.st_mtime_ns, (_stamp(info), journal_stamp) if stamped else None)
+    return Row(listed, found.modified_ns, stamp)
 
 
 def _updated(mtime: float) -> str:
@@ -190,18 +147,6 @@ def _second(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()[:19]
 
 
-def stamp_of(path: str) -> list[int] | None:
-    """What changes when the file at ``path`` changes (None when it does not exist)."""
-    try:
-        return _stamp(os.stat(path))
-    except OSError:
-        return None
-
-
-def _stamp(info: os.stat_result) -> list[int]:
-    return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-
-
 def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInstance:
     """``row`` with the outcome and reason of an instance that ended."""
     assert row.state is not None
@@ -211,44 +156,15 @@ def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInst
     return replace(row, outcome="success" if verdict.success else "failure", reason=verdict.reason)
 
 
-def belongs_to(machine: Machine, journal: str) -> bool:
-    """False when the journal's first record says another machine created the instance.
+def belongs_to(machine: Machine, creator: str | None) -> bool:
+    """False when the journal's first record says another machine (``creator``) created the
+    instance.
 
     Machines may share a storage layout (issue-manager and skill-tuning both keep
     ``.workflow/.scratchpad/{id}/state.json``); documents written by other programs (the CCW
     dashboard) have no journal yet and are listed.
     """
-    try:
-        first = _first_line(journal)
-    except OSError:
-        return True
-    try:
-        record = jsonio.loads_quick(first.decode("utf-8", errors="replace"))
-    except jsonio.JsonError:
-        return True
-    owner = record.get("machine") if isinstance(record, dict) else None
-    return owner is None or owner == machine.name
-
-
-def _first_line(path: str) -> bytes:
-    """The first line of ``path`` (raw ``os`` reads: ``fsm ls`` does this once per instance).
-
-    Read no further than jsonio's size limit: a journal that is one endless line is not read
-    to its end (what is returned then does not parse).
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks: list[bytes] = []
-        size = 0
-        while size <= jsonio.MAX_BYTES and (chunk := os.read(fd, 4096)):
-            line, newline, _ = chunk.partition(b"\n")
-            chunks.append(line)
-            size += len(line)
-            if newline:
-                break
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
+    return creator is None or creator == machine.name
 
 
 def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:

@@ -1,18 +1,20 @@
 """The index of ``fsm ls``: the rows of one machine's instances in one workspace, kept in the
-cache (:mod:`fsm.cache`) with the stamps of the files each row was read from.
+cache (:mod:`fsm.cache`) with the store's stamp of what each row was read from.
 
 Listing thousands of instances costs reading and validating every document, after importing
 the machine's module and pydantic, which costs more than the listing itself. With the index,
-``fsm ls`` reads a document only when it changed since it was last listed (its inode, size,
-modification and change times differ, or its journal's do), and imports the machine only then.
+``fsm ls`` reads a document only when the store's stamp of the instance
+(:meth:`fsm.storage.Store.stamp`: for files, the inode, size, modification and change times of
+the document and its journal) changed since it was last listed, and imports the machine only
+then. The store is made from the layout saved in the index, without the machine.
 
 An index is used only while everything the rows were derived from is as it was: the machine
 file, the Python files of the machine's package (or of the folder of its ``.py`` module), fsm's
-own modules, pydantic's version, ``fsm.toml`` and the ``-o`` options given. A row is kept only
-once its files have been left alone for :data:`SETTLED_NS` (two seconds), so a document
-rewritten in place within one tick of the file system clock is never mistaken for the version
-listed before it. Code a machine imports from outside its package is not watched: clear the
-cache (or set ``FSM_CACHE_DIR`` empty) after changing it.
+own modules, pydantic's version, ``fsm.toml``, ``FSM_STORE`` and the ``-o`` options given. A row
+is kept only when its store gave it a stamp (the file store gives none to files changed within
+the last two seconds, so a document rewritten in place within one tick of the file system clock
+is never mistaken for the version listed before it). Code a machine imports from outside its
+package is not watched: clear the cache (or set ``FSM_CACHE_DIR`` empty) after changing it.
 """
 
 from __future__ import annotations
@@ -22,28 +24,26 @@ import json
 import os
 import string
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fsm import cache
+from fsm import cache, stores
 from fsm.discovery import MachineEntry, find_machine, open_machine
 from fsm.errors import OptionsError
-from fsm.listing import ListedInstance, Row, newest_first, options_error_row, row_of, stamp_of
-from fsm.store import FileStore
+from fsm.listing import ListedInstance, Row, newest_first, options_error_row, row_of
+from fsm.storage import Layout
 
 if TYPE_CHECKING:
     from fsm.instance import Workspace
     from fsm.machine import Machine
+    from fsm.storage import Store
 
-__all__ = ["SETTLED_NS", "list_indexed"]
+__all__ = ["list_indexed"]
 
-FORMAT = "1"
+FORMAT = "2"
 """The shape of an index; an index of another shape is not read."""
 
-SETTLED_NS = 2_000_000_000
-"""A row is kept once its document and journal have not changed for this long."""
 MAX_CODE_FILES = 500
 """A machine whose package has more Python files than this is listed without an index."""
 
@@ -66,7 +66,8 @@ def list_indexed(
     for target in targets:
         entry = find_machine(target)
         name = cache.digest(str(workspace_path), str(entry.path.resolve()), entry.name)
-        key = cache.digest(FORMAT, sys.version, settings, *option_items)
+        store_name = os.environ.get(stores.ENVIRONMENT, "")
+        key = cache.digest(FORMAT, sys.version, settings, store_name, *option_items)
         index = _Index.load(name, key)
         if index is None:
             machine = open_machine(target)
@@ -80,7 +81,9 @@ def list_indexed(
                 # One machine's bad options must not hide the other machines' instances.
                 rows.append(options_error_row(machine.name, exc))
                 continue
-            index = _Index.made(key, machine, entry, options.model_dump())
+            layout = workspace.layout_for(machine, options)
+            store_name = stores.chosen(workspace.config.store)[0]
+            index = _Index.made(key, machine, entry, layout, store_name)
             if index is None:
                 rows.extend(_unindexed(machine, store))
                 continue
@@ -127,24 +130,24 @@ class _Index:
 
     @classmethod
     def made(
-        cls,
-        key: str,
-        machine: Machine,
-        entry: MachineEntry,
-        options: dict[str, Any],
+        cls, key: str, machine: Machine, entry: MachineEntry, layout: Layout, store: str
     ) -> _Index | None:
-        """A new, empty index of ``machine``'s instances, stored at the paths its storage and
-        ``options`` give; None when they are listed without one."""
-        storage = machine.spec.storage
+        """A new, empty index of ``machine``'s instances, kept by the store named ``store``
+        made with ``layout``; None when they are listed without one."""
         code = cache.stamp(_code_files(machine, entry))
-        if not _plain(storage.document, storage.meta) or len(code) > MAX_CODE_FILES:
+        if not _plain(layout.document, layout.meta) or len(code) > MAX_CODE_FILES:
             return None
-        layout = {
-            "document": storage.document,
-            "meta": storage.meta,
-            "values": {name: format(value, "") for name, value in options.items()},
+        saved = {
+            "store": store,
+            "machine": layout.machine,
+            "document": layout.document,
+            "meta": layout.meta,
+            "values": {name: format(value, "") for name, value in layout.values.items()},
+            "read_retries": layout.read_retries,
+            "retry_interval": layout.retry_interval,
+            "settings": dict(layout.settings),
         }
-        index = cls(key, layout, code, {})
+        index = cls(key, saved, code, {})
         index.changed = True
         return index
 
@@ -154,63 +157,49 @@ class _Index:
         cache.write("listings", name, json.dumps(stored, separators=(",", ":")).encode())
 
     def rows(self, workspace: Path, machine: Callable[[], Machine]) -> list[Row]:
-        """A row per instance: the indexed one when its files are unchanged, else read anew
+        """A row per instance: the indexed one when its stamp is unchanged, else read anew
         (``machine`` loads the machine the first time that is needed)."""
-        layout = self.layout
-        store = FileStore(workspace, layout["document"], layout["meta"], layout["values"])
+        saved = self.layout
+        layout = Layout(
+            workspace,
+            saved["machine"],
+            saved["document"],
+            saved["meta"],
+            saved["values"],
+            read_retries=saved["read_retries"],
+            retry_interval=saved["retry_interval"],
+            settings=saved["settings"],
+        )
+        store = stores.factory(saved["store"])(layout)
         loaded: Machine | None = None
-        now = time.time_ns()
         kept: dict[str, Any] = {}
         rows: list[Row] = []
         for instance_id in store.list_ids():
-            document, journal = store.locations(instance_id)
+            stamp = store.stamp(instance_id)
             entry = self.entries.get(instance_id)
-            if entry is not None and _current(entry, document, journal):
+            if entry is not None and stamp is not None and entry[0] == stamp:
                 kept[instance_id] = entry
-                if entry[2]:
+                if entry[1]:
                     rows.append(_indexed_row(entry, instance_id))
                 continue
             loaded = loaded or machine()
-            row = row_of(loaded, instance_id, document, journal, stamped=True)
+            row = row_of(loaded, store, instance_id, stamped=True)
             if row is None:
-                entry = [None, stamp_of(journal), False]
+                entry = [store.stamp(instance_id), False]  # another machine's instance
             else:
                 rows.append(row)
-                entry = _entry(row) if row.stamps is not None else None
-            if entry is not None and _settled(entry, now):
+                entry = _entry(row)
+            if entry[0] is not None:
                 kept[instance_id] = entry
         self.changed = self.changed or kept != self.entries
         self.entries = kept
         return rows
 
 
-def _current(entry: list[Any], document: str, journal: str) -> bool:
-    """True when the document and journal are the files ``entry`` was read from."""
-    if stamp_of(journal) != entry[1]:
-        return False
-    if not entry[2]:
-        return True  # another machine's instance: only its journal's first line counted
-    try:
-        info = os.stat(document, follow_symlinks=False)
-    except OSError:
-        return False
-    stamp: list[int] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-    return bool(stamp == entry[0])
-
-
-def _settled(entry: list[Any], now: int) -> bool:
-    """True when neither file changed within the last :data:`SETTLED_NS`."""
-    changed = [stamp[3] for stamp in entry[:2] if stamp is not None]
-    return all(now - moment > SETTLED_NS for moment in changed)
-
-
 def _entry(row: Row) -> list[Any]:
-    assert row.stamps is not None
     listed = row.listed
-    document, journal = row.stamps
     return [
-        document,
-        journal,
+        row.stamp,
         True,
         listed.machine,
         listed.status,
@@ -224,13 +213,13 @@ def _entry(row: Row) -> list[Any]:
 
 
 def _indexed_row(entry: list[Any], instance_id: str) -> Row:
-    _, _, _, machine, status, state, updated, error, outcome, reason, modified = entry
+    _, _, machine, status, state, updated, error, outcome, reason, modified = entry
     listed = ListedInstance(machine, instance_id, status, state, updated, error, outcome, reason)
     return Row(listed, modified, None)
 
 
-def _unindexed(machine: Machine, store: FileStore) -> list[Row]:
-    found = (row_of(machine, i, *store.locations(i)) for i in store.list_ids())
+def _unindexed(machine: Machine, store: Store) -> list[Row]:
+    found = (row_of(machine, store, i) for i in store.list_ids())
     return [row for row in found if row is not None]
 
 

@@ -79,7 +79,7 @@ def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
         if len(args.machines) != 1:
             raise InputError("--run needs exactly one MACHINE")
         args.machine, args.id = args.machines[0], args.run
-        from fsm.commands import instance_from
+        from fsm.command_values import instance_from
 
         instance = instance_from(args, values)
         loaded = instance.load()

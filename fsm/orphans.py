@@ -21,7 +21,7 @@ from typing import Any
 
 from fsm import jsonio
 from fsm.errors import FsmError
-from fsm.files import open_nofollow
+from fsm.files import open_nofollow, write_all
 
 __all__ = ["forget", "reap", "record"]
 
@@ -45,7 +45,7 @@ def record(folder: Path, pid: int, argv: Sequence[str], root: Path | None = None
     try:
         fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root)
         try:
-            os.write(fd, json.dumps(data).encode("utf-8"))
+            write_all(fd, json.dumps(data).encode("utf-8"))
         finally:
             os.close(fd)
     except (OSError, FsmError):

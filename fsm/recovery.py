@@ -1,17 +1,16 @@
 """``fsm recover``: rebuild a corrupt or missing document with the machine's ``recover`` hook.
 
-The corrupt file is never deleted: it is moved aside to ``<document>.corrupt-<time>`` before the
-rebuilt document is written, so nothing that was persisted is lost. The hook reports what it
-could not recover (fields it would otherwise have to invent); those notes are journaled.
+The corrupt document is never deleted: its store moves it aside (:meth:`fsm.storage.Store.
+quarantine`; the file store to ``<document>.corrupt-<time>``) before the rebuilt document is
+written, so nothing that was persisted is lost. The hook reports what it could not recover
+(fields it would otherwise have to invent); those notes are journaled.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -31,15 +30,16 @@ class RecoveryReport:
 
     recovered: bool
     state: str
-    moved_aside: Path | None = None
+    moved_aside: str | None = None
+    """Where the store keeps the corrupt document (a path for the file store)."""
     notes: list[str] = field(default_factory=list)
 
 
 def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
     """Rebuild the instance document when it is corrupt or missing.
 
-    Holds the run lock (no run may step meanwhile) and the document lock, re-reads the document
-    under them, and validates the rebuilt document before the corrupt file is moved aside, so a
+    Holds the run lease (no run may step meanwhile) and the document lock, re-reads the document
+    under them, and validates the rebuilt document before the corrupt one is moved aside, so a
     failing hook leaves everything as it was.
     """
     machine = instance.machine
@@ -47,10 +47,10 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
     if hook is None:
         raise InputError(f"machine '{machine.name}' does not support recovery (no 'recover' hook)")
     started = time.monotonic()
-    path = instance.paths.document
-    run_lock = instance.store.run_lock(instance.id)
+    store = instance.store
+    run_lock = store.lease(instance.id)
     try:
-        with instance.store.document_lock(instance.id):
+        with store.lock(instance.id):
             try:
                 loaded = instance.load()
             except (CorruptDocumentError, UnknownInstanceError):
@@ -59,25 +59,23 @@ def recover(instance: Instance, *, actor: str = "cli") -> RecoveryReport:
                 return RecoveryReport(
                     False, loaded.state, notes=["the document is valid: nothing to recover"]
                 )
-            try:
-                raw_text: str | None = path.read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                raw_text = None
+            raw = store.read_bytes(instance.id)
+            raw_text = None if raw is None else raw.decode("utf-8", errors="replace")
             data, notes = _rebuilt(instance, hook, raw_text)
-            moved = _move_aside(instance, path) if raw_text is not None else None
+            moved = store.quarantine(instance.id) if raw is not None else None
             record = RecoverRecord(
                 machine=machine.name,
                 dest=machine.codec.read(instance.validate(data)),
                 actor=actor,
                 notes=notes,
-                moved_aside=str(moved) if moved else None,
+                moved_aside=moved,
                 duration_ms=round((time.monotonic() - started) * 1000, 3),
             )
             try:
                 saved = instance.commit(data, record, base=None, locked=True)
             except BaseException:
                 if moved is not None:
-                    os.replace(moved, path)  # put the corrupt file back: nothing is lost
+                    store.restore(instance.id, moved)  # put the corrupt one back: nothing lost
                 raise
     finally:
         run_lock.release()
@@ -114,18 +112,3 @@ def _rebuilt(
     if instance.machine.codec.read(doc) not in instance.machine.states:
         raise FsmError(f"recover hook of '{name}' rebuilt a document in an unknown state")
     return data, list(result.notes)
-
-
-def _move_aside(instance: Instance, path: Path) -> Path:
-    """Move the corrupt document to a name no earlier copy has (never overwriting one)."""
-    stamp = instance.clock.now().strftime("%Y%m%dT%H%M%S")
-    for number in range(1000):
-        suffix = f"-{number}" if number else ""
-        target = path.with_name(f"{path.name}.corrupt-{stamp}{suffix}")
-        try:
-            os.link(path, target)  # fails if the name is taken
-        except FileExistsError:
-            continue
-        os.unlink(path)
-        return target
-    raise FsmError(f"cannot find a free name beside {path} to keep the corrupt document")

@@ -65,10 +65,10 @@ def retry(
             "create a new instance instead"
         )
     started = time.monotonic()
-    run_lock = instance.store.run_lock(instance.id)
+    run_lock = instance.store.lease(instance.id)
     try:
-        instance.committer.repair()
-        with instance.store.confined(), instance.store.document_lock(instance.id):
+        instance.repair()
+        with instance.confined(), instance.store.lock(instance.id):
             current = instance.load_unchecked()
             _check_failed(instance, current)
             reopening = _reopening(instance, hook, current, list(items))

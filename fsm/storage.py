@@ -1,46 +1,201 @@
-"""The store interface: what the engine and :class:`~fsm.instance.Instance` need from a store.
+"""The store interface: the primitives a store supplies, and nothing else.
 
-A store keeps the documents of one machine's instances in one workspace and their journals.
-The engine and ``Instance`` use a store only through these protocols, so that another store
-(a database) can be added without touching either. The one fsm ships keeps them in files:
-:class:`fsm.store.FileStore`, whose committer is :class:`fsm.commit.Committer`; a second one,
-in memory, is :class:`fsm.testing.MemoryStore`. A workspace is given another store with
-``Workspace(..., storage=...)``.
+A store keeps the documents of one machine's instances and their journals. Everything above it
+(the transaction of :mod:`fsm.transaction`, the engine, the control plane, ``fsm ls``, ``fsm
+serve``, ``recover``, ``history``, ``replay``) uses a store only through :class:`Store`, so a new
+store (a database) is a class with these methods, registered by name (:mod:`fsm.stores`), and
+proven by the conformance suite :class:`fsm.testing.StoreContract`. The stores fsm ships are
+:class:`fsm.store.FileStore` (the CCW-compatible files) and :class:`fsm.testing.MemoryStore`.
+``docs/stores.md`` is the store author's reference.
 
-* :class:`Store`: one machine's documents: read, list, lock, and the journal and committer of
-  each instance.
-* :class:`Committing`: how one instance's new versions are written: under the document lock,
-  re-read the current version, merge what other writers changed since the step's base
-  (:mod:`fsm.merge`), validate, write, journal, and run the ``after_save`` hook.
-* :class:`JournalLog`: an instance's append-only journal (record fields: :mod:`fsm.journal`).
+The primitives, in short:
 
-What stays outside the store wherever documents live: the instance's log and the records of the
-commands it runs, in its meta folder in the workspace (:attr:`fsm.store.InstancePaths.meta`).
+* documents: :meth:`Store.read` (data, exact bytes, version), :meth:`Store.read_bytes`,
+  :meth:`Store.exists`, :meth:`Store.list_ids`, :meth:`Store.is_current`;
+* :meth:`Store.swap`: compare-and-swap of a document with its journal records in one
+  transaction: the store reads the current version, asks the caller what to write on it
+  (``build``), and writes it and appends the records only if the document is still that
+  version, else asks again on the newer one;
+* the journal: :meth:`Store.append` (records that change no document) and :meth:`Store.journal`
+  (reading it back);
+* locks: :meth:`Store.lock` (serialises fsm's read-modify-writes of one document),
+  :meth:`Store.lease` (one run at a time, with a fencing token checked in every write);
+* :meth:`Store.park` (a step's result that cannot be committed), :meth:`Store.quarantine` and
+  :meth:`Store.restore` (an unreadable document moved aside, never deleted);
+* :meth:`Store.changes` (wait for changes), :meth:`Store.listed` and :meth:`Store.stamp` (what
+  ``fsm ls`` shows of an instance, and what changes when it changes);
+* crash and concurrency housekeeping that some stores need and others answer trivially:
+  :meth:`Store.needs_repair` / :meth:`Store.repair` (after a process was killed midway),
+  :meth:`Store.late_writes` (a program outside fsm's transaction wrote into a version fsm
+  replaced), :meth:`Store.session` (keep what a run's steps use open).
+
+Documents are kept as exact bytes (the journal's hashes and other programs depend on them); the
+rules of a machine's documents (validation, rendering, hashing) are the caller's
+(:class:`fsm.rules.DocumentRules`), never the store's.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel
+from fsm import jsonio
+from fsm.errors import CorruptDocumentError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from fsm.errors import JournalRecordError
-    from fsm.instance import Instance, Loaded
     from fsm.journal import JournalRead
-    from fsm.machine import Machine
     from fsm.records import ErrorRecord, Record
-    from fsm.store import InstancePaths, Snapshot
 
-__all__ = ["Committing", "JournalLog", "RunLock", "Store", "StoreFactory"]
+__all__ = [
+    "Build",
+    "Folders",
+    "JournalLog",
+    "LateWrite",
+    "Layout",
+    "Lease",
+    "Listed",
+    "Proposal",
+    "Repaired",
+    "Snapshot",
+    "Store",
+    "StoreFactory",
+    "Swapped",
+]
 
 
-class RunLock(Protocol):
-    """A run lock taken: released at the end of the run."""
+class Snapshot:
+    """A document as its store holds it: its JSON data, the exact bytes it came from, and the
+    store's version token (opaque to everyone but the store that made it).
+
+    ``data`` may be left to be parsed from ``raw`` when it is first asked for (a swap hands
+    the transaction versions it mostly compares by their bytes): CorruptDocumentError then,
+    when ``raw`` is not a JSON object.
+    """
+
+    __slots__ = ("_data", "raw", "version")
+
+    def __init__(self, data: dict[str, Any] | None, raw: bytes, version: Any = None) -> None:
+        self._data = data
+        self.raw = raw
+        self.version = version
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The document's JSON object."""
+        if self._data is None:
+            try:
+                data = jsonio.loads(self.raw)
+            except jsonio.JsonError as exc:
+                raise CorruptDocumentError(f"not a JSON document: {exc}") from exc
+            if not isinstance(data, dict):
+                raise CorruptDocumentError(f"not a JSON object: {type(data).__name__}")
+            self._data = data
+        return self._data
+
+
+@dataclass(slots=True)
+class Proposal:
+    """What a transaction writes on a version: the document's bytes and the journal records
+    appended with it (in order: the same write makes both visible, or neither)."""
+
+    raw: bytes
+    records: Sequence[Record]
+
+
+Build = Callable[["Snapshot | None"], Proposal]
+"""What :meth:`Store.swap` asks: given the current version (None: there is no document), the
+proposal to write on it. It may raise: nothing is written then."""
+
+
+@dataclass(slots=True)
+class LateWrite:
+    """A change another program made that never reached the document: it wrote ``raw`` in
+    place of ``before``, a version fsm had replaced meanwhile (a program without a lock that
+    rewrites the file it opened before fsm's swap)."""
+
+    before: bytes
+    raw: bytes
+
+
+@dataclass(slots=True)
+class Swapped:
+    """What :meth:`Store.swap` wrote: the proposal, on which version, and a late write it found
+    while swapping (the caller merges it into a new version)."""
+
+    proposal: Proposal
+    replaced: Snapshot | None
+    late: LateWrite | None = None
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """What :meth:`Store.repair` did: one note per repair, and the bytes of a write it completed
+    (its ``after_save`` hook has not run; the caller runs it)."""
+
+    notes: list[str] = field(default_factory=list)
+    completed: bytes | None = None
+
+
+@dataclass(slots=True)
+class Listed:
+    """What ``fsm ls`` reads of one instance: its document's bytes (None when they cannot be
+    read: ``error`` says why), when it was last written (nanoseconds since the epoch), and the
+    machine the journal's first record names (None when the journal names none or there is no
+    journal)."""
+
+    raw: bytes | None
+    modified_ns: int
+    creator: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Folders:
+    """The instance's folders in the workspace, whatever store keeps its document: ``files``,
+    where its machine writes side files (progress files, reports), and ``meta``, where fsm keeps
+    its log and the records of the commands it runs on this host."""
+
+    files: Path
+    meta: Path
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a store is made from for one machine in one workspace (plain data: ``fsm ls``
+    makes a store from a saved one without importing the machine)."""
+
+    workspace: Path
+    machine: str
+    document: str
+    """The machine's storage template of the document's path (``{id}`` and option names)."""
+    meta: str | None
+    values: Mapping[str, Any]
+    """The machine's option values the templates name."""
+    read_retries: int = 3
+    retry_interval: float = 0.05
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """The ``[store]`` table of fsm.toml (a database's address, ...)."""
+
+
+class Lease(Protocol):
+    """A run's hold on one instance (:meth:`Store.lease`), released at the end of the run.
+
+    ``token`` is the fencing token: it grows with every lease of the instance, and a store
+    refuses a write fenced by a lease that is no longer the instance's (lost by expiry and taken
+    over by another run), so a run that lost its lease can never commit again.
+    """
+
+    token: int
+
+    def held(self) -> bool:
+        """True while this lease is still the instance's."""
+        ...
 
     def release(self) -> None:
         """Let another run take the instance."""
@@ -48,40 +203,27 @@ class RunLock(Protocol):
 
 
 class JournalLog(Protocol):
-    """An instance's journal: records appended in order, never rewritten."""
+    """An instance's journal as readers see it: records in the order they were appended.
 
-    def append(self, record: Mapping[str, Any]) -> int:
-        """Append ``record``; return the journal's :meth:`size` before it."""
-        ...
-
-    def size(self) -> int:
-        """A mark of the journal's end, for :meth:`truncate`."""
-        ...
-
-    def truncate(self, size: int) -> None:
-        """Take back the records appended since :meth:`size` returned ``size`` (a write that
-        lost its race with another writer is journaled again after the merge)."""
-        ...
-
-    def read(self) -> JournalRead:
-        """Every record, and the positions of unreadable ones."""
-        ...
+    A store supplies :meth:`scan` and :meth:`backwards`; the typed readings are derived from them
+    by mixing in :class:`fsm.journal.TypedRecords`.
+    """
 
     def scan(self) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
-        """``(position, text, record)`` for every record, first to last (``None``: the
-        record is unreadable)."""
+        """``(position, text, object)`` for every record, first to last (``None``: the record
+        is unreadable)."""
         ...
 
     def backwards(self) -> Iterator[dict[str, Any]]:
-        """The readable records, last first."""
+        """The readable records' objects, last first."""
         ...
 
-    def write(self, record: Record) -> int:
-        """Append ``record`` (:mod:`fsm.records`); return the journal's mark before it."""
+    def read(self) -> JournalRead:
+        """Every record's object, and the positions of unreadable ones."""
         ...
 
     def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
-        """``(line number, record)`` for every line, first to last (None: unreadable; a
+        """``(position, record)`` for every record, first to last (None: unreadable; a
         JournalRecordError: JSON that is not a record this fsm reads)."""
         ...
 
@@ -101,135 +243,139 @@ class JournalLog(Protocol):
         """The latest failed-step record not followed by a step that worked."""
         ...
 
-    def has_torn_tail(self) -> bool:
-        """True when the last record was cut short by a crash while it was appended."""
-        ...
-
-    def drop_torn_tail(self) -> bool:
-        """Remove a record cut short by a crash; True if there was one."""
-        ...
-
-    def kept_open(self) -> AbstractContextManager[None]:
-        """Keep what appending needs open meanwhile (a run's steps)."""
-        ...
-
-
-class Committing(Protocol):
-    """Writes the versions of one instance's document (:class:`fsm.commit.Committer` for files).
-
-    Every method that writes takes the document lock itself, unless told the caller holds it.
-    """
-
-    def commit(
-        self,
-        data: Mapping[str, Any],
-        record: Record,
-        *,
-        base: Loaded | None,
-        locked: bool = False,
-    ) -> Loaded:
-        """Write ``data`` (the step's result from ``base``; None: a new document, written as
-        it is) merged with what other writers changed since ``base``, journal ``record`` with
-        the hashes of what was written, run the ``after_save`` hook; return what was written.
-        """
-        ...
-
-    def journal_failure(self, record: Record, *, base: Loaded) -> Loaded:
-        """Journal a failed step that changes no document; return the current version."""
-        ...
-
-    def still(self, raw: bytes) -> bool:
-        """True when the document holds exactly ``raw`` now (the version this instance
-        committed last may then be used without reading and validating it again)."""
-        ...
-
-    def reconcile(self, loaded: Loaded) -> Loaded:
-        """``loaded``, just read, or a version that also keeps fsm's latest work when another
-        writer wrote an older version of fsm's back with its own change."""
-        ...
-
-    def park(self, data: Mapping[str, Any]) -> str | os.PathLike[str]:
-        """Keep a step's result that cannot be committed; return where it was kept."""
-        ...
-
-    def repair(self) -> list[str]:
-        """Make the journal and the document agree after a crash; return what was done."""
-        ...
-
-    def settle(self) -> None:
-        """End of an operation: take in what another writer wrote meanwhile, let go."""
-        ...
-
-    def files_kept_open(self) -> AbstractContextManager[None]:
-        """Keep what each commit uses open meanwhile (a run's steps)."""
-        ...
-
 
 class Store(Protocol):
-    """The documents of one machine's instances in one workspace (:class:`fsm.store.FileStore`
-    for files). Ids are validated by the store before they are used."""
+    """The documents and journals of one machine's instances (see the module docstring).
 
-    read_retries: int
-    """Reads again of a document that does not parse (another writer may be midway in it):
-    the machine's ``storage.read_retries``."""
-    retry_interval: float
-    """Seconds between those reads."""
+    Every method validates the id it is given (:func:`fsm.ids.validate_id`) before using it.
+    """
 
-    def paths(self, instance_id: str) -> InstancePaths:
-        """Where the instance is shown to be (its document) and its meta folder (its log and the
-        records of its running commands, kept in the workspace)."""
+    name: str
+    """The name the store is registered under (``files``, ``memory``)."""
+
+    def describe(self, instance_id: str) -> str:
+        """Where the instance's document is, for messages (a path, a table's row)."""
+        ...
+
+    def folders(self, instance_id: str) -> Folders:
+        """The instance's folders in the workspace (see :class:`Folders`)."""
+        ...
+
+    def permissions(self, instance_id: str) -> int | None:
+        """The permission bits the instance's document is kept with (``0o600`` for a private
+        one), or None where the store has no such notion or there is no document: the files a
+        machine writes for the instance are kept no more open than its document."""
         ...
 
     def exists(self, instance_id: str) -> bool:
-        """True when the instance's document exists."""
+        """True when the instance has a document."""
         ...
 
     def read(self, instance_id: str) -> Snapshot:
-        """The document's JSON data and exact bytes (UnknownInstanceError when there is none,
-        CorruptDocumentError when it is not a JSON object, StoreError when it cannot be read)."""
+        """The current version (UnknownInstanceError when there is none, CorruptDocumentError
+        when it is not a JSON object, StoreError when it cannot be read)."""
         ...
 
-    def read_raw_bytes(self, instance_id: str) -> bytes | None:
-        """The document's bytes, or None when it does not exist."""
+    def read_bytes(self, instance_id: str) -> bytes | None:
+        """The document's bytes whether or not they parse (None when there is none): what
+        ``fsm recover`` hands the machine's hook."""
         ...
 
-    def render(self, data: Mapping[str, Any]) -> str:
-        """The text a document is written as (ValueError when it is not strict JSON)."""
+    def is_current(self, instance_id: str, raw: bytes) -> bool:
+        """True when the document holds exactly ``raw`` now (cheaply: a run asks before every
+        step whether the version it committed last is still the document)."""
         ...
 
     def list_ids(self) -> list[str]:
-        """Ids of every instance whose document exists, sorted."""
+        """Ids of every instance that has a document, sorted."""
         ...
 
-    def document_lock(
-        self, instance_id: str, timeout: float = 10.0
-    ) -> AbstractContextManager[None]:
-        """Hold the document lock around a read-modify-write (LockHeldError after
-        ``timeout`` seconds)."""
+    def swap(
+        self,
+        instance_id: str,
+        build: Build,
+        *,
+        expected: bytes | None = None,
+        fence: Lease | None = None,
+    ) -> Swapped:
+        """Compare-and-swap: read the current version, call ``build`` with it, and write the
+        proposal's bytes and append its records, atomically, only if the document is still the
+        version ``build`` was given (None: still absent); else call ``build`` again with the
+        newer version (StoreError after a few dozen rounds). ``expected``: the bytes the caller
+        last read (a store whose documents other programs rewrite in place waits a moment for
+        a version that does not parse). ``fence``: refuse (LeaseLostError) when that lease is
+        no longer the instance's. What ``build`` raises propagates, nothing written.
+        """
         ...
 
-    def run_lock(self, instance_id: str) -> RunLock:
-        """Take the run lock without waiting (LockHeldError when another run holds it)."""
-        ...
-
-    def keeping_locks_open(self, instance_id: str) -> AbstractContextManager[None]:
-        """Keep what the document lock needs open meanwhile (a run's steps)."""
+    def append(
+        self, instance_id: str, records: Sequence[Record], *, fence: Lease | None = None
+    ) -> None:
+        """Append ``records`` to the journal, all or none (a failed step, a repair, a change
+        another program made between steps). The caller holds :meth:`lock`."""
         ...
 
     def journal(self, instance_id: str) -> JournalLog:
-        """The instance's journal."""
+        """The instance's journal, for reading."""
         ...
 
-    def committer(self, instance: Instance) -> Committing:
-        """What writes ``instance``'s versions."""
+    def lock(self, instance_id: str, timeout: float = 10.0) -> AbstractContextManager[None]:
+        """Hold the document lock around a read-modify-write: fsm's writers of one document
+        take turns (LockHeldError after ``timeout`` seconds)."""
         ...
 
-    def confined(self) -> AbstractContextManager[None]:
-        """Meanwhile, the files machines write through :mod:`fsm.store` stay inside the
-        workspace (the engine runs guards, actions and hooks in it)."""
+    def lease(self, instance_id: str) -> Lease:
+        """Take the run lease without waiting (LockHeldError naming the holder when another
+        run holds it)."""
+        ...
+
+    def park(self, instance_id: str, data: Mapping[str, Any]) -> str:
+        """Keep a step's result that cannot be committed; return where it was kept."""
+        ...
+
+    def quarantine(self, instance_id: str) -> str | None:
+        """Move the (unreadable) document aside, never over an earlier one; return where it is
+        kept (None when there is no document). The instance then has no document."""
+        ...
+
+    def restore(self, instance_id: str, kept: str) -> None:
+        """Put back the document :meth:`quarantine` kept at ``kept`` (an aborted recovery)."""
+        ...
+
+    def needs_repair(self, instance_id: str) -> bool:
+        """A cheap look, without the lock: may a process killed midway have left the instance
+        with its journal and document disagreeing (False for stores whose writes are atomic)."""
+        ...
+
+    def repair(self, instance_id: str) -> Repaired:
+        """Make journal and document agree after a crash (the caller holds :meth:`lock`)."""
+        ...
+
+    def late_writes(self, instance_id: str, *, last: bool = False) -> list[LateWrite]:
+        """Changes other programs wrote into versions this store replaced since they were last
+        asked for (the caller holds :meth:`lock`, or asks at the end of an operation with
+        ``last``: the store then lets go of what it kept to watch)."""
+        ...
+
+    def session(self, instance_id: str) -> AbstractContextManager[None]:
+        """Keep what each step of a run uses open meanwhile."""
+        ...
+
+    def listed(self, instance_id: str) -> Listed:
+        """What ``fsm ls`` shows of the instance (a document that cannot be read is told in
+        :attr:`Listed.error`, never raised)."""
+        ...
+
+    def stamp(self, instance_id: str) -> Any:
+        """A JSON value that changes whenever the document or the journal changes (None when
+        there is no document): ``fsm ls`` keeps a row while its stamp is unchanged."""
+        ...
+
+    def changes(self, stop: asyncio.Event) -> AsyncIterator[set[str] | None]:
+        """Until ``stop`` is set, the ids of instances whose document or journal changed, in
+        batches as they come (None: reload everything)."""
         ...
 
 
-StoreFactory = Callable[[Path, "Machine", BaseModel], Store]
-"""What ``Workspace(storage=...)`` takes: the store of one machine's instances, made from the
-workspace's folder, the machine and its options."""
+StoreFactory = Callable[[Layout], Store]
+"""What a store is made with: the store of one machine's instances in one workspace."""

@@ -3,7 +3,7 @@
 A writer without a lock (the CCW dashboard) reads the document, changes a field and writes the
 whole document back. When fsm wrote newer versions meanwhile, the copy is of an older one: to
 keep both fsm's work and the writer's change, fsm must know which version the writer read. It
-is the version whose fields only fsm writes (:meth:`~fsm.instance.Instance.core_hash`) are the
+is the version whose fields only fsm writes (:meth:`~fsm.rules.DocumentRules.core_hash`) are the
 copy's; a stop written by the dashboard also moves the state, to one a control command moves
 to. Versions alike in fsm's fields differ in other programs' fields (changes fsm merged): the
 one closest to the copy is the one read.
@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fsm.records import ControlRecord
+from fsm.records import ControlRecord, Record
 from fsm.update import MISSING, apply_update, bytes_hash, get_path
 
 if TYPE_CHECKING:
-    from fsm.instance import Instance, Loaded
+    from fsm.rules import DocumentRules, Loaded
 
-__all__ = ["journal_seen", "written_over"]
+__all__ = ["seen_control", "written_over"]
 
 
 def written_over(
-    instance: Instance,
+    rules: DocumentRules,
     versions: list[tuple[Loaded, str]],
     loaded: Loaded,
     also: Loaded | None = None,
@@ -38,14 +38,14 @@ def written_over(
     all fit: the one differing from ``loaded`` in the fewest such fields is the one the
     writer read, the newest among equals.
     """
-    control = instance.machine.spec.control
+    control = rules.machine.spec.control
     commanded = control is not None and any(
         command.state == loaded.state for command in control.commands.values()
     )
-    core = instance.core_hash(loaded.data)
+    core = rules.core_hash(loaded.data)
     candidates = list(versions)
     if also is not None:
-        candidates.append((also, instance.core_hash(also.data)))
+        candidates.append((also, rules.core_hash(also.data)))
     best: tuple[int, Loaded] | None = None
     for version, version_core in candidates:
         data = version.data
@@ -53,50 +53,49 @@ def written_over(
             if not commanded or version.state == loaded.state:
                 continue
             try:
-                update = instance.machine.codec.write(version.doc, loaded.state)
-                data = instance.entered(apply_update(version.data, update), loaded.state)
+                update = rules.machine.codec.write(version.doc, loaded.state)
+                data = rules.entered(apply_update(version.data, update), loaded.state)
             except Exception:  # a codec that cannot write the state: no match
                 continue
-            if instance.core_hash(data) != core:
+            if rules.core_hash(data) != core:
                 continue
-        distance = _distance(instance, data, loaded.data)
+        distance = _distance(rules, data, loaded.data)
         if best is None or distance < best[0]:
             best = (distance, version)
     return None if best is None else best[1]
 
 
-def _distance(instance: Instance, one: Mapping[str, Any], other: Mapping[str, Any]) -> int:
+def _distance(rules: DocumentRules, one: Mapping[str, Any], other: Mapping[str, Any]) -> int:
     """How many fields other programs own differ between two documents."""
-    paths = instance.external_paths
-    theirs = (one.keys() | other.keys()) - instance.machine.document_keys
+    paths = rules.external_paths
+    theirs = (one.keys() | other.keys()) - rules.machine.document_keys
     differing = [p for p in paths if get_path(one, p) != get_path(other, p)]
     differing += [key for key in theirs if one.get(key, MISSING) != other.get(key, MISSING)]
     return len(differing)
 
 
-def journal_seen(instance: Instance, newest: Loaded, current: Loaded) -> None:
-    """Journal the state or status another program set on fsm's latest version (a
-    dashboard's stop or pause between two steps), as an external ``control`` record."""
+def seen_control(
+    rules: DocumentRules, newest: Loaded, current: Loaded, last: Record | None
+) -> ControlRecord | None:
+    """The record of the state or status another program set on fsm's latest version (a
+    dashboard's stop or pause between two steps), an external ``control`` record; None when it
+    changed neither, or ``last``, the journal's last record, is of that version already."""
     if (current.state, current.status) == (newest.state, newest.status):
-        return  # only its own fields: an edit the journal need not know of
+        return None  # only its own fields: an edit the journal need not know of
     doc_hash = bytes_hash(current.raw)
-    last = instance.journal.last()
     if last is not None and last.doc_hash == doc_hash:
-        return  # fsm's control plane, in another process, journaled it
-    instance.journal.write(
-        ControlRecord(
-            time=instance.clock.iso(),
-            event="external",
-            source=newest.state,
-            dest=current.state,
-            status_from=newest.status,
-            status_to=current.status,
-            actor="external",
-            reason="changed by another program between steps",
-            state=current.state,
-            status=current.status,
-            doc_hash=doc_hash,
-            core_hash=instance.core_hash(current.data),
-        )
+        return None  # fsm's control plane, in another process, journaled it
+    return ControlRecord(
+        time=rules.clock.iso(),
+        event="external",
+        source=newest.state,
+        dest=current.state,
+        status_from=newest.status,
+        status_to=current.status,
+        actor="external",
+        reason="changed by another program between steps",
+        state=current.state,
+        status=current.status,
+        doc_hash=doc_hash,
+        core_hash=rules.core_hash(current.data),
     )
-    instance.log.info("external_control_seen", status_from=newest.status, status_to=current.status)

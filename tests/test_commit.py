@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from fsm import commit as commit_module
-from fsm.commit import Committer
+from fsm import file_swap as commit_module
 from fsm.control import ControlPlane
 from fsm.engine import Engine
+from fsm.file_swap import FileSwap
 from fsm.inspect import check_replay
 from fsm.instance import Instance
 
@@ -24,7 +24,7 @@ Make = Callable[..., Instance]
 
 def _dashboard_write(instance: Instance, **changes: Any) -> None:
     """Rewrite the document in place, without a lock, as the CCW dashboard does."""
-    path = instance.paths.document
+    path = instance.store.paths(instance.id).document
     data = json.loads(path.read_text())
     data.update(changes)
     path.write_text(json.dumps(data, indent=2))
@@ -37,7 +37,7 @@ def _started(make_counter: Make, **values: Any) -> Instance:
 
 
 def _doc(instance: Instance) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(instance.paths.document.read_text())
+    data: dict[str, Any] = json.loads(instance.store.paths(instance.id).document.read_text())
     return data
 
 
@@ -74,12 +74,12 @@ def test_a_write_into_the_replaced_file_is_reapplied(
     """A writer that opened the document before fsm replaced it and wrote into it afterwards
     wrote into a file no one will read again: the commit sees it and re-applies the change."""
     instance = _started(make_counter, limit=5)
-    real = Committer._install
+    real = FileSwap._install
 
     def replace_while_dashboard_writes(
-        self: Committer, tmp: Path, path: Path, ident: tuple[int, int] | None
+        self: FileSwap, tmp: Path, path: Path, ident: tuple[int, int] | None
     ) -> bytes | None:
-        monkeypatch.setattr(Committer, "_install", real)  # only the step's own replace
+        monkeypatch.setattr(FileSwap, "_install", real)  # only the step's own replace
         stale = json.loads(path.read_text())
         with path.open("r+") as handle:  # opened before the replace
             foreign = real(self, tmp, path, ident)
@@ -88,7 +88,7 @@ def test_a_write_into_the_replaced_file_is_reapplied(
             handle.write(json.dumps(stale))
         return foreign
 
-    monkeypatch.setattr(Committer, "_install", replace_while_dashboard_writes)
+    monkeypatch.setattr(FileSwap, "_install", replace_while_dashboard_writes)
     Engine(instance).step()
     doc = _doc(instance)
     assert (doc["status"], doc["title"], doc["count"]) == ("paused", "late", 1)
@@ -103,16 +103,16 @@ def test_a_late_write_into_the_replaced_file_is_caught_when_the_run_ends(
     """A writer that opened the old file before the replace but wrote only after the commit
     had looked at it is caught by the next look: the end of the step."""
     instance = _started(make_counter, limit=5)
-    real = Committer._install
+    real = FileSwap._install
     handles = []
 
     def replace_and_keep_a_stale_handle(
-        self: Committer, tmp: Path, path: Path, fd: int | None
+        self: FileSwap, tmp: Path, path: Path, fd: int | None
     ) -> bytes | None:
         handles.append((path.open("r+"), json.loads(path.read_text())))
         return real(self, tmp, path, fd)
 
-    monkeypatch.setattr(Committer, "_install", replace_and_keep_a_stale_handle)
+    monkeypatch.setattr(FileSwap, "_install", replace_and_keep_a_stale_handle)
     engine = Engine(instance)
     with engine._run_lock():  # the step's own look at the replaced file happens at its end
         engine._step(None, "test")
@@ -138,7 +138,7 @@ def test_an_older_version_written_back_keeps_both_changes(make_counter: Make) ->
     engine.step()
     assert _doc(instance)["count"] == 2
     stale.update(status="paused", title="from an old read")
-    instance.paths.document.write_text(json.dumps(stale, indent=2))
+    instance.store.paths(instance.id).document.write_text(json.dumps(stale, indent=2))
     loaded = instance.load()
     assert (loaded.data["count"], loaded.status, loaded.data["title"]) == (
         2,
@@ -171,15 +171,15 @@ def _killed_at(instance: Instance, target: str, monkeypatch: pytest.MonkeyPatch)
             os.kill(os.getpid(), signal.SIGKILL)
 
         if target == "journal":
-            real_append = instance.journal.append
+            real_append = instance.journal.write_all  # type: ignore[attr-defined]
 
-            def append_then_die(record: Any) -> int:
-                size = real_append(record)
-                if record.get("kind") == "transition":
+            def append_then_die(records: Any) -> int:
+                size = real_append(records)
+                if any(record.kind == "transition" for record in records):
                     die()
                 return size
 
-            monkeypatch.setattr(instance.journal, "append", append_then_die)
+            monkeypatch.setattr(instance.journal, "write_all", append_then_die)
         else:
             monkeypatch.setattr(commit_module, target, die)
         Engine(instance).step()
@@ -202,7 +202,7 @@ def test_killed_before_the_replace_completes_the_write_next_time(
     repair = next(r for r in records if r["kind"] == "repair")
     assert "completed the write" in repair["reason"]
     assert [r.get("count") for r in records] and _doc(instance)["count"] == 2
-    assert not list(instance.paths.document.parent.glob(".*.tmp"))
+    assert not list(instance.store.paths(instance.id).document.parent.glob(".*.tmp"))
     check_replay(instance)
 
 
@@ -213,7 +213,7 @@ def test_killed_after_the_journal_append_rolls_back_without_the_temporary(
     journals that the write never happened and goes on from where the document is."""
     instance = _started(make_counter, limit=2)
     _killed_at(instance, "journal", monkeypatch)
-    for tmp in instance.paths.document.parent.glob(".*.tmp"):
+    for tmp in instance.store.paths(instance.id).document.parent.glob(".*.tmp"):
         tmp.unlink()
     result = Engine(instance).run()
     assert result.outcome == "completed"
@@ -242,9 +242,9 @@ def test_killed_before_the_journal_record_leaves_only_a_temporary_to_remove(
         os._exit(0)
     os.waitpid(pid, 0)
     monkeypatch.setattr(commit_module, "write_temporary_open", real)
-    assert len(list(instance.paths.document.parent.glob(".*.tmp"))) == 1
+    assert len(list(instance.store.paths(instance.id).document.parent.glob(".*.tmp"))) == 1
     assert Engine(instance).run().outcome == "completed"
-    assert not list(instance.paths.document.parent.glob(".*.tmp"))
+    assert not list(instance.store.paths(instance.id).document.parent.glob(".*.tmp"))
     check_replay(instance)
 
 
@@ -252,7 +252,7 @@ def test_a_torn_journal_line_is_removed_before_the_next_record(make_counter: Mak
     """A journal line cut short by a crash is removed (and journaled) before anything else is
     appended, so no record is ever glued to it."""
     instance = _started(make_counter, limit=1)
-    with instance.paths.journal.open("a") as handle:
+    with instance.store.paths(instance.id).journal.open("a") as handle:
         handle.write('{"kind": "transition", "ev')
     assert Engine(instance).run().outcome == "completed"
     read = instance.journal.read()
@@ -278,9 +278,9 @@ def test_run_and_start_racing_leave_the_instance_driven(make_counter: Make) -> N
 def test_a_private_document_stays_private(make_counter: Make) -> None:
     """A document the user made readable only by themselves keeps its mode after steps."""
     instance = _started(make_counter, limit=2)
-    instance.paths.document.chmod(0o600)
+    instance.store.paths(instance.id).document.chmod(0o600)
     Engine(instance).run()
-    assert instance.paths.document.stat().st_mode & 0o777 == 0o600
+    assert instance.store.paths(instance.id).document.stat().st_mode & 0o777 == 0o600
 
 
 def test_new_files_honour_the_umask(make_counter: Make) -> None:
@@ -291,7 +291,11 @@ def test_new_files_honour_the_umask(make_counter: Make) -> None:
         Engine(instance).run()
     finally:
         os.umask(old)
-    for path in (instance.paths.document, instance.paths.journal, instance.paths.log):
+    for path in (
+        instance.store.paths(instance.id).document,
+        instance.store.paths(instance.id).journal,
+        instance.store.paths(instance.id).log,
+    ):
         assert path.stat().st_mode & 0o777 == 0o600, path
 
 
@@ -301,5 +305,5 @@ def test_the_instance_log_rotates(make_counter: Make) -> None:
     instance.log.file.max_bytes = 300  # type: ignore[union-attr]
     for number in range(20):
         instance.log.info("filler", number=number)
-    sizes = [p.stat().st_size for p in instance.paths.meta.glob("log.ndjson*")]
+    sizes = [p.stat().st_size for p in instance.store.paths(instance.id).meta.glob("log.ndjson*")]
     assert len(sizes) == 2 and max(sizes) < 600

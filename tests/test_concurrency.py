@@ -43,7 +43,7 @@ def test_second_run_is_refused_while_one_is_in_progress(tmp_path: Path, counter:
     instance.create({"limit": 1000})
     slow = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "busy")
     try:
-        wait_for(lambda: transitions_in(instance.paths.journal) >= 1)
+        wait_for(lambda: transitions_in(instance.store.paths(instance.id).journal) >= 1)
         second = fsm_process(tmp_path, "run", str(COUNTER), "busy")
         _, err = second.communicate(timeout=120)
         assert second.returncode == 6
@@ -60,16 +60,16 @@ def test_pause_from_another_process_stops_a_running_run(tmp_path: Path, counter:
     instance = workspace.instance(counter, "p1")
     instance.create({"limit": 1000})
     run = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "p1")
-    wait_for(lambda: transitions_in(instance.paths.journal) >= 2)
+    wait_for(lambda: transitions_in(instance.store.paths(instance.id).journal) >= 2)
     pause = fsm_process(tmp_path, "pause", str(COUNTER), "p1", "--reason", "lunch")
     pause.communicate(timeout=120)
     assert pause.returncode == 0
     _, err = run.communicate(timeout=120)
     assert run.returncode == 5, err
-    document = json.loads(instance.paths.document.read_text())
+    document = json.loads(instance.store.paths(instance.id).document.read_text())
     assert document["status"] == "paused"
     # Every committed step is in the document: the last count equals the number of transitions.
-    assert document["count"] == transitions_in(instance.paths.journal)
+    assert document["count"] == transitions_in(instance.store.paths(instance.id).journal)
     controls = [r for r in instance.journal.read().records if r["kind"] == "control"]
     assert controls[-1]["event"] == "pause"
     assert controls[-1]["reason"] == "lunch"
@@ -82,11 +82,11 @@ def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: 
     instance = workspace.instance(counter, "s1")
     instance.create({"limit": 1000})
     run = fsm_process(tmp_path, "-o", "delay=0.05", "run", str(COUNTER), "s1")
-    wait_for(lambda: transitions_in(instance.paths.journal) >= 1)
+    wait_for(lambda: transitions_in(instance.store.paths(instance.id).journal) >= 1)
     fsm_process(tmp_path, "stop", str(COUNTER), "s1").communicate(timeout=120)
     run.communicate(timeout=120)
     assert run.returncode == 4
-    document = json.loads(instance.paths.document.read_text())
+    document = json.loads(instance.store.paths(instance.id).document.read_text())
     assert (document["status"], document["phase"]) == ("failed", "failed")
     assert document["failure_reason"] == "Manually stopped by user"
     assert replay(instance).problems == []
@@ -103,7 +103,7 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     workspace = Workspace(tmp_path)
     instance = workspace.instance(machine, "slow1")
     instance.create({})
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     run = fsm_process(tmp_path, "run", str(ENGINE_MACHINES / "slow" / "machine.yaml"), "slow1")
     pid_file = tmp_path / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
@@ -113,7 +113,7 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     assert run.returncode == 130, err
     assert "interrupted" in err
     wait_for(lambda: not is_alive(child))
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
 
 
 def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) -> None:
@@ -133,14 +133,14 @@ def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) 
     pid_file = tmp_path / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
     # the command may write its pid before fsm has recorded it: kill the run once it has
-    wait_for(lambda: list((instance.paths.meta / "running").glob("*.json")))
+    wait_for(lambda: list((instance.store.paths(instance.id).meta / "running").glob("*.json")))
     child = int(pid_file.read_text())
     run.send_signal(signal.SIGKILL)
     run.communicate(timeout=120)
     os.kill(child, 0)  # the killed run's command is still alive
-    assert list((instance.paths.meta / "running").glob("*.json"))
+    assert list((instance.store.paths(instance.id).meta / "running").glob("*.json"))
     result = Engine(instance).run(max_steps=0)
     assert result.outcome == "limit"
     wait_for(lambda: not is_alive(child))
-    assert not list((instance.paths.meta / "running").glob("*.json"))
-    assert "orphaned_command_killed" in instance.paths.log.read_text()
+    assert not list((instance.store.paths(instance.id).meta / "running").glob("*.json"))
+    assert "orphaned_command_killed" in instance.store.paths(instance.id).log.read_text()

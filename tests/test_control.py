@@ -68,11 +68,11 @@ def test_illegal_control_commands_are_refused_and_change_nothing(
 ) -> None:
     """A command illegal in the current status is refused; document and journal are unchanged."""
     instance = at_status(make_counter, status)
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     records = len(instance.journal.read().records)
     with pytest.raises(ControlRefusedError, match=f"cannot {command}.*it is {status}"):
         ControlPlane(instance).apply(command)
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
     assert len(instance.journal.read().records) == records
 
 
@@ -80,7 +80,7 @@ def test_stop_moves_to_failure_state_with_reason(make_counter: MakeCounter) -> N
     """Stop sets status failed, the failure final state, and the stop action's failure_reason."""
     instance = at_status(make_counter, "running")
     saved = ControlPlane(instance).apply("stop")
-    document = json.loads(instance.paths.document.read_text())
+    document = json.loads(instance.store.paths(instance.id).document.read_text())
     assert (saved.state, document["status"]) == ("failed", "failed")
     assert document["failure_reason"] == "Manually stopped by user"
 
@@ -105,7 +105,7 @@ def test_run_of_a_paused_instance_does_not_step(make_counter: MakeCounter) -> No
     instance = at_status(make_counter, "paused")
     result = Engine(instance).run()
     assert (result.outcome, result.exit_code, result.steps) == ("paused", 5, [])
-    assert json.loads(instance.paths.document.read_text())["count"] == 0
+    assert json.loads(instance.store.paths(instance.id).document.read_text())["count"] == 0
 
 
 def test_run_after_resume_continues_where_it_was(make_counter: MakeCounter) -> None:
@@ -117,7 +117,7 @@ def test_run_after_resume_continues_where_it_was(make_counter: MakeCounter) -> N
     ControlPlane(instance).apply("resume")
     result = Engine(instance).run()
     assert (result.outcome, len(result.steps)) == ("completed", 3)
-    assert json.loads(instance.paths.document.read_text())["count"] == 4
+    assert json.loads(instance.store.paths(instance.id).document.read_text())["count"] == 4
 
 
 def test_run_of_a_stopped_instance_reports_failure(make_counter: MakeCounter) -> None:

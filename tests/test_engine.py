@@ -30,7 +30,7 @@ MakeCounter = Callable[..., Instance]
 
 def doc_of(instance: Instance) -> dict[str, object]:
     """The persisted document."""
-    return json.loads(instance.paths.document.read_text())
+    return json.loads(instance.store.paths(instance.id).document.read_text())
 
 
 def started(instance: Instance) -> Instance:
@@ -54,10 +54,10 @@ def test_create_writes_initial_state_and_journal(make_counter: MakeCounter) -> N
 def test_create_refuses_an_existing_id(make_counter: MakeCounter) -> None:
     """Creating an instance whose id exists is refused and leaves the document alone."""
     instance = make_counter("same", limit=5)
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     with pytest.raises(InputError, match="already exists"):
         instance.workspace.instance(instance.machine, "same").create({"limit": 1})
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
 
 
 def test_create_rejects_inputs_the_model_refuses(workspace: Workspace, counter: Machine) -> None:
@@ -65,7 +65,7 @@ def test_create_rejects_inputs_the_model_refuses(workspace: Workspace, counter: 
     instance = workspace.instance(counter, "bad")
     with pytest.raises(DocumentInputError, match="limit"):
         instance.create({"limit": -4})
-    assert not instance.paths.document.exists()
+    assert not instance.store.paths(instance.id).document.exists()
 
 
 def test_run_reaches_success_final_state(make_counter: MakeCounter) -> None:
@@ -103,20 +103,20 @@ def test_step_records_guards_actions_and_hash(make_counter: MakeCounter) -> None
 def test_fire_unknown_event_is_refused_and_changes_nothing(make_counter: MakeCounter) -> None:
     """An event with no transition from the current state is refused, naming the allowed events."""
     instance = started(make_counter(limit=2))
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     with pytest.raises(EventNotAllowedError, match=r"allowed: abort, count, finish"):
         Engine(instance).fire("spoil")
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
 
 
 def test_fire_refused_by_guards_changes_nothing(make_counter: MakeCounter) -> None:
     """An event whose guards all fail is refused with the guard results, and nothing changes."""
     instance = started(make_counter(limit=2))
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     records = len(instance.journal.read().records)
     with pytest.raises(GuardRejectedError, match="not below_limit=False"):
         Engine(instance).fire("finish")
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
     assert len(instance.journal.read().records) == records
 
 
@@ -132,7 +132,7 @@ def test_raising_action_keeps_document_but_records_error(make_counter: MakeCount
     record = instance.journal.read().records[-1]
     assert record["kind"] == "error"
     assert "Traceback" in record["traceback"]
-    log_lines = instance.paths.log.read_text().splitlines()
+    log_lines = instance.store.paths(instance.id).log.read_text().splitlines()
     assert any('"traceback"' in line and "action_failed" in line for line in log_lines)
 
 
@@ -159,11 +159,11 @@ def test_final_states_absorb(make_counter: MakeCounter) -> None:
     """In a final state a step does nothing and every event is refused."""
     instance = make_counter(limit=0)
     Engine(instance).run()
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     assert Engine(instance).step().outcome == "final"
     with pytest.raises(EventNotAllowedError, match="final state 'done'"):
         Engine(instance).fire("count")
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
 
 
 def test_run_stops_at_max_steps(make_counter: MakeCounter) -> None:
@@ -203,11 +203,11 @@ def test_failure_without_error_hook_ends_the_run(workspace: Workspace, bare: Mac
     """A machine without `on_error` stops the run at its first failed step (exit 1)."""
     instance = workspace.instance(bare, "t3")
     instance.create({"explode": True})
-    before = instance.paths.document.read_bytes()
+    before = instance.store.paths(instance.id).document.read_bytes()
     result = Engine(instance).run()
     assert (result.outcome, result.exit_code) == ("error", 1)
     assert "the work exploded" in result.message
-    assert instance.paths.document.read_bytes() == before
+    assert instance.store.paths(instance.id).document.read_bytes() == before
     assert instance.journal.read().records[-1]["kind"] == "error"
 
 
@@ -227,10 +227,12 @@ def test_corrupt_document_is_reported_and_left_untouched(
     """A corrupt or invalid document stops the step with a store error; the file is not modified."""
     instance = make_counter(limit=2)
     instance.store.read_retries = 0
-    instance.paths.document.write_bytes(content)
-    with pytest.raises(CorruptDocumentError, match=str(instance.paths.document.name)):
+    instance.store.paths(instance.id).document.write_bytes(content)
+    with pytest.raises(
+        CorruptDocumentError, match=str(instance.store.paths(instance.id).document.name)
+    ):
         Engine(instance).step()
-    assert instance.paths.document.read_bytes() == content
+    assert instance.store.paths(instance.id).document.read_bytes() == content
 
 
 def test_commit_keeps_external_fields_changed_during_a_step(make_counter: MakeCounter) -> None:
@@ -240,7 +242,7 @@ def test_commit_keeps_external_fields_changed_during_a_step(make_counter: MakeCo
     edited = json.loads(base.raw)
     edited["title"] = "new title"
     edited["added_by_dashboard"] = {"x": 1}
-    instance.paths.document.write_text(json.dumps(edited, indent=2))
+    instance.store.paths(instance.id).document.write_text(json.dumps(edited, indent=2))
     saved = instance.commit({**base.data, "count": 1, "phase": "counting"}, COUNT_STEP, base=base)
     assert saved.data["title"] == "new title"
     assert saved.data["added_by_dashboard"] == {"x": 1}
@@ -253,7 +255,7 @@ def test_commit_keeps_a_pause_pressed_during_a_step(make_counter: MakeCounter) -
     base = instance.load()
     paused = json.loads(base.raw)
     paused["status"] = "paused"
-    instance.paths.document.write_text(json.dumps(paused))
+    instance.store.paths(instance.id).document.write_text(json.dumps(paused))
     saved = instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
     assert (saved.data["status"], saved.data["count"]) == ("paused", 1)
 
@@ -290,7 +292,7 @@ def test_replay_detects_a_document_moved_behind_the_journal(make_counter: MakeCo
     Engine(instance).run(max_steps=1)
     document = doc_of(instance)
     document["phase"] = "done"
-    instance.paths.document.write_text(json.dumps(document))
+    instance.store.paths(instance.id).document.write_text(json.dumps(document))
     assert any("ends in state 'counting'" in p for p in replay(instance).problems)
 
 
@@ -300,7 +302,7 @@ def test_status_changed_by_another_program_is_journaled(make_counter: MakeCounte
     base = instance.load()
     paused = json.loads(base.raw)
     paused["status"] = "paused"
-    instance.paths.document.write_text(json.dumps(paused))
+    instance.store.paths(instance.id).document.write_text(json.dumps(paused))
     instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
     records = instance.journal.records()
     kinds = [(r.kind, r.event, r.actor) for r in records]
@@ -326,11 +328,11 @@ def test_document_broken_during_a_step_parks_the_result(make_counter: MakeCounte
     instance = started(make_counter(limit=3))
     instance.store.read_retries = 0
     base = instance.load()
-    instance.paths.document.write_bytes(b'{"status": "pau')
+    instance.store.paths(instance.id).document.write_bytes(b'{"status": "pau')
     with pytest.raises(CorruptDocumentError, match="result was kept in"):
         instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
-    assert instance.paths.document.read_bytes() == b'{"status": "pau'
-    parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
+    assert instance.store.paths(instance.id).document.read_bytes() == b'{"status": "pau'
+    parked = list(instance.store.paths(instance.id).meta.glob("unsaved-step-*.json"))
     assert len(parked) == 1
     assert json.loads(parked[0].read_text())["count"] == 1
 
@@ -379,7 +381,7 @@ def test_pause_during_the_final_step_does_not_leave_a_paused_ending(
     base = instance.load()
     paused = json.loads(base.raw)
     paused["status"] = "paused"
-    instance.paths.document.write_text(json.dumps(paused))
+    instance.store.paths(instance.id).document.write_text(json.dumps(paused))
     ours = {**base.data, "phase": "done", "status": "done"}
     saved = instance.commit(ours, COUNT_STEP, base=base)
     assert (saved.state, saved.status) == ("done", "done")
@@ -391,12 +393,12 @@ def test_replay_flags_changes_beyond_the_external_fields(make_counter: MakeCount
     Engine(instance).run(max_steps=1)
     document = doc_of(instance)
     document["title"] = "edited by the dashboard"
-    instance.paths.document.write_text(json.dumps(document))
+    instance.store.paths(instance.id).document.write_text(json.dumps(document))
     report = replay(instance)
     assert report.problems == []
     assert any("changed after the last journal record" in n for n in report.notes)
     document["count"] = 99
-    instance.paths.document.write_text(json.dumps(document))
+    instance.store.paths(instance.id).document.write_text(json.dumps(document))
     assert any("beyond the fields other programs own" in p for p in replay(instance).problems)
 
 
@@ -404,7 +406,7 @@ def test_replay_skips_a_torn_last_journal_line(make_counter: MakeCounter) -> Non
     """A journal whose last line was cut by a crash still replays, with a note."""
     instance = make_counter(limit=1)
     Engine(instance).run()
-    with instance.paths.journal.open("a") as handle:
+    with instance.store.paths(instance.id).journal.open("a") as handle:
         handle.write('{"kind": "transi')
     report = replay(instance)
     assert report.problems == []
@@ -423,10 +425,10 @@ def test_commit_that_cannot_take_the_lock_parks_the_result(
     def held(*args: object, **kwargs: object) -> object:
         raise LockHeldError("document lock not released within 10s")
 
-    monkeypatch.setattr(instance.store, "document_lock", held)
+    monkeypatch.setattr(instance.store, "lock", held)
     with pytest.raises(StoreError, match="result was kept in"):
         instance.commit({**base.data, "count": 1}, COUNT_STEP, base=base)
-    parked = list(instance.paths.meta.glob("unsaved-step-*.json"))
+    parked = list(instance.store.paths(instance.id).meta.glob("unsaved-step-*.json"))
     assert [json.loads(p.read_text())["count"] for p in parked] == [1]
 
 
@@ -446,5 +448,5 @@ def test_a_status_the_model_defaults_is_written_at_creation(tmp_path: Path) -> N
         instance.create({})
     finally:
         machine.hooks = hooks
-    assert json.loads(instance.paths.document.read_text())["status"] == "created"
+    assert json.loads(instance.store.paths(instance.id).document.read_text())["status"] == "created"
     assert ControlPlane(instance).apply("start").status == "running"

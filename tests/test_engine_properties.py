@@ -44,12 +44,12 @@ class EngineStateMachine(RuleBasedStateMachine):
         self.instance.create({"limit": limit, "fail_at": fail_at, "max_errors": 2})
 
     def _attempt(self, action: object) -> None:
-        before = self.instance.paths.document.read_bytes()
+        before = self.instance.store.paths(self.instance.id).document.read_bytes()
         records = len(self.instance.journal.read().records)
         try:
             action()  # type: ignore[operator]
         except RefusedError:
-            assert self.instance.paths.document.read_bytes() == before
+            assert self.instance.store.paths(self.instance.id).document.read_bytes() == before
             assert len(self.instance.journal.read().records) == records
 
     @rule(event=st.sampled_from(EVENTS))
@@ -70,9 +70,11 @@ class EngineStateMachine(RuleBasedStateMachine):
     @rule(title=st.text(max_size=20))
     def edit_title(self, title: str) -> None:
         """Another program edits the title in place, as the dashboard does."""
-        document = json.loads(self.instance.paths.document.read_text())
+        document = json.loads(self.instance.store.paths(self.instance.id).document.read_text())
         document["title"] = title
-        self.instance.paths.document.write_text(json.dumps(document, indent=2))
+        self.instance.store.paths(self.instance.id).document.write_text(
+            json.dumps(document, indent=2)
+        )
 
     @invariant()
     def document_validates(self) -> None:

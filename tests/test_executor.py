@@ -383,9 +383,12 @@ def test_each_instance_gets_an_executor_recording_its_commands(tmp_path: Path) -
     wrapped = Wrapped(tmp_path, asked=asked)
     first = Workspace(tmp_path, executor=wrapped).instance(str(COUNTER), "c1")
     second = Workspace(tmp_path, executor=wrapped).instance(str(COUNTER), "c2")
-    assert asked == [first.paths.meta / "running", second.paths.meta / "running"]
+    assert asked == [
+        first.store.paths(first.id).meta / "running",
+        second.store.paths(second.id).meta / "running",
+    ]
     assert isinstance(first.executor, SubprocessExecutor)
-    assert first.executor.running_dir == first.paths.meta / "running"
+    assert first.executor.running_dir == first.store.paths(first.id).meta / "running"
     assert wrapped.running_dir is None  # the workspace's executor itself is left as it was
 
     from fsm.testing import ScriptedExecutor

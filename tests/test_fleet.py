@@ -227,7 +227,7 @@ def test_an_interrupt_just_after_the_document_is_replaced_keeps_its_record(
 ) -> None:
     """SIGTERM may land while the folder is synced after the replace: the document is then
     written, and its journal record must stay (the replay check still passes)."""
-    from fsm import commit
+    from fsm import file_swap as commit
 
     _new(cli, "c1", "limit=3")
     assert cli("start", C, "c1").code == 0

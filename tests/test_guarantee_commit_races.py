@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from fsm import commit as commit_module
-from fsm.commit import Committer
+from fsm import file_swap as commit_module
 from fsm.control import ControlPlane
 from fsm.engine import Engine
+from fsm.file_swap import FileSwap
 from fsm.inspect import check_replay
 from fsm.instance import Instance
+from fsm.transaction import Transaction
 
 Make = Callable[..., Instance]
 
@@ -90,8 +91,8 @@ def test_a_write_right_after_the_last_check_survives(
     """A write landing after the commit's last look at the file and before its replace: the
     change is re-applied, fsm's step is kept."""
     instance = _instance(make_counter)
-    writer = Writer(writer_kind, instance.paths.document)
-    real = Committer._unchanged
+    writer = Writer(writer_kind, instance.store.paths(instance.id).document)
+    real = FileSwap._unchanged
     fired = []
 
     def check_then_write(*args: Any) -> bool:
@@ -102,9 +103,9 @@ def test_a_write_right_after_the_last_check_survives(
         return unchanged
 
     writer.prepare()
-    monkeypatch.setattr(Committer, "_unchanged", staticmethod(check_then_write))
+    monkeypatch.setattr(FileSwap, "_unchanged", staticmethod(check_then_write))
     Engine(instance).step()
-    monkeypatch.setattr(Committer, "_unchanged", staticmethod(real))
+    monkeypatch.setattr(FileSwap, "_unchanged", staticmethod(real))
     assert fired
     _assert_both_kept(instance, change, counted=2)
 
@@ -115,7 +116,7 @@ def test_a_write_during_the_step_survives(
 ) -> None:
     """A write landing while the step computes (after its read, before the commit's)."""
     instance = _instance(make_counter)
-    writer = Writer(writer_kind, instance.paths.document)
+    writer = Writer(writer_kind, instance.store.paths(instance.id).document)
     real = commit_module.write_temporary_open
 
     def write_then_commit(path: Path, data: bytes, **kwargs: Any) -> Any:
@@ -136,7 +137,7 @@ def test_a_stale_write_after_the_replace_survives(
     """A writer that read (or opened) the version before a step and writes after it: its copy
     of the old version must not undo the step, and its change must stay."""
     instance = _instance(make_counter)
-    writer = Writer(writer_kind, instance.paths.document)
+    writer = Writer(writer_kind, instance.store.paths(instance.id).document)
     engine = Engine(instance)
     with engine._run_lock():
         writer.prepare()
@@ -147,14 +148,14 @@ def test_a_stale_write_after_the_replace_survives(
 
 
 def _assert_both_kept(instance: Instance, change: str, *, counted: int) -> None:
-    doc = json.loads(instance.paths.document.read_text())
+    doc = json.loads(instance.store.paths(instance.id).document.read_text())
     wanted = CHANGES[change]
     assert {key: doc.get(key) for key in wanted} == wanted, doc
     assert doc["count"] >= counted, doc
     steps = [r for r in instance.journal.read().records if r.get("event") == "count"]
     assert doc["count"] == len(steps), doc
     check_replay(instance)
-    assert not list(instance.paths.document.parent.glob(".*.tmp"))
+    assert not list(instance.store.paths(instance.id).document.parent.glob(".*.tmp"))
 
 
 @pytest.mark.parametrize("change", list(CHANGES))
@@ -164,7 +165,7 @@ def test_a_write_between_two_steps_is_kept_and_journaled(
     """A write landing while no step runs: the next step keeps it, and a stop or pause seen
     that way is journaled (as an external control record), so the journal still replays."""
     instance = _instance(make_counter)
-    writer = Writer(writer_kind, instance.paths.document)
+    writer = Writer(writer_kind, instance.store.paths(instance.id).document)
     engine = Engine(instance)
     with engine._run_lock():
         engine.step()
@@ -192,14 +193,14 @@ def test_a_change_in_the_replaced_file_is_not_undone_by_a_later_write(
     it: both stay. (Found by the statistical test: a dashboard note lost this way.)"""
     instance = _instance(make_counter)
     engine = Engine(instance)
-    first = Writer("opened", instance.paths.document)
-    second = Writer(later, instance.paths.document)
-    real = Committer._settle_replaced
+    first = Writer("opened", instance.store.paths(instance.id).document)
+    second = Writer(later, instance.store.paths(instance.id).document)
+    real = Transaction._take_late_writes
 
-    def settle_then_second_write(self: Committer) -> Any:
+    def settle_then_second_write(self: Transaction) -> Any:
         settled = real(self)
         if settled is not None:
-            monkeypatch.setattr(Committer, "_settle_replaced", real)
+            monkeypatch.setattr(Transaction, "_take_late_writes", real)
             second.write(CHANGES["title"])
         return settled
 
@@ -211,9 +212,9 @@ def test_a_change_in_the_replaced_file_is_not_undone_by_a_later_write(
         if moment == "before":
             second.write(CHANGES["title"])
         else:
-            monkeypatch.setattr(Committer, "_settle_replaced", settle_then_second_write)
+            monkeypatch.setattr(Transaction, "_take_late_writes", settle_then_second_write)
         engine.run()
-    doc = json.loads(instance.paths.document.read_text())
+    doc = json.loads(instance.store.paths(instance.id).document.read_text())
     assert (doc["title"], doc.get("dashboard_note"), doc["count"]) == ("edited", "theirs", 4)
     check_replay(instance)
 
@@ -228,9 +229,9 @@ def test_a_copy_of_another_writers_version_is_not_taken_for_fsms_merge_of_it(
     statistical test: the copy was taken for one of fsm's merge, which has the note.)"""
     instance = _instance(make_counter)
     engine = Engine(instance)
-    note = Writer("opened", instance.paths.document)
-    title = Writer("rename", instance.paths.document)
-    stop = Writer("inplace", instance.paths.document)
+    note = Writer("opened", instance.store.paths(instance.id).document)
+    title = Writer("rename", instance.store.paths(instance.id).document)
+    stop = Writer("inplace", instance.store.paths(instance.id).document)
     with engine._run_lock():
         note.prepare()
         engine.step()  # replaces the file the note's writer holds open
@@ -241,7 +242,7 @@ def test_a_copy_of_another_writers_version_is_not_taken_for_fsms_merge_of_it(
         engine.step()  # re-applies the note onto the title edit, then counts
         stop.write(CHANGES["stop"])
         result = engine.run()
-    doc = json.loads(instance.paths.document.read_text())
+    doc = json.loads(instance.store.paths(instance.id).document.read_text())
     assert result.outcome == "failed"
     kept = (doc["title"], doc.get("dashboard_note"), doc["status"], doc["failure_reason"])
     assert kept == ("edited", "theirs", "failed", "stopped by the dashboard")
@@ -261,7 +262,7 @@ def test_without_renameat2_other_writers_are_still_merged(
     monkeypatch.setattr(files, "_renameat2", lambda: None)
     assert not files.exchange(Path("a"), Path("b"))
     instance = _instance(make_counter)
-    writer = Writer(kind, instance.paths.document)
+    writer = Writer(kind, instance.store.paths(instance.id).document)
     engine = Engine(instance)
     with engine._run_lock():
         writer.prepare()
@@ -302,11 +303,11 @@ def test_a_file_emptied_twice_by_writers_midway_is_not_taken_as_unchanged(
     replace. The empty file fsm read first must not count as what the file held: the check
     sees the change and the stop is merged."""
     instance = _instance(make_counter)
-    writer = SlowWriter(instance.paths.document)
+    writer = SlowWriter(instance.store.paths(instance.id).document)
     real_open, real_unchanged, real_keep = (
-        Committer._open_current,
-        Committer._unchanged,
-        Committer._keep_replaced,
+        FileSwap._open_current,
+        FileSwap._unchanged,
+        FileSwap._keep_replaced,
     )
     title_seen: list[dict[str, Any]] = []
     stage = {"open": 0, "check": 0}
@@ -314,7 +315,7 @@ def test_a_file_emptied_twice_by_writers_midway_is_not_taken_as_unchanged(
     def sleep_lands_writes(seconds: float) -> None:
         writer.finish()
 
-    def open_after_truncation(self: Committer, path: Path) -> Any:
+    def open_after_truncation(self: FileSwap, path: Path) -> Any:
         stage["open"] += 1
         if stage["open"] == 1:
             title_seen.append(json.loads(path.read_text()))
@@ -327,18 +328,18 @@ def test_a_file_emptied_twice_by_writers_midway_is_not_taken_as_unchanged(
             writer.truncate(CHANGES["stop"], base={**title_seen[0], **CHANGES["title"]})
         return real_unchanged(*args)
 
-    def keep_then_writes_land(self: Committer, *args: Any) -> Any:
+    def keep_then_writes_land(self: FileSwap, *args: Any) -> Any:
         lost = real_keep(self, *args)
         writer.finish()
         return lost
 
     monkeypatch.setattr(commit_module.time, "sleep", sleep_lands_writes)
-    monkeypatch.setattr(Committer, "_open_current", open_after_truncation)
-    monkeypatch.setattr(Committer, "_unchanged", staticmethod(check_after_truncation))
-    monkeypatch.setattr(Committer, "_keep_replaced", keep_then_writes_land)
+    monkeypatch.setattr(FileSwap, "_open_current", open_after_truncation)
+    monkeypatch.setattr(FileSwap, "_unchanged", staticmethod(check_after_truncation))
+    monkeypatch.setattr(FileSwap, "_keep_replaced", keep_then_writes_land)
     result = Engine(instance).run()
     assert result.outcome == "failed", result
-    doc = json.loads(instance.paths.document.read_text())
+    doc = json.loads(instance.store.paths(instance.id).document.read_text())
     assert (doc["title"], doc["status"], doc["phase"]) == ("edited", "failed", "failed")
     assert doc["failure_reason"] == "stopped by the dashboard"
     steps = [r for r in instance.journal.read().records if r.get("event") == "count"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fsm import commit as commit_module
+from fsm import file_swap as commit_module
 from fsm.control import ControlPlane
 from fsm.engine import Engine
 from fsm.files import atomic_write_text, write_temporary
@@ -56,7 +56,7 @@ def test_the_next_run_removes_side_temporaries_in_the_instances_own_folders(
     """Temporary files of killed side-file writes in the meta folder are removed by the next
     run, which says so in the journal."""
     instance = make_counter(limit=1)
-    left = _left_by(_dead_pid(), instance.paths.meta / "notes.json")
+    left = _left_by(_dead_pid(), instance.store.paths(instance.id).meta / "notes.json")
     assert Engine(instance).run().outcome == "completed"
     assert not left.exists()
     repairs = [r["reason"] for r in instance.journal.read().records if r["kind"] == "repair"]

@@ -84,9 +84,9 @@ def _wait_for_run_lock(scenario: Scenario, root: Path) -> None:
 def _check_after_kill(scenario: Scenario, root: Path, before: bytes, where: str) -> bytes:
     """The invariants a kill must keep; return the journal's bytes now."""
     instance = scenario.open(root)
-    journal = instance.paths.journal.read_bytes()
+    journal = instance.store.paths(instance.id).journal.read_bytes()
     assert journal.startswith(before), f"journal records lost by a kill at {where}"
-    raw = instance.paths.document.read_bytes()
+    raw = instance.store.paths(instance.id).document.read_bytes()
     hashes = {record.get("doc_hash") for record in instance.journal.read().records}
     assert bytes_hash(raw) in hashes, (
         f"killed at {where}: the document on disk has no journal record"
@@ -112,7 +112,12 @@ def _dry_run(scenario: Scenario, tmp_path: Path) -> tuple[list[str], float]:
     report = tmp_path / "dry.points"
     started = time.monotonic()
     pid = run_killed(
-        root, scenario.machine_path, scenario.instance_id, instance.paths.journal, None, report
+        root,
+        scenario.machine_path,
+        scenario.instance_id,
+        instance.store.paths(instance.id).journal,
+        None,
+        report,
     )
     code = wait_child(pid, DEADLINE)
     duration = time.monotonic() - started
@@ -147,7 +152,7 @@ def test_every_kill_point_leaves_a_consistent_instance(tmp_path: Path, name: str
                 root,
                 scenario.machine_path,
                 scenario.instance_id,
-                instance.paths.journal,
+                instance.store.paths(instance.id).journal,
                 target,
                 report,
             )

@@ -259,7 +259,7 @@ def test_no_dashboard_write_and_no_step_is_ever_lost(tmp_path: Path, counter: Ma
                 created += 1
                 instance = workspace.instance(counter, f"c{created}")
                 instance.create({"limit": LIMIT, "title": "t0"})
-                counted = Counted(instance.id, instance.paths.document)
+                counted = Counted(instance.id, instance.store.paths(instance.id).document)
             _segment(tmp_path, counter, counted, dash, rng, tally)
     finally:
         dash.close()

@@ -44,10 +44,10 @@ def test_a_private_document_stays_private(tmp_path: Path, name: str) -> None:
     scenario = SCENARIOS[name]
     root = tmp_path / "ws"
     instance = scenario.create(root)
-    instance.paths.document.chmod(0o600)
+    instance.store.paths(instance.id).document.chmod(0o600)
     code, output = _run(root, scenario)
     assert code in (0, 4), output
-    assert stat.S_IMODE(instance.paths.document.stat().st_mode) == 0o600
+    assert stat.S_IMODE(instance.store.paths(instance.id).document.stat().st_mode) == 0o600
     steps = [r for r in instance.journal.read().records if r["kind"] == "transition"]
     assert len(steps) >= 3
 

@@ -44,12 +44,12 @@ def _race(
 def _assert_ended_or_drivable(tmp_path: Path, counter: Machine, instance_id: str) -> None:
     """The instance has ended, or a new run drives it to the end; the journal replays."""
     instance = Workspace(tmp_path).instance(counter, instance_id)
-    doc = json.loads(instance.paths.document.read_text())
+    doc = json.loads(instance.store.paths(instance.id).document.read_text())
     if doc["phase"] != "done":
         code = wait_child(
             fork_fsm(tmp_path, ["run", str(COUNTER), instance_id], tmp_path / "x"), DEADLINE
         )
-        doc = json.loads(instance.paths.document.read_text())
+        doc = json.loads(instance.store.paths(instance.id).document.read_text())
         assert code == 0 and doc["phase"] == "done", (doc, (tmp_path / "x").read_text())
     assert (doc["status"], doc["count"]) == ("done", LIMIT)
     check_replay(instance)

@@ -81,7 +81,8 @@ def test_no_link_takes_a_write_out_of_the_workspace(tmp_path: Path, name: str) -
     scenario = SCENARIOS[name]
     run = ["run", str(scenario.machine_path), scenario.instance_id]
     dry = tmp_path / "dry"
-    document = scenario.create(dry).paths.document.relative_to(dry)
+    created = scenario.create(dry)
+    document = created.store.paths(created.id).document.relative_to(dry)
     log = tmp_path / "dry.writes"
     assert wait_child(run_recording_writes(dry, run, log), DEADLINE) in (0, 4)
     # the document is swapped in with renameat2, which raises no audit event

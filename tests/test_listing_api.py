@@ -37,7 +37,7 @@ def test_machines_sharing_a_layout_list_their_own_and_journal_less_documents(
     twin = _twin(tmp_path)
     workspace.instance(counter, "mine").create({"limit": 1})
     workspace.instance(twin, "theirs").create({"limit": 1})
-    document = workspace.instance(counter, "dashboard").paths.document
+    document = workspace.store_for(counter).paths("dashboard").document  # type: ignore[attr-defined]
     document.write_text(json.dumps({"status": "running", "phase": "counting", "limit": 3}))
     assert not document.with_suffix(".fsm").exists()
     assert {row.id for row in list_instances(workspace, [counter])} == {"mine", "dashboard"}
@@ -111,6 +111,6 @@ def test_a_document_listed_shows_its_modification_time(
 ) -> None:
     instance = workspace.instance(counter, "c1")
     instance.create({"limit": 1})
-    os.utime(instance.paths.document, ns=(0, 1_700_000_000_123_456_789))
+    os.utime(instance.store.paths(instance.id).document, ns=(0, 1_700_000_000_123_456_789))
     (row,) = list_instances(workspace, [counter])
     assert row.updated == "2023-11-14T22:13:20.123Z"

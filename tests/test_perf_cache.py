@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fsm import cache, listing_index
+from fsm import store as store_module
 from fsm.definition import read_definition
 from fsm.listing import row_of
 from tests.conftest import COUNTER, Cli
@@ -95,7 +96,7 @@ def test_an_unwritable_cache_changes_nothing(
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows are kept however recently their files changed (tests do not wait two seconds)."""
-    monkeypatch.setattr(listing_index, "SETTLED_NS", -(10**18))
+    monkeypatch.setattr(store_module, "SETTLED_NS", -(10**18))
 
 
 @pytest.fixture
@@ -103,9 +104,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The ids of the instances whose documents a listing reads."""
     seen: list[str] = []
 
-    def counting(machine, instance_id, document, journal, **kwargs):  # type: ignore[no-untyped-def]
+    def counting(machine, store, instance_id, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(instance_id)
-        return row_of(machine, instance_id, document, journal, **kwargs)
+        return row_of(machine, store, instance_id, **kwargs)
 
     monkeypatch.setattr(listing_index, "row_of", counting)
     return seen

@@ -19,10 +19,13 @@ def test_two_recoveries_keep_both_corrupt_copies(make_counter: MakeCounter) -> N
     """Recovering twice within one second keeps each corrupt file under its own name."""
     instance = make_counter(limit=1)
     for content in (b"first corrupt", b"second corrupt"):
-        instance.paths.document.write_bytes(content)
+        instance.store.paths(instance.id).document.write_bytes(content)
         instance.store.read_retries = 0
         assert recover(instance).recovered
-    kept = sorted(p.read_bytes() for p in instance.paths.document.parent.glob("c1.json.corrupt-*"))
+    kept = sorted(
+        p.read_bytes()
+        for p in instance.store.paths(instance.id).document.parent.glob("c1.json.corrupt-*")
+    )
     assert kept == [b"first corrupt", b"second corrupt"]
 
 
@@ -31,7 +34,7 @@ def test_an_invalid_rebuilt_document_changes_nothing(
 ) -> None:
     """A hook that rebuilds an invalid document is an error; the corrupt file stays in place."""
     instance = make_counter(limit=1)
-    instance.paths.document.write_bytes(b"garbage")
+    instance.store.paths(instance.id).document.write_bytes(b"garbage")
     instance.store.read_retries = 0
 
     def bad_hook(ctx: object, raw: str | None) -> Recovery:
@@ -41,8 +44,8 @@ def test_an_invalid_rebuilt_document_changes_nothing(
     monkeypatch.setattr(instance.machine, "hooks", hooks)
     with pytest.raises(FsmError, match="rebuilt an invalid document"):
         recover(instance)
-    assert instance.paths.document.read_bytes() == b"garbage"
-    assert not list(instance.paths.document.parent.glob("c1.json.corrupt-*"))
+    assert instance.store.paths(instance.id).document.read_bytes() == b"garbage"
+    assert not list(instance.store.paths(instance.id).document.parent.glob("c1.json.corrupt-*"))
 
 
 def test_a_failing_hook_is_one_clear_error(
@@ -50,7 +53,7 @@ def test_a_failing_hook_is_one_clear_error(
 ) -> None:
     """An exception in the hook becomes an FsmError naming the machine; nothing moves."""
     instance = make_counter(limit=1)
-    instance.paths.document.write_bytes(b"garbage")
+    instance.store.paths(instance.id).document.write_bytes(b"garbage")
     instance.store.read_retries = 0
 
     def broken(ctx: object, raw: str | None) -> Recovery:
@@ -59,13 +62,13 @@ def test_a_failing_hook_is_one_clear_error(
     monkeypatch.setattr(instance.machine, "hooks", replace(instance.machine.hooks, recover=broken))
     with pytest.raises(FsmError, match="recover hook of 'counter' failed: KeyError"):
         recover(instance)
-    assert instance.paths.document.read_bytes() == b"garbage"
+    assert instance.store.paths(instance.id).document.read_bytes() == b"garbage"
 
 
 def test_recover_is_refused_while_a_run_holds_the_instance(make_counter: MakeCounter) -> None:
     """Recovery takes the run lock: it never moves a document a run is working on."""
     instance = make_counter(limit=1)
-    lock = instance.store.run_lock(instance.id)
+    lock = instance.store.lease(instance.id)
     try:
         with pytest.raises(LockHeldError):
             recover(instance)

@@ -1,15 +1,15 @@
-"""The store interface (fsm.storage): the engine knows only the protocol, and a second store,
-in memory, runs a real machine from creation to completion with a journal that replay reads."""
+"""A second store, in memory (primitives only: the transaction is fsm's), runs a real machine
+from creation to completion with a journal that replay reads, and journals what the file store
+journals (the seam's import rules: test_architecture; every store's guarantees:
+test_store_contract)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import fsm
 from fsm.clock import SimulatedClock
 from fsm.control import ControlPlane
 from fsm.engine import Engine
@@ -19,28 +19,6 @@ from fsm.instance import Instance, Workspace
 from fsm.machine import Machine
 from fsm.records import TransitionRecord
 from fsm.testing import MemoryStorage, MemoryStore
-
-FILE_MODULES = {"fsm.files", "fsm.commit", "fsm.store", "fsm.journal", "fsm.repair"}
-
-
-def _imports(module: str) -> set[str]:
-    """The fsm modules ``module`` imports (at any depth of its code)."""
-    tree = ast.parse((Path(fsm.__file__).parent / f"{module}.py").read_text())
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
-def test_the_engine_knows_no_file_store() -> None:
-    """fsm/engine.py imports nothing of the file store: it reaches documents and journals only
-    through the instance and the protocols of fsm.storage."""
-    assert not _imports("engine") & FILE_MODULES
-    assert not {"fsm.files", "fsm.commit"} & _imports("instance")
 
 
 def _memory_workspace(folder: Path, storage: MemoryStorage) -> Workspace:
@@ -70,7 +48,6 @@ def test_a_memory_store_runs_a_machine_from_creation_to_completion(
     assert store.list_ids() == ["c1"]
     assert store.read("c1").data["count"] == 3
     assert not (tmp_path / ".counters").exists()
-    assert not instance.paths.document.exists()
     kinds = [r["kind"] for r in store.journal("c1").read().records]
     assert kinds == ["create", "control", "transition", "transition", "transition", "transition"]
     report = replay(instance)
@@ -114,7 +91,7 @@ def test_a_memory_store_refuses_a_second_run(tmp_path: Path, counter: Machine) -
     storage = MemoryStorage()
     instance = _memory_workspace(tmp_path, storage).instance(counter, "c1")
     instance.create({"limit": 3})
-    held = instance.store.run_lock("c1")
+    held = instance.store.lease("c1")
     with pytest.raises(LockHeldError, match="already being run"):
         Engine(instance).run()
     held.release()
@@ -134,3 +111,20 @@ def test_a_failed_step_is_journaled_in_memory(tmp_path: Path, counter: Machine) 
     assert error is not None
     assert (error.action, error.state) == ("increment", "idle")
     assert isinstance(instance.store, MemoryStore)
+
+
+@pytest.mark.parametrize("kept", ["files", "memory"])
+def test_a_machine_reads_its_stored_document_through_its_context(
+    tmp_path: Path, counter: Machine, kept: str
+) -> None:
+    """A machine gets the document as its store holds it from its context, whatever the store,
+    and is given no path to it: its side files go in ``instance_dir``."""
+    storage = MemoryStorage() if kept == "memory" else None
+    workspace = Workspace(tmp_path, clock=SimulatedClock(tick=0.001), storage=storage)
+    instance = workspace.instance(counter, "c1")
+    ctx = instance.context()
+    assert ctx.stored_document() is None
+    instance.create({"limit": 3, "title": "kept"})
+    assert ctx.stored_document() == instance.load().data
+    assert not hasattr(ctx, "document_path")
+    assert ctx.instance_dir == instance.folders.files

@@ -199,7 +199,7 @@ def test_read_of_a_missing_document_is_unknown_instance(tmp_path: Path) -> None:
     """A missing document is UnknownInstanceError naming the id."""
     with pytest.raises(UnknownInstanceError, match="'c1'"):
         _store(tmp_path).read("c1")
-    assert _store(tmp_path).read_raw_bytes("c1") is None
+    assert _store(tmp_path).read_bytes("c1") is None
 
 
 def test_list_ids_in_a_flat_folder(tmp_path: Path) -> None:
@@ -234,21 +234,21 @@ def test_list_ids_without_a_folder_is_empty(tmp_path: Path) -> None:
 def test_second_run_lock_is_refused_until_released(tmp_path: Path) -> None:
     """A second run lock, even from this process, is refused while the first is held."""
     store = _store(tmp_path)
-    first = store.run_lock("c1")
-    assert first.held
+    first = store.lease("c1")
+    assert first.held()
     with pytest.raises(LockHeldError, match="already being run"):
-        store.run_lock("c1")
+        store.lease("c1")
     first.release()
-    assert not first.held
-    second = store.run_lock("c1")
+    assert not first.held()
+    second = store.lease("c1")
     second.release()
 
 
 def test_run_locks_of_different_instances_are_independent(tmp_path: Path) -> None:
     """Holding one instance's run lock does not block another instance."""
     store = _store(tmp_path)
-    first = store.run_lock("c1")
-    other = store.run_lock("c2")
+    first = store.lease("c1")
+    other = store.lease("c2")
     other.release()
     first.release()
 
@@ -262,7 +262,7 @@ def test_document_lock_waits_for_the_holder(tmp_path: Path) -> None:
     started = time.monotonic()
     releaser.start()
     try:
-        with store.document_lock("c1", timeout=60.0):
+        with store.lock("c1", timeout=60.0):
             waited = time.monotonic() - started
     finally:
         releaser.join()
@@ -276,7 +276,7 @@ def test_document_lock_times_out(tmp_path: Path) -> None:
     assert holder.acquire(blocking=False)
     started = time.monotonic()
     try:
-        with pytest.raises(LockHeldError, match="document lock"), store.document_lock("c1", 0.1):
+        with pytest.raises(LockHeldError, match="document lock"), store.lock("c1", 0.1):
             pass
     finally:
         holder.release()

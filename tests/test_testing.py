@@ -239,7 +239,7 @@ def test_context_reads_the_options_as_the_test_model(tmp_path: Path) -> None:
     counter = Harness(COUNTER, tmp_path, options={"step_size": 4}).create({"limit": 1})
     ctx = counter.context(_Options)
     assert (type(ctx.options), ctx.options.step_size) == (_Options, 4)
-    assert (ctx.instance_id, ctx.document_path) == (counter.id, counter.instance.paths.document)
+    assert (ctx.instance_id, ctx.instance_dir) == (counter.id, counter.instance.folders.files)
     same = counter.context(type(counter.instance.options))
     assert same.options is counter.instance.options
 

@@ -32,7 +32,7 @@ from fsm.errors import (
 from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
 from fsm.serve.views import Served
-from fsm.serve.watch import ChangeFeed, locations_of
+from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.terminal import one_line
 
 __all__ = ["STATIC", "create_app", "http_status"]
@@ -57,9 +57,7 @@ def http_status(exc: FsmError) -> int:
 
 def create_app(served: Served, access: Access, feed: ChangeFeed | None = None) -> FastAPI:
     """The application showing ``served`` under the rules of ``access``."""
-    changes = feed or ChangeFeed(
-        served.workspace.path, locations_of(served.workspace, served.machines.values())
-    )
+    changes = feed or ChangeFeed(sources_of(served.workspace, served.machines.values()))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -19,7 +19,7 @@ from fsm.instance import Workspace
 from fsm.serve.access import Access, check_bind, new_token, read_token_file
 from fsm.serve.app import create_app
 from fsm.serve.views import Served
-from fsm.serve.watch import ChangeFeed, locations_of
+from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.terminal import one_line
 
 __all__ = ["ServeOptions", "run", "served_machines"]
@@ -63,8 +63,7 @@ def run(served: Served, options: ServeOptions, out: TextIO = sys.stdout) -> None
     listener = _bind(options.host, options.port)
     port = int(listener.getsockname()[1])
     access = Access(token, options.host, port, remote=options.allow_remote)
-    locations = locations_of(served.workspace, served.machines.values())
-    feed = ChangeFeed(served.workspace.path, locations)
+    feed = ChangeFeed(sources_of(served.workspace, served.machines.values()))
     app = create_app(served, access, feed)
     config = uvicorn.Config(
         app,

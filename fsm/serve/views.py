@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from fsm import diagram, jsonio
+from fsm import diagram
 from fsm.definition import did_you_mean
 from fsm.errors import FsmError, UnknownInstanceError, UnknownMachineError
 from fsm.inspect import status
@@ -22,7 +22,7 @@ from fsm.instance import Instance, Workspace
 from fsm.listing import ListedInstance, list_instances
 from fsm.machine import Machine
 from fsm.settings import input_settings, option_settings
-from fsm.store import FileStore, read_file
+from fsm.storage import Store
 
 __all__ = ["Served", "history", "instance_rows", "instance_status", "machine_view"]
 
@@ -88,7 +88,7 @@ def instance_rows(
     machines = [served.machine(machine)] if machine else list(served.machines.values())
     rows = list_instances(served.workspace, machines, status_filter)
     shown = rows[offset : offset + min(limit, MAX_PAGE)]
-    stores: dict[str, FileStore | None] = {}
+    stores: dict[str, Store | None] = {}
     listed = []
     for row in shown:
         item = row.to_json()
@@ -98,7 +98,7 @@ def instance_rows(
 
 
 def _progress(
-    served: Served, row: ListedInstance, stores: dict[str, FileStore | None]
+    served: Served, row: ListedInstance, stores: dict[str, Store | None]
 ) -> dict[str, str]:
     """The summary lines of the row's document ({} when it has none or cannot be read)."""
     machine = served.machines.get(row.machine)
@@ -114,8 +114,7 @@ def _progress(
     if store is None:
         return {}
     try:
-        raw, _ = read_file(store.locations(row.id)[0])
-        doc = machine.document_model.model_validate(jsonio.loads(raw))
+        doc = machine.document_model.model_validate(store.read(row.id).data)
         return {str(key): str(value) for key, value in hook(doc).items()}
     except (OSError, ValueError, ValidationError, FsmError):
         return {}  # changed or removed since it was listed: the next update shows it

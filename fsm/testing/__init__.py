@@ -19,13 +19,20 @@ Without a folder, ``with Harness(MACHINE) as harness:`` works in a temporary one
 simulated; calls no rule answers run for real (through a
 :class:`~fsm.executor.SubprocessExecutor` with the harness's agent tables), unless the harness
 is given ``executor=ScriptedExecutor()``, which refuses them.
+
+For stores: :class:`MemoryStorage` keeps documents and journals in memory (``Harness(...,
+storage=MemoryStorage())``, ``Workspace(..., storage=MemoryStorage())``), and
+:class:`~fsm.testing.contract.StoreContract` is the conformance suite every store runs
+(docs/stores.md).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from fsm.testing._driver import Driver, applied
 from fsm.testing._harness import Harness
-from fsm.testing._memory import MemoryJournal, MemoryStorage, MemoryStore
+from fsm.testing._memory import MemoryJournal, MemoryLease, MemoryStorage, MemoryStore
 from fsm.testing._scripted import Answer, Call, Matcher, Reply, ScriptedExecutor
 
 __all__ = [
@@ -35,9 +42,20 @@ __all__ = [
     "Harness",
     "Matcher",
     "MemoryJournal",
+    "MemoryLease",
     "MemoryStorage",
     "MemoryStore",
     "Reply",
     "ScriptedExecutor",
     "applied",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``StoreContract``, the store conformance suite, lives in :mod:`fsm.testing.contract`
+    (imported when asked for: it needs pytest, which running machines does not)."""
+    if name == "StoreContract":
+        from fsm.testing.contract import StoreContract
+
+        return StoreContract
+    raise AttributeError(f"module 'fsm.testing' has no attribute {name!r}")

@@ -235,7 +235,7 @@ def _with_options(ctx: Context, options: type[OptionsT]) -> Context[OptionsT]:
         machine=ctx.machine,
         instance_id=ctx.instance_id,
         workspace=ctx.workspace,
-        document_path=ctx.document_path,
+        instance_dir=ctx.instance_dir,
         meta_dir=ctx.meta_dir,
         options=typed,
         clock=ctx.clock,
@@ -244,4 +244,6 @@ def _with_options(ctx: Context, options: type[OptionsT]) -> Context[OptionsT]:
         transition=ctx.transition,
         interactive=ctx.interactive,
         failed_action=ctx.failed_action,
+        read_stored=ctx.read_stored,
+        read_permissions=ctx.read_permissions,
     )

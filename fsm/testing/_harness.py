@@ -14,10 +14,10 @@ from fsm.clock import Clock, SimulatedClock
 from fsm.config import load_config
 from fsm.discovery import open_machine
 from fsm.executor import AgentCommand, SubprocessExecutor
+from fsm.ids import validate_id
 from fsm.instance import Workspace
 from fsm.machine import Machine
 from fsm.storage import StoreFactory
-from fsm.store import validate_id
 from fsm.testing._driver import DocT, Driver, RecordingInstance
 from fsm.testing._scripted import ScriptedExecutor
 

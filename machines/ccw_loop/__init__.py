@@ -24,7 +24,7 @@ seed says otherwise, what the user sees must be true, so these win:
   are not tasks of the task list: a failed one leads to the next attempt (see below).
 * **Task-list entries that cannot run are failed tasks, not skipped lines.** An entry without
   description, with an unknown tool, mode or ``on_error``, or with an id that
-  :func:`fsm.store.validate_id` rejects (``../../x``, ``a/b``, a newline) becomes a failed task
+  :func:`fsm.helpers.validate_id` rejects (``../../x``, ``a/b``, a newline) becomes a failed task
   saying why; an unsafe id is replaced by ``invalid-task-<hash>`` and appears, escaped, only in
   that error, so it never reaches a file name or a progress-file heading. Only lines that are
   not JSON objects are skipped (and reported), as before. Files are named by the instance id

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.files import append_text, atomic_write_text
+from fsm.helpers import append_text, atomic_write_text
 
 from .model import DevelopTask, Hypothesis, LoopState, TestResult
 

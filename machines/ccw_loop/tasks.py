@@ -13,7 +13,7 @@ onto one line; its own parser then drops that line. Here glued records are split
 A line that is not a JSON object is skipped and reported. An object that cannot be run (no
 description, an unknown tool, mode or on_error, an id unsafe as a name) is still a task of the
 list: it becomes a *failed* task saying why, so the loop cannot complete without it. Task ids are
-checked like instance ids (:func:`fsm.store.validate_id`); an unsafe one is replaced by
+checked like instance ids (:func:`fsm.helpers.validate_id`); an unsafe one is replaced by
 ``invalid-task-<hash>`` and shown, escaped, only in the task's error.
 
 Tasks added to the file after init (the dashboard's add-task button) are found by
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fsm.errors import InvalidIdError
-from fsm.store import validate_id
+from fsm.helpers import validate_id
 
 from .model import DevelopTask
 from .options import LoopContext

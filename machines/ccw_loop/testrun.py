@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fsm.executor import ExecResult, Executor
-from fsm.files import ensure_folder
+from fsm.helpers import ensure_folder
 
 from .model import TestResult
 from .reports import (

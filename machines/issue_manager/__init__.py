@@ -44,7 +44,7 @@ sees must be true):
   when one has a command. Agents that will not be needed are not required. A malformed issues
   file is not a refusal: the list step reports it with file and line, as before.
 * **Ids from input files are checked before they touch a path** (:mod:`.ids`): issue, solution
-  and task ids must pass :func:`fsm.store.validate_id`. An unsafe issue id (``../../tmp/x``) makes
+  and task ids must pass :func:`fsm.helpers.validate_id`. An unsafe issue id (``../../tmp/x``) makes
   that issue ``failed`` when listed; its files are never opened or written.
 * **Secrets stay in fsm.toml** (:mod:`.redaction`): agent runs are recorded as the tool plus a
   redacted command (program, option names, ``{prompt}``; every other argument ``***``), and a

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fsm.store import atomic_write_text
+from fsm.helpers import atomic_write_text
 
 __all__ = ["read_json", "write_json_atomic", "write_text_atomic"]
 

@@ -17,10 +17,9 @@ issue, so the report's Errors section and the run's outcome carry the cause.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from fsm.files import ensure_folder
+from fsm.helpers import ensure_folder
 from fsm.registry import Registry, Update
 
 from .dependencies import next_work, planning_blocker
@@ -349,11 +348,9 @@ def finalize(doc: IssueManagerState, ctx: IssueManagerContext) -> Update:
 
 
 def _persisted(doc: IssueManagerState, ctx: IssueManagerContext) -> Any:
-    """The document as it is on disk (what the snapshot keeps), else as the model has it."""
-    try:
-        return json.loads(ctx.document_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return doc.model_dump(mode="json")
+    """The document as its store holds it (what the snapshot keeps), else as the model has it."""
+    stored = ctx.stored_document()
+    return stored if stored is not None else doc.model_dump(mode="json")
 
 
 # -- hooks --------------------------------------------------------------------------------------

@@ -4,14 +4,14 @@ Issue ids come from the issues file, solution and task ids from solution files a
 agents: all of them are text someone else wrote. An issue id names files
 (``solutions/{id}.jsonl``, ``{id}-plan.json``, ``{id}-execution.json``), so ``../../../../tmp/x``
 would write outside the workspace. Every such id must pass the rule of instance ids
-(:func:`fsm.store.validate_id`: letters, digits, ``.``, ``_`` and ``-``, starting with a letter
+(:func:`fsm.helpers.validate_id`: letters, digits, ``.``, ``_`` and ``-``, starting with a letter
 or digit, no ``..``). An id that does not is an error for its issue, never a path.
 """
 
 from __future__ import annotations
 
 from fsm.errors import InvalidIdError
-from fsm.store import validate_id
+from fsm.helpers import validate_id
 
 __all__ = ["UnsafeIdError", "checked_id", "shown", "unsafe_id_problem"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backup import ensure_inside, side_file_mode, snapshot_tree
+from .backup import ensure_inside, snapshot_tree
 from .bookkeeping import finished
 from .diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from .diagnosis.run import diagnose, number_issues, skipped_result
@@ -58,7 +58,7 @@ def init(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
     ensure_inside(backups, work)
     skill = read_skill(root)
     original = backups / f"{skill.name}-backup"
-    snapshot_tree(root, original, manifest_mode=side_file_mode(ctx.document_path))
+    snapshot_tree(root, original, manifest_mode=ctx.side_file_mode())
     update = {
         "status": "running",
         "started_at": doc.started_at or started,
@@ -143,7 +143,7 @@ def _apply_one(fix: Fix, doc: TuningState, ctx: TuningContext) -> tuple[AppliedF
     stamp = (ctx.clock.iso(), shown(backup, ctx))
     addressed = [issue for issue in doc.issues if issue.id in fix.issue_ids]
     before = read_skill(root)
-    mode = side_file_mode(ctx.document_path)
+    mode = ctx.side_file_mode()
     if fix.changes:
         record, note = apply_mechanical(fix, root, backup, *stamp, manifest_mode=mode)
     elif options.fix_tool is not None:

@@ -16,12 +16,11 @@ called on every path before it is written or removed.
 stricter (``mode & ~umask``: under umask 077 a 0644 skill file is backed up 0600, its folders
 0700), so a backup is never readable by more people than the skill or the user's umask allow.
 The manifest records each file's own mode, and a restore puts that mode back with the bytes.
-Manifests get ``manifest_mode`` (the instance's side-file mode, :func:`side_file_mode`).
+Manifests get ``manifest_mode`` (the instance's side-file mode, ``ctx.side_file_mode()``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from fsm.files import atomic_write_text
+from fsm.helpers import atomic_write_text, current_umask
 
 __all__ = [
     "UnsafePathError",
@@ -37,7 +36,6 @@ __all__ = [
     "ensure_inside",
     "restore",
     "restore_original",
-    "side_file_mode",
     "snapshot_files",
     "snapshot_tree",
     "tree_bytes",
@@ -65,30 +63,6 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
-
-
-def current_umask() -> int:
-    """The process's umask, read without changing it (``/proc``), else by setting it back."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def side_file_mode(document: Path | None = None) -> int:
-    """The mode of a file written for an instance (report, manifest, diagnosis): what the umask
-    gives a new file, and no more than the instance document's own mode allows."""
-    mode = 0o666 & ~current_umask()
-    if document is not None:
-        with contextlib.suppress(OSError):  # no document yet: the umask alone decides
-            mode &= stat.S_IMODE(os.stat(document).st_mode)
-    return mode
 
 
 def _masked_copy(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:

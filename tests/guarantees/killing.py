@@ -9,8 +9,8 @@ A point is named ``<version>|<call>:<before or after>|<n>``: the document versio
 on (how many versions the journal records), the call, and how many times that call happened
 since. An uninterrupted run lists every point it passes (the *dry run*); a run continuing an
 instance after a kill passes the same points for the same versions, so a kill can target any
-point of the dry run. Points inside the crash repair of :meth:`fsm.commit.Committer.repair` are
-named ``repair|<call>|<n>`` and targeted by number.
+point of the dry run. Points inside the crash repair of
+:meth:`fsm.transaction.Transaction.repair` are named ``repair|<call>|<n>`` and targeted by number.
 """
 
 from __future__ import annotations
@@ -25,20 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm import commit, engine, files, instance, journal, progress
+from fsm import engine, file_swap, files, instance, journal, progress
 from fsm.cli import main
-from fsm.commit import Committer
 from fsm.executor import SubprocessExecutor
+from fsm.transaction import Transaction
 from tests.guarantees.forked import fork_call
 
 __all__ = ["POINTS", "Target", "run_killed"]
 
 assert progress  # imported here, once, rather than by every forked run
 POINTS: list[tuple[Any, str]] = [
-    (commit, "write_temporary_open"),
-    (commit, "exchange"),
-    (commit, "replace"),
-    (journal.Journal, "append"),
+    (file_swap, "write_temporary_open"),
+    (file_swap, "exchange"),
+    (file_swap, "replace"),
+    (journal.Journal, "write_all"),
     (instance.Instance, "after_save"),
     (engine, "apply_update"),
     (SubprocessExecutor, "run"),
@@ -98,10 +98,11 @@ class _Points:
             os.write(self.report, f"{name}\n".encode())
         elif name in target.wanted and target.order[name] >= target.after:
             self._die(name)
-        if call.startswith("Journal.append[") and call.endswith(":after"):
-            kind = call[len("Journal.append[") : call.index("]")]
-            if kind in VERSION_KINDS:
-                self.version += 1
+        if call.startswith("Journal.write_all[") and call.endswith(":after"):
+            kinds = call[len("Journal.write_all[") : call.index("]")].split("+")
+            versions = sum(kind in VERSION_KINDS for kind in kinds)
+            if versions:
+                self.version += versions
                 self.seen.clear()
 
     def _die(self, name: str) -> None:
@@ -111,8 +112,8 @@ class _Points:
 
 def _label(owner: Any, name: str, args: tuple[Any, ...]) -> str:
     label = f"{getattr(owner, '__name__', owner)}.{name}".removeprefix("fsm.")
-    if owner is journal.Journal and len(args) > 1 and isinstance(args[1], dict):
-        label += f"[{args[1].get('kind')}]"
+    if owner is journal.Journal and len(args) > 1 and isinstance(args[1], list):
+        label += f"[{'+'.join(record.kind for record in args[1])}]"
     return label
 
 
@@ -136,16 +137,16 @@ def _instrument(points: _Points) -> None:
             return result
 
         setattr(owner, name, functools.wraps(original)(wrapped))
-    repair = Committer.repair
+    repair = Transaction.repair
 
-    def repairing(self: Committer) -> list[str]:
+    def repairing(self: Transaction) -> list[str]:
         points.repairing += 1
         try:
             return repair(self)
         finally:
             points.repairing -= 1
 
-    Committer.repair = repairing  # type: ignore[method-assign]
+    Transaction.repair = repairing  # type: ignore[method-assign]
 
 
 def run_killed(

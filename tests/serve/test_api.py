@@ -65,7 +65,7 @@ def test_status_is_fsm_status_json(api: Api) -> None:
 def test_document_is_the_file_as_it_is(api: Api) -> None:
     """The document endpoint returns the JSON on disk."""
     instance = api.counter("c1", limit=3, title="hello")
-    on_disk = json.loads(instance.paths.document.read_text())
+    on_disk = json.loads(instance.store.paths(instance.id).document.read_text())
     assert api.client.get("/api/instances/counter/c1/document").json() == on_disk
 
 
@@ -310,9 +310,15 @@ def test_errors_map_to_http_statuses(
 def test_a_refused_command_changes_nothing(api: Api) -> None:
     """409 leaves the document and the journal as they were."""
     instance = api.counter("c1")
-    before = (instance.paths.document.read_bytes(), instance.paths.journal.read_bytes())
+    before = (
+        instance.store.paths(instance.id).document.read_bytes(),
+        instance.store.paths(instance.id).journal.read_bytes(),
+    )
     assert api.post("/api/instances/counter/c1/resume").status_code == 409
-    assert (instance.paths.document.read_bytes(), instance.paths.journal.read_bytes()) == before
+    assert (
+        instance.store.paths(instance.id).document.read_bytes(),
+        instance.store.paths(instance.id).journal.read_bytes(),
+    ) == before
 
 
 def test_internal_errors_are_one_line_without_traceback(

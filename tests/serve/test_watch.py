@@ -1,4 +1,4 @@
-"""The change feed: file paths to instances, and what a slow subscriber is told."""
+"""The change feed: the file store's paths to instances, and what a slow subscriber is told."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from fsm.discovery import open_machine
+from fsm.file_watch import ids_of
 from fsm.instance import Workspace
 from fsm.machine import load_machine
-from fsm.serve.watch import Change, ChangeFeed, locations_of
+from fsm.serve.watch import Change, ChangeFeed, sources_of
+from fsm.store import FileStore
 from tests.conftest import COUNTER
 
 
@@ -18,7 +20,16 @@ from tests.conftest import COUNTER
 def feed(tmp_path: Path) -> ChangeFeed:
     workspace = Workspace(tmp_path)
     machines = [load_machine(COUNTER), open_machine("issue-manager"), open_machine("ccw-loop")]
-    return ChangeFeed(workspace.path, locations_of(workspace, machines))
+    return ChangeFeed(sources_of(workspace, machines))
+
+
+def _changes_of(feed: ChangeFeed, paths: list[str]) -> set[Change]:
+    """The instances the file stores of ``feed`` say the changed ``paths`` belong to."""
+    found = set()
+    for machine, store in feed.sources:
+        assert isinstance(store, FileStore)
+        found |= {Change(machine, i) for i in ids_of(store.watched(), paths)}
+    return found
 
 
 @pytest.mark.parametrize(
@@ -51,12 +62,16 @@ def test_paths_map_to_their_instances(
     feed: ChangeFeed, tmp_path: Path, relative: str, expected: set[Change]
 ) -> None:
     """Documents and journals are changes of their instance; logs and other files are not."""
-    assert feed.changes_of([str(tmp_path.resolve() / relative)]) == expected
+    assert _changes_of(feed, [str(tmp_path.resolve() / relative)]) == expected
 
 
 def test_watched_folders_are_the_instance_folders(feed: ChangeFeed, tmp_path: Path) -> None:
     """The watcher follows the folders holding instances, not the whole workspace."""
-    roots = {location.root.relative_to(tmp_path.resolve()) for location in feed.locations}
+    roots = {
+        root.relative_to(tmp_path.resolve())
+        for _, store in feed.sources
+        for _, root in store.watched()  # type: ignore[attr-defined]
+    }
     assert roots == {Path(".counters"), Path(".workflow/.scratchpad"), Path(".workflow/.loop")}
 
 

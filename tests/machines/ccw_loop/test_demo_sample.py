@@ -41,7 +41,9 @@ def test_the_demo_sample_is_debugged_fixed_and_completed(tmp_path: Path) -> None
         *["init", "develop", "develop", "validate"],
         *["debug", "fix", "validate", "complete"],
     ]
-    doc = LoopState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    doc = LoopState.model_validate_json(
+        instance.store.paths(instance.id).document.read_text(encoding="utf-8")
+    )
     state = doc.skill_state
     assert state is not None
     assert (doc.status, doc.current_iteration, state.debug.confirmed_hypothesis) == (
@@ -61,7 +63,7 @@ def test_the_demo_sample_is_debugged_fixed_and_completed(tmp_path: Path) -> None
     ) == (True, 100.0, 10)
     assert "(ordered[middle - 1] + ordered[middle]) / 2" in (copy / "stats.py").read_text()
     assert "- median: tested on even-length lists" in (copy / "CHANGELOG.md").read_text()
-    progress = instance.paths.document.with_name(f"{instance.id}.progress")
+    progress = instance.store.paths(instance.id).document.with_name(f"{instance.id}.progress")
     assert [name for name in FILE_SYNC if not (progress / name).is_file()] == []
     assert "Outcome: completed" in (progress / "summary.md").read_text()
     assert replay(instance).problems == []
@@ -90,7 +92,9 @@ def test_the_stubborn_sample_gives_up_after_three_failed_fixes(tmp_path: Path) -
         f"Gave up on {test} after 3 fix attempts (H1); last attempt: the fix changed no file "
         "(agent codex exited 0 without an edit)"
     )
-    doc = LoopState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    doc = LoopState.model_validate_json(
+        instance.store.paths(instance.id).document.read_text(encoding="utf-8")
+    )
     assert (doc.status, doc.failure_reason) == ("failed", result.message)
     assert doc.skill_state is not None
     assert [t.status for t in doc.skill_state.develop.tasks[2:]] == ["failed"] * 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,13 +145,13 @@ def test_recovered_loop_runs_to_completed(loop_ws: Any, started: Any, damage: st
     loop = started(agents={"codex": loop_ws.write_agent(loop_ws.fix_add)})
     assert loop.run(max_steps=3).outcome == "limit"
     assert loop.events() == ["init", "develop", "validate"]
-    master = loop.instance.paths.document
+    master = loop.instance.store.paths(loop.instance.id).document
     text = master.read_text()
     damaged = text[: text.index('"skill_state"') + 50] if damage == "truncated" else "\0"
     master.write_text(damaged)
     report = recover(loop.instance)
     assert report.recovered and report.moved_aside is not None
-    assert report.moved_aside.read_text() == damaged
+    assert Path(report.moved_aside).read_text() == damaged
     notes = "\n".join(report.notes)
     assert "skill_state.errors: could not be recovered" in notes
     if damage == "garbage":

@@ -217,7 +217,7 @@ class Launched(Driver[IssueManagerState]):
     @property
     def work_dir(self) -> Path:
         """The instance's folder: state.json and the files the machine writes beside it."""
-        return self.instance.paths.document.parent
+        return self.instance.store.paths(self.instance.id).document.parent
 
     def read(self, name: str) -> Any:
         """A JSON file of the work_dir (``state.json``, ``execution-results.json``, ...)."""

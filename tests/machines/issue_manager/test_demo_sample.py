@@ -66,7 +66,7 @@ def test_demo_sample_fails_because_one_issue_fails_on_purpose(tmp_path: Path) ->
         "failed",
         "completed",
     ]
-    work_dir = instance.paths.document.parent
+    work_dir = instance.store.paths(instance.id).document.parent
     state = json.loads((work_dir / "state.json").read_text())
     assert (state["status"], state["failure_reason"]) == ("failed", result.message)
     assert state["issues"]["ISS-2"]["solution_id"] == "SOL-ISS-2-2"
@@ -90,7 +90,9 @@ def test_demo_sample_with_release_notes_completes_every_issue(tmp_path: Path) ->
     assert (result.outcome, result.state, result.exit_code) == ("completed", "complete", 0)
     assert result.message == "4 of 4 issues done"
     assert (folder / "dist" / "CHANGES.md").read_text() == "# 0.2.0\n"
-    state = json.loads((instance.paths.document.parent / "state.json").read_text())
+    state = json.loads(
+        (instance.store.paths(instance.id).document.parent / "state.json").read_text()
+    )
     assert (state["status"], state["failure_reason"], state["errors"]) == ("completed", None, [])
 
 

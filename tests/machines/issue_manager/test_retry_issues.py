@@ -158,14 +158,14 @@ def test_retry_of_an_issue_that_cannot_be_retried_is_refused(
     """Naming a completed issue is refused (exit 3), an unknown one is bad input (exit 2); the
     document and journal do not change."""
     im = _failed_run(sample, launch)
-    before = (im.instance.paths.document.read_bytes(), len(im.journal()))
+    before = (im.instance.store.read_bytes(im.instance.id), len(im.journal()))
 
     with pytest.raises(error) as caught:
         im.retry(*items)
 
     assert str(caught.value) == message
     assert caught.value.exit_code == (3 if error is RefusedError else 2)  # type: ignore[attr-defined]
-    assert (im.instance.paths.document.read_bytes(), len(im.journal())) == before
+    assert (im.instance.store.read_bytes(im.instance.id), len(im.journal())) == before
 
 
 @pytest.mark.parametrize(
@@ -195,13 +195,13 @@ def test_retry_of_an_instance_that_did_not_fail_is_refused(
     im = launch()
     if setup == "completed":
         assert im.run().exit_code == 0
-    before = (im.instance.paths.document.read_bytes(), len(im.journal()))
+    before = (im.instance.store.read_bytes(im.instance.id), len(im.journal()))
 
     with pytest.raises(RefusedError) as caught:
         im.retry()
 
     assert (str(caught.value), caught.value.exit_code) == (message, 3)
-    assert (im.instance.paths.document.read_bytes(), len(im.journal())) == before
+    assert (im.instance.store.read_bytes(im.instance.id), len(im.journal())) == before
 
 
 def test_a_new_instance_over_a_failed_backlog_says_so_and_fails(sample: Any, launch: Any) -> None:

@@ -54,7 +54,9 @@ def test_the_demo_sample_is_fixed_and_passes(tmp_path: Path) -> None:
     result = Engine(instance).run(max_steps=200)
     assert (result.outcome, result.exit_code, result.state) == ("completed", 0, "completed")
     assert len(result.steps) == 14
-    doc = TuningState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    doc = TuningState.model_validate_json(
+        instance.store.paths(instance.id).document.read_text(encoding="utf-8")
+    )
     assert (doc.quality_score, doc.quality_gate, doc.iteration_count) == (100, "pass", 2)
     assert doc.issues == [] and doc.pending_fixes == []
     assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [
@@ -91,7 +93,9 @@ def test_the_demo_unfixable_skill_fails_and_says_why(tmp_path: Path) -> None:
         "judgement: set fix_tool to give them to an agent, or fix by hand)"
     )
     assert (result.outcome, result.exit_code, result.message) == ("failed", 4, reason)
-    doc = TuningState.model_validate_json(instance.paths.document.read_text(encoding="utf-8"))
+    doc = TuningState.model_validate_json(
+        instance.store.paths(instance.id).document.read_text(encoding="utf-8")
+    )
     assert (doc.status, doc.failure_reason) == ("failed", reason)
     assert [(r.fix_id, r.verification_result) for r in doc.applied_fixes] == [("FIX-003", "pass")]
     assert tree_bytes(DEMO / "unfixable-skill") != tree_bytes(copy / "unfixable-skill")

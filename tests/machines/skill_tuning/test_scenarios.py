@@ -248,7 +248,11 @@ def test_repeated_failures_end_in_failed_at_max_errors(
         ("action-diagnose-context", False)
     ] * 3
     assert all("has no SKILL.md" in e.message for e in doc.errors)
-    errors = json.loads((instance.instance.paths.document.parent / "errors.json").read_text())
+    errors = json.loads(
+        (
+            instance.instance.store.paths(instance.instance.id).document.parent / "errors.json"
+        ).read_text()
+    )
     assert len(errors) == 3
     reason = (
         "aborted after 3 action failures (max_errors 3); last: action-diagnose-context: "
