@@ -29,13 +29,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import selectors
+    import subprocess
+
+# selectors and subprocess are imported where commands run: commands that run none (fsm
+# status, fsm ls) start faster without them.
 
 __all__ = [
     "DRAIN_SECONDS",
@@ -237,6 +242,9 @@ def collect(
     """Read ``proc``'s stdout and stderr until it ends, ``timeout`` seconds pass, or its leader
     has exited and the output stays open only for leftovers; then kill what is left of the tree
     and return the output. ``on_grow`` is told the members whenever the tree grows."""
+    import selectors
+    import subprocess
+
     streams = [s for s in (proc.stdout, proc.stderr) if s is not None]
     pipes = [_inode(s) for s in streams]
     out_fd, err_fd = _fd(proc.stdout), _fd(proc.stderr)
