@@ -1,10 +1,13 @@
 """Hypothesis-driven debugging of the failing tests of the last validation.
 
-Each failing test becomes a hypothesis ("the failure of T is deterministic, raised at L: E"), with
+Each failing test becomes a hypothesis ("T failed at L: E; it fails again when run alone"), with
 the error and the location taken from its trace. The evidence is gathered by running that test
-alone: it fails again -> ``confirmed`` (a real bug a fix task can target); it passes ->
-``rejected`` as flaky; it cannot be run alone (a runner that cannot select one test, a test that
-is not collected, a timeout) -> ``inconclusive``. A failing test keeps one hypothesis, and its id,
+alone, once: it fails again -> ``confirmed`` (a failure that reproduced, which a fix task can
+target; one re-run shows it reproduces, not that it always will, and the verdict says only what
+was seen); it passes -> ``rejected``: the test is flaky (it failed, then passed with nothing
+changed), which the loop reports wherever it reports the outcome; it cannot be run alone (a
+runner that cannot select one test, a test that is not collected, a timeout) ->
+``inconclusive``. A failing test keeps one hypothesis, and its id,
 across rounds (the hypothesis records the test's ``suite`` and ``test`` name): a later round
 judges it again under the same id, new failing tests get the next free ids, so fix tasks and
 their attempts stay attached to one hypothesis.
@@ -88,7 +91,7 @@ def investigate(
         hypothesis = Hypothesis.model_validate(
             {
                 "id": hypothesis_id,
-                "description": f"{test.test_name} fails deterministically at {where}: {error}",
+                "description": f"{test.test_name} failed at {where}: {error}",
                 "testable_condition": f"{test.test_name} fails again when run alone",
                 "logging_point": where,
                 "evidence_criteria": EvidenceCriteria(
@@ -150,9 +153,16 @@ def _judge(
         "output_tail": "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]),
     }
     if result.ok:
-        status, reason = "rejected", "passed when run alone: the failure is flaky"
+        status, reason = (
+            "rejected",
+            "passed when run alone after failing in the full run: flaky (it fails only "
+            "sometimes, or only together with other tests)",
+        )
     elif result.error is None and not result.timed_out and result.exit_code not in _NOT_COLLECTED:
-        status, reason = "confirmed", f"failed again when run alone (exit {result.exit_code})"
+        status, reason = (
+            "confirmed",
+            f"failed in the full run and again when run alone once (exit {result.exit_code})",
+        )
     else:
         status, reason = "inconclusive", f"could not re-run the test alone: {result.describe()}"
     return hypothesis.model_copy(
