@@ -74,9 +74,12 @@ class ControlPlane:
     def start_if_needed(self, loaded: Loaded, *, actor: str) -> Loaded:
         """Apply ``start`` when :meth:`needs_start` says so.
 
-        Another process may start the instance at the same moment (``fsm start`` racing
-        ``fsm run``): when the start is refused because the instance is active by then, the
-        run goes on with it rather than leaving it running with nothing to drive it.
+        Another process may change the instance between the run's read and its start (``fsm
+        start`` racing ``fsm run``, a stop or pause pressed on a dashboard): when the start is
+        refused because the instance no longer needs one, the run goes on with the instance as
+        it is now. Active, it drives it rather than leave it running with nothing to drive it;
+        stopped, paused or ended, the run reports that (a stop into a failure state exits 4 with
+        the stop's reason), never a refused start.
         """
         if not self.needs_start(loaded):
             return loaded
@@ -84,7 +87,7 @@ class ControlPlane:
             return self.apply("start", actor=actor, reason="run started a new instance")
         except ControlRefusedError:
             current = self.instance.load()
-            if self.is_active(current):
+            if self.is_active(current) or not self.needs_start(current):
                 return current
             raise
 
