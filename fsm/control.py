@@ -84,15 +84,26 @@ class ControlPlane:
         if not self.needs_start(loaded):
             return loaded
         try:
-            return self.apply("start", actor=actor, reason="run started a new instance")
+            return self.apply(
+                "start", actor=actor, reason="run started a new instance", expected=loaded.status
+            )
         except ControlRefusedError:
             current = self.instance.load()
             if self.is_active(current) or not self.needs_start(current):
                 return current
             raise
 
-    def apply(self, command: str, *, actor: str = "cli", reason: str | None = None) -> Loaded:
-        """Apply ``command``; raise ControlRefusedError when it is illegal now."""
+    def apply(
+        self,
+        command: str,
+        *,
+        actor: str = "cli",
+        reason: str | None = None,
+        expected: str | None = None,
+    ) -> Loaded:
+        """Apply ``command``; raise ControlRefusedError when it is illegal now, or when
+        ``expected`` is given and the status is no longer that (another process changed it
+        since the caller read it)."""
         instance = self.instance
         machine = instance.machine
         if self.spec is None:
@@ -108,6 +119,11 @@ class ControlPlane:
         with instance.store.confined(), instance.store.document_lock(instance.id):
             current = instance.load_unchecked()
             self._check(command, spec, current)
+            if expected is not None and current.status != expected:
+                raise ControlRefusedError(
+                    f"cannot {command} instance '{instance.id}': it is {current.status} now, "
+                    f"no longer {expected}"
+                )
             saved = instance.commit(
                 self._updated(command, spec, current, self.spec.field),
                 ControlRecord(

@@ -190,29 +190,47 @@ class ProcessTree:
         return found
 
     def kill(self, pipes: Iterable[int] = ()) -> int:
-        """SIGKILL every process of the tree until none is left; return how many were killed."""
+        """Kill every process of the tree; return how many were killed.
+
+        Each round first stops (SIGSTOP) what it finds and looks again, so that a child forked
+        meanwhile is found while its parent is still there, then kills (SIGKILL) them all;
+        rounds repeat until nothing of the tree is left.
+        """
         inodes = list(pipes)
         killed: set[int] = set()
-        if self.leader is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.leader, signal.SIGKILL)
         for _ in range(_KILL_ROUNDS):
-            table = proc_table()
-            if not table:
-                break
-            targets = self.alive(table, inodes)
-            if not targets:
-                break
-            for pid in targets:
-                # re-checked just before the signal: the pid must still be the same process
-                stat = _read_stat(pid)
-                if stat is None or stat.zombie or stat.start != table[pid].start:
-                    continue
+            frozen: dict[int, str] = {}
+            while True:
+                table = proc_table()
+                found = {pid: table[pid].start for pid in self.alive(table, inodes)}
+                fresh = {pid: start for pid, start in found.items() if pid not in frozen}
+                if not fresh:
+                    break
+                for pid, start in fresh.items():
+                    _signal(pid, start, signal.SIGSTOP)
+                frozen.update(fresh)
+            if self.leader is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+                    os.killpg(self.leader, signal.SIGKILL)
+            if not frozen:
+                break
+            for pid, start in frozen.items():
+                if _signal(pid, start, signal.SIGKILL):
                     killed.add(pid)
             time.sleep(0.005)
         return len(killed - {self.leader}) if self.leader is not None else len(killed)
+
+
+def _signal(pid: int, start: str, number: signal.Signals) -> bool:
+    """Send ``number`` to ``pid`` if it is still the process that started at ``start``."""
+    stat = _read_stat(pid)
+    if stat is None or stat.zombie or stat.start != start:
+        return False
+    try:
+        os.kill(pid, number)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def _same(table: dict[int, Stat], pid: int, started: str) -> bool:

@@ -248,6 +248,7 @@ def test_agent_task_that_changes_nothing(
 
 AGENT = """\
 import os, subprocess, sys, time
+from pathlib import Path
 calc = Path("calc.py")
 calc.write_text(calc.read_text().replace("a - b", "a + b"))
 # a helper that leaves the session and keeps the agent's output open, as some agent CLIs do
