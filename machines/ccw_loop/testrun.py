@@ -134,13 +134,23 @@ def build_test_command(command: str, junit: Path, coverage: Path) -> str:
     return filled
 
 
-def rerun_command(command: str, test_name: str) -> str | None:
-    """The command that runs one test alone, or None when the runner cannot select one test."""
+def rerun_command(command: str, test_name: str, workspace: Path | None = None) -> str | None:
+    """The command that runs one test alone, or None when the runner cannot select one test.
+
+    A command that runs pytest itself is re-run with its own words before ``pytest`` (``uv run
+    pytest``, ``python -m pytest``). A command that does not (a script such as
+    ``./run_tests.sh``) but reported a pytest node id whose file is in ``workspace`` is re-run
+    with ``python -m pytest``, the default test command's runner.
+    """
     words = _split(command)
     for index, word in enumerate(words):
         if Path(word).name in ("pytest", "py.test"):
             runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", test_name]
             return shlex.join(runner)
+    module = test_name.split("::", 1)[0]
+    runs_pytest_ids = "::" in test_name and module.endswith(".py")
+    if workspace is not None and runs_pytest_ids and (workspace / module).is_file():
+        return shlex.join(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name])
     return None
 
 
