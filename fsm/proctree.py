@@ -302,7 +302,8 @@ def collect(
             else:  # the output is closed, the leader still runs
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(wait)
-        leftovers = tree.kill(pipes)
+        # output at its end means no process holds the pipes: no need to look for holders
+        leftovers = tree.kill(pipes if selector.get_map() else ())
         if timed_out:
             leftovers = 0
         drain_until = clock() + DRAIN_SECONDS

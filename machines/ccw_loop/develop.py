@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fsm.executor import ExecResult
 from fsm.registry import Update
 
 from . import attempts
@@ -267,7 +268,7 @@ def _run(
             return "", "tool bash needs a command, and the task has none", {}
         result = ctx.executor.shell(command, cwd=ctx.workspace, timeout=timeout)
         output = result.stdout + "\n" + result.stderr
-        return output, None if result.ok else result.describe(), {}
+        return output, None if result.ok else _failure(result), {}
     # the executor redacts agent results (fsm.redaction): the argv shows option names and
     # {prompt}, never a token configured in fsm.toml, and hidden values are scrubbed from the
     # output; only that form is recorded
@@ -277,7 +278,12 @@ def _run(
     if result.error is not None:
         return output, result.error, {}
     recorded = {"agent_command": " ".join(result.argv)}
-    return output, None if result.ok else f"agent {tool} {result.describe()}", recorded
+    return output, None if result.ok else f"agent {tool} {_failure(result)}", recorded
+
+
+def _failure(result: ExecResult) -> str:
+    """How a task's command failed; a timeout names the option that set it."""
+    return result.describe() + (" (option task_timeout)" if result.timed_out else "")
 
 
 def task_prompt(doc: LoopState, task: DevelopTask) -> str:

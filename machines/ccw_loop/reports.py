@@ -9,7 +9,8 @@ The files come from the workspace's own test run, which fsm trusts like the work
 The output is read too, because one report rarely covers a whole command: ``pytest a && pytest
 b`` (or a script running several parts) prints one summary line per part, while only one part
 writes the JUnit file. :func:`summaries_in_output` finds every summary line (pytest's ``== 3
-passed, 1 failed in 0.12s ==``, unittest's ``Ran 5 tests`` with its ``FAILED (failures=1)``),
+passed, 1 failed in 0.12s ==``, a plain ``3 passed, 1 failed`` alone on a line, unittest's ``Ran 5
+tests`` with its ``FAILED (failures=1)``),
 and :func:`failures_in_output` every test pytest names in its short summary (``FAILED
 tests/test_x.py::test_y - assert 1 == 2``), so that failures of a part without a report are
 counted and named.
@@ -39,7 +40,7 @@ __all__ = [
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PYTEST_SUMMARY = re.compile(
     r"^=*\s*(?P<items>\d+ [a-z]+(?:, \d+ [a-z]+)*|no tests ran)"
-    r" in [\d.]+s(?: \([\d:.]+\))?\s*=*$"
+    r"(?: in [\d.]+s(?: \([\d:.]+\))?)?\s*=*$"
 )
 _ITEM = re.compile(r"(\d+) ([a-z]+)")
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s$")
@@ -56,6 +57,8 @@ _WORDS = {
 }
 """Summary words that count, and where: an unexpected pass is a pass, an expected failure is
 not run for real (JUnit writes it as skipped); warnings, deselected and reruns are no tests."""
+_SUMMARY_WORDS = frozenset({*_WORDS, "warning", "warnings", "deselected", "rerun", "reruns"})
+"""Every word a summary line may hold: a line with another ("3 apples") is no summary."""
 
 
 class ReportError(ValueError):
@@ -180,9 +183,10 @@ def summaries_in_output(output: str) -> list[TestCounts]:
     for raw in output.splitlines():
         line = _ANSI.sub("", raw).strip()
         match = _PYTEST_SUMMARY.match(line)
-        if match is not None:
+        words = _ITEM.findall(match.group("items")) if match is not None else []
+        if match is not None and all(word in _SUMMARY_WORDS for _, word in words):
             counts = {"passed": 0, "failed": 0, "skipped": 0}
-            for number, word in _ITEM.findall(match.group("items")):
+            for number, word in words:
                 if word in _WORDS:
                     counts[_WORDS[word]] += int(number)
             found.append(TestCounts(counts["passed"], counts["failed"], counts["skipped"]))

@@ -64,7 +64,8 @@ class TestRun:
     def error(self) -> str | None:
         """Why the run could not be judged, or None when it produced counts."""
         if self.result.error is not None or self.result.timed_out:
-            return f"test command did not run to the end: {self.result.describe()}"
+            limit = " (option test_timeout)" if self.result.timed_out else ""
+            return f"test command did not run to the end: {self.result.describe()}{limit}"
         if self.counts is not None and self.counts.total > 0:
             return None
         if self.counts is None:

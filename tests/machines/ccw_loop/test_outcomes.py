@@ -287,6 +287,7 @@ def test_fix_that_timed_out_after_changing_files_is_validated(
     assert (fix.id, fix.status, fix.files_changed) == ("fix-H1", "failed", ["calc.py"])
     assert str(fix.extra("error")).startswith("agent codex timed out after ")
     assert "(limit 2s)" in str(fix.extra("error"))
+    assert str(fix.extra("error")).endswith("(option task_timeout)")
     child = int((loop_ws.bin_dir / "child.pid").read_text())
     wait_until(lambda: not is_running(child), "the agent's setsid child killed")
     lines = functions.status_lines(loop.doc)
