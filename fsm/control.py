@@ -74,22 +74,36 @@ class ControlPlane:
     def start_if_needed(self, loaded: Loaded, *, actor: str) -> Loaded:
         """Apply ``start`` when :meth:`needs_start` says so.
 
-        Another process may start the instance at the same moment (``fsm start`` racing
-        ``fsm run``): when the start is refused because the instance is active by then, the
-        run goes on with it rather than leaving it running with nothing to drive it.
+        Another process may change the instance between the run's read and its start (``fsm
+        start`` racing ``fsm run``, a stop or pause pressed on a dashboard): when the start is
+        refused because the instance no longer needs one, the run goes on with the instance as
+        it is now. Active, it drives it rather than leave it running with nothing to drive it;
+        stopped, paused or ended, the run reports that (a stop into a failure state exits 4 with
+        the stop's reason), never a refused start.
         """
         if not self.needs_start(loaded):
             return loaded
         try:
-            return self.apply("start", actor=actor, reason="run started a new instance")
+            return self.apply(
+                "start", actor=actor, reason="run started a new instance", expected=loaded.status
+            )
         except ControlRefusedError:
             current = self.instance.load()
-            if self.is_active(current):
+            if self.is_active(current) or not self.needs_start(current):
                 return current
             raise
 
-    def apply(self, command: str, *, actor: str = "cli", reason: str | None = None) -> Loaded:
-        """Apply ``command``; raise ControlRefusedError when it is illegal now."""
+    def apply(
+        self,
+        command: str,
+        *,
+        actor: str = "cli",
+        reason: str | None = None,
+        expected: str | None = None,
+    ) -> Loaded:
+        """Apply ``command``; raise ControlRefusedError when it is illegal now, or when
+        ``expected`` is given and the status is no longer that (another process changed it
+        since the caller read it)."""
         instance = self.instance
         machine = instance.machine
         if self.spec is None:
@@ -105,6 +119,11 @@ class ControlPlane:
         with instance.confined(), instance.store.lock(instance.id):
             current = instance.load_unchecked()
             self._check(command, spec, current)
+            if expected is not None and current.status != expected:
+                raise ControlRefusedError(
+                    f"cannot {command} instance '{instance.id}': it is {current.status} now, "
+                    f"no longer {expected}"
+                )
             saved = instance.commit(
                 self._updated(command, spec, current, self.spec.field),
                 ControlRecord(

@@ -464,8 +464,7 @@ class Engine:
             return RunResult(outcome, state, status, steps, verdict.reason)
         if not self.control.is_active(loaded):
             outcome = "paused" if self.control.is_paused(loaded) else "stopped"
-            resumable = " (resume it to continue)" if self.control.can_resume(loaded) else ""
-            message = f"instance is {status}{resumable}"
+            message = f"instance is {status}{self._how_to_continue(loaded)}"
             error = self.instance.journal.last_error()
             if error is not None:
                 message += f"; last error: {error.action}: {error.error}"
@@ -475,6 +474,17 @@ class Engine:
                 "limit", state, status, steps, f"reached the step limit of {max_steps}"
             )
         return None
+
+    def _how_to_continue(self, loaded: Loaded) -> str:
+        """`` (resume it to continue)`` for a paused instance, `` (start it, or run it again, to
+        continue)`` for one set back to where a run starts it, else nothing."""
+        if self.control.needs_start(loaded):
+            return " (start it, or run it again, to continue)"
+        allowed = self.control.allowed(loaded)
+        for command in ("resume", "start"):
+            if command in allowed:
+                return f" ({command} it to continue)"
+        return ""
 
     def _step(self, event: str | None, actor: str, loaded: Loaded | None = None) -> StepResult:
         instance = self.instance

@@ -27,6 +27,7 @@ found on ``PATH`` runs in the non-interactive invocation of its version (see :mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -41,8 +42,6 @@ from fsm.agents import KNOWN, AgentMode, OutputFormat, shown_version
 from fsm.redaction import redacted_command, scrubbed, secret_environment
 
 if TYPE_CHECKING:
-    import subprocess
-
     from fsm.agent_check import AgentStatus
 
 # subprocess, shutil, signal and tempfile are imported where commands run: commands that run
@@ -88,6 +87,10 @@ class ExecResult:
     report: AgentReport | None = None
     """What an agent's output says about its run (agent runs only; see
     :mod:`fsm.agent_output`)."""
+    timeout: float | None = None
+    """The time limit that was reached (set when ``timed_out``)."""
+    leftovers: int = 0
+    """Background processes of the command still running after it exited, killed by fsm."""
 
     @property
     def ok(self) -> bool:
@@ -103,7 +106,8 @@ class ExecResult:
         if self.error is not None:
             return self.error
         if self.timed_out:
-            return f"timed out after {self.duration_ms / 1000:.1f}s: {shown}"
+            limit = f" (limit {self.timeout:g}s)" if self.timeout is not None else ""
+            return f"timed out after {self.duration_ms / 1000:.1f}s{limit}: {shown}"
         reason = self.report.exit_reason if self.report and self.report.failed else None
         if self.exit_code == 0 and reason is None:
             return f"exited 0: {shown}"
@@ -259,8 +263,11 @@ class SubprocessExecutor:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> ExecResult:
-        """Run ``argv``; kill its process group when ``timeout`` seconds pass."""
+        """Run ``argv``; when ``timeout`` seconds pass, kill its whole process tree (see
+        :mod:`fsm.proctree`: children that left its session or hold its output included)."""
         import subprocess
+
+        from fsm import proctree
 
         args = tuple(argv)
         limit = self.default_timeout if timeout is None else timeout
@@ -275,8 +282,6 @@ class SubprocessExecutor:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                text=True,
-                errors="replace",
             )
         except FileNotFoundError:
             workdir = cwd or self.workspace
@@ -285,32 +290,35 @@ class SubprocessExecutor:
             return ExecResult(args, None, error=f"program not found: {args[0]}")
         except OSError as exc:
             return ExecResult(args, None, error=f"cannot start {args[0]}: {exc.strerror or exc}")
+        tree = proctree.ProcessTree(proc.pid)
         marker = None
         try:  # from here on an interrupt takes the command down, even while it is recorded
             if self.running_dir:
                 marker = orphans.record(self.running_dir, proc.pid, args, self.workspace)
-            out, err = proc.communicate(timeout=limit)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            timed_out = True
+            collected = proctree.collect(
+                proc, tree, limit, on_grow=lambda members: orphans.update(marker, members)
+            )
         except BaseException:
-            # Interrupted (Ctrl-C, SIGTERM turned into KeyboardInterrupt): the command runs in
-            # its own session, so nothing else would stop it. Take its whole group down with us.
-            _kill_group(proc)
-            proc.communicate()  # reaps it and closes its pipes
+            tree.kill()  # interrupted before collect took charge of the command
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
             raise
         finally:
             orphans.forget(marker)
         duration = int((time.monotonic() - started) * 1000)
         return ExecResult(
             args,
-            proc.returncode,
-            _clip(out),
-            _clip(err),
+            None if collected.timed_out else proc.returncode,
+            _clip(_text(collected.stdout)),
+            _clip(_text(collected.stderr)),
             duration,
-            timed_out=timed_out,
+            timed_out=collected.timed_out,
+            timeout=limit if collected.timed_out else None,
+            leftovers=collected.leftovers,
         )
 
     def agent(
@@ -477,13 +485,10 @@ def _redacted(result: ExecResult, prompt: str, prompt_file: str = "") -> ExecRes
     )
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
+def _text(data: bytes) -> str:
+    """Output as text: UTF-8 (undecodable bytes replaced), newlines as Python's text mode."""
+    text = data.decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def _clip(text: str | None) -> str:

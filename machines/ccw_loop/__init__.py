@@ -64,15 +64,47 @@ seed says otherwise, what the user sees must be true, so these win:
   possible iteration is always validated, and three fix attempts fit in the default 10
   iterations with up to two tasks. The same holds in the menu (develop and fix need two
   iterations left).
-* **A fix that changed no file is a failed fix.** Changes are read from git in a repository
+* **An agent task that changed no file is a failed task, a fix or a task of the task list.**
+  Changes are read from git in a repository
   (dirty files, and the files of commits the agent made), otherwise, or when the repository
   ignores the workspace (the demo's output folder), from the size and modification time of
   every file of the workspace except fsm's state folders (``.workflow``, the loop's state
   folder), version-control folders, caches and virtual environments
   (:mod:`~fsm_machines.ccw_loop.changes`). When changes cannot be known (a
-  workspace of more than 20,000 files outside git) the fix counts as applied and its validation
-  judges it. Tasks of the task list are judged by their exit code only: an analysis task or a
-  check command may rightly change nothing.
+  workspace of more than 20,000 files outside git) the task counts as applied and the
+  validation judges it (``changes_unknown`` on the task). Only agent tasks in ``write`` mode are
+  held to it: an ``analysis`` task may not edit, and a bash task is a command (a compile check,
+  a linter) that may rightly change nothing, so both are judged by their exit status only.
+* **Work an agent did is validated, whatever became of the agent.** What a task changed is
+  recorded even when it then failed or timed out, and a fix that changed files (or whose
+  changes cannot be known) is followed by a validation, never by the next attempt. An agent
+  attempt is recorded in ``{id}.progress/attempt.json`` while it runs
+  (:mod:`~fsm_machines.ccw_loop.attempts`): after a run killed or crashed meanwhile, a task of
+  the task list runs again with its changes compared to the workspace before the interrupted
+  attempt, and an interrupted fix is validated first, then recorded as a failed fix task that
+  changed what it changed (counted for its hypothesis). So the loop never "gives up ... changed
+  no file" when the file was changed by the attempt that timed out or was killed.
+* **The verdict of a test run follows from what happened** (:mod:`~fsm_machines.ccw_loop.testrun`).
+  The command's exit status is part of it: non-zero is never a pass, whatever the counts say
+  (``pytest --cov-fail-under=100`` with every test passing; ``./run_tests.sh`` whose doctest
+  part failed), and failures in a report are never a pass after exit 0. The counts are the
+  totals of every part of a compound command: every pytest or unittest summary line of the
+  output is read, and when they add up to other totals than the JUnit report (which covers only
+  the part that wrote it) the summary lines win; failures pytest names in its short summary
+  (``FAILED path::test - message``) become failed rows, so a part without a report is counted
+  and its failing tests debugged. ``skill_state.validate`` keeps ``exit_code``, ``counts``
+  (with their ``source``) and a one-line ``verdict``. A failed validation that names no failing
+  test (non-zero exit with every reported test passing, or failures counted but not named)
+  ends the loop at once (``halt``), with the command's own last line, since neither debug nor a
+  fix has a test to work on; a run that could not be judged at all stays a failed action,
+  retried until ``max_errors``.
+* **Flaky is said, never hidden; one re-run proves only what it shows.** A failing test re-run
+  alone (with the test command's own pytest, or ``python -m pytest`` for a script reporting
+  pytest node ids) that passes is a flaky test (hypothesis ``rejected``): the loop's last line,
+  ``fsm status`` (debug line) and summary.md name it, also when the loop completes. One that
+  fails again is ``confirmed`` with the words "failed in the full run and again when run alone
+  once", never "deterministically"; a re-run is judged by what pytest reported, not its exit
+  status alone (a ``python`` without pytest also exits 1).
 * **One hypothesis per failing test, fix attempts counted, a bounded number of them.** Debug
   ties each hypothesis to its test (``test`` and ``suite`` keys) and reuses its id in later
   rounds; it investigates only failing tests without a confirmed hypothesis. A test that is
@@ -86,7 +118,8 @@ seed says otherwise, what the user sees must be true, so these win:
   hypothesis the next (or current) fix is for. The seeds' debug.log instrumentation and
   ``WAITING_INPUT`` are not reproduced.
 * **Order of the endings.** ``complete``, then ``abort`` (failed task), ``abandon`` (fix
-  attempts spent), ``hand_over`` (tests fail, no fix agent), ``give_up`` (``max_errors``
+  attempts spent), ``hand_over`` (tests fail, no fix agent), ``halt`` (a failed validation
+  names no test), ``give_up`` (``max_errors``
   failures in a row), ``exhaust`` (iterations): the most specific reason wins when several hold
   (three failed fix attempts are also three failures in a row).
 * **Tasks added after init are developed.** The loop's task list is both of its files (the
@@ -103,5 +136,9 @@ seed says otherwise, what the user sees must be true, so these win:
   reaches the document, changes.log, debug.log, the progress files or the instance log.
 * **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
   counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0
-  changed files, 3 failed)``), and a validation older than the latest change says so.
+  changed files, 3 failed)``, where "changed files" counts the attempts whose
+  ``files_changed`` names a file, a failed or timed-out one included), the validation line
+  shows the last run's counts over every part (``FAILED (8 of 467 failed)``, ``FAILED (exit 1
+  although no test failed: 12 passed)``), and a validation older than the latest change says
+  so.
 """

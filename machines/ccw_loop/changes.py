@@ -30,6 +30,8 @@ from fsm.executor import Executor
 
 __all__ = ["MAX_FILES", "Snapshot", "changed_files", "is_known", "take_snapshot"]
 
+_KINDS = ("git", "files", "unknown")
+
 MAX_FILES = 20_000
 _SKIPPED_FOLDERS = frozenset(
     {
@@ -60,6 +62,22 @@ class Snapshot:
     files: dict[str, str] = field(default_factory=dict)
     head: str | None = None
     """The commit checked out (git only): an agent that commits its change leaves no dirty file."""
+
+    def to_json(self) -> dict[str, object]:
+        """The snapshot as JSON (kept across runs, see :mod:`~fsm_machines.ccw_loop.attempts`)."""
+        return {"kind": self.kind, "files": dict(self.files), "head": self.head}
+
+    @classmethod
+    def from_json(cls, data: object) -> Snapshot:
+        """A snapshot :meth:`to_json` wrote; an unreadable one is a snapshot that knows nothing."""
+        if not isinstance(data, dict):
+            return cls("unknown")
+        kind, files, head = data.get("kind"), data.get("files"), data.get("head")
+        if kind not in _KINDS or not isinstance(files, dict):
+            return cls("unknown")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+            return cls("unknown")
+        return cls(kind, dict(files), head if isinstance(head, str) else None)
 
 
 def take_snapshot(executor: Executor, workspace: Path, exclude: Path | None = None) -> Snapshot:

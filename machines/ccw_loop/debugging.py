@@ -1,13 +1,18 @@
 """Hypothesis-driven debugging of the failing tests of the last validation.
 
-Each failing test becomes a hypothesis ("the failure of T is deterministic, raised at L: E"), with
+Each failing test becomes a hypothesis ("T failed at L: E; it fails again when run alone"), with
 the error and the location taken from its trace. The evidence is gathered by running that test
-alone: it fails again -> ``confirmed`` (a real bug a fix task can target); it passes ->
-``rejected`` as flaky; it cannot be run alone (a runner that cannot select one test, a test that
-is not collected, a timeout) -> ``inconclusive``. A failing test keeps one hypothesis, and its id,
-across rounds (the hypothesis records the test's ``suite`` and ``test`` name): a later round
-judges it again under the same id, new failing tests get the next free ids, so fix tasks and
-their attempts stay attached to one hypothesis.
+alone, once: it fails again (pytest exits 1 reporting a failure) -> ``confirmed`` (a failure that
+reproduced, which a fix task can target; one re-run shows it reproduces, not that it always
+will, and the verdict says only what was seen); it passes -> ``rejected``: the test is flaky
+(it failed, then passed with nothing changed), which the loop reports wherever it reports the
+outcome; it cannot be run alone (a runner that cannot select one test, a test that is not
+collected, a collection error, a timeout) -> ``inconclusive``.
+
+A failing test keeps one hypothesis, and its id, across rounds (the hypothesis records the
+test's ``suite`` and ``test`` name): a later round judges it again under the same id, new
+failing tests get the next free ids, so fix tasks and their attempts stay attached to one
+hypothesis.
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ from pathlib import Path
 from fsm.executor import Executor
 
 from .model import EvidenceCriteria, Hypothesis, TestResult
+from .reports import counts_from_output
 from .testrun import rerun_command
 
 __all__ = ["Location", "failure_location", "investigate"]
 
 _PYTEST_FRAME = re.compile(r"^(?P<file>[^\s:]+\.\w+):(?P<line>\d+):(?: in (?P<func>\S+))?", re.M)
 _TRACEBACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_NOT_COLLECTED = 4, 5  # pytest: usage error (unknown node id), no tests collected
+_TESTS_FAILED = 1
+"""pytest's exit status when tests failed; others mean it could not run the test (2:
+interrupted or a collection error, 4: usage error such as an unknown node id, 5: no test)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ def investigate(
         hypothesis = Hypothesis.model_validate(
             {
                 "id": hypothesis_id,
-                "description": f"{test.test_name} fails deterministically at {where}: {error}",
+                "description": f"{test.test_name} failed at {where}: {error}",
                 "testable_condition": f"{test.test_name} fails again when run alone",
                 "logging_point": where,
                 "evidence_criteria": EvidenceCriteria(
@@ -125,7 +133,7 @@ def _judge(
     workspace: Path,
     timeout: float,
 ) -> Hypothesis:
-    command = rerun_command(test_command, test.test_name)
+    command = rerun_command(test_command, test.test_name, workspace)
     known = {
         "test_name": test.test_name,
         "error_message": test.error_message,
@@ -149,10 +157,18 @@ def _judge(
         "timed_out": result.timed_out,
         "output_tail": "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]),
     }
-    if result.ok:
-        status, reason = "rejected", "passed when run alone: the failure is flaky"
-    elif result.error is None and not result.timed_out and result.exit_code not in _NOT_COLLECTED:
-        status, reason = "confirmed", f"failed again when run alone (exit {result.exit_code})"
+    ran = counts_from_output(result.stdout + "\n" + result.stderr)
+    if result.ok and ran is not None and ran.passed and not ran.failed:
+        status, reason = (
+            "rejected",
+            "passed when run alone after failing in the full run: flaky (it fails only "
+            "sometimes, or only together with other tests)",
+        )
+    elif result.exit_code == _TESTS_FAILED and ran is not None and ran.failed:
+        status, reason = (
+            "confirmed",
+            f"failed in the full run and again when run alone once (exit {result.exit_code})",
+        )
     else:
         status, reason = "inconclusive", f"could not re-run the test alone: {result.describe()}"
     return hypothesis.model_copy(

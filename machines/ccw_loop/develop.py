@@ -6,9 +6,16 @@ argument; a task that names no tool while ``fix_tool`` is none cannot run. Eithe
 gets a timeout, and a missing command, a missing agent, a non-zero exit or a timeout (or no tool
 at all) make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
-A fix task whose run changed no file (see :mod:`fsm_machines.ccw_loop.changes`) is failed as well:
-it fixed nothing. Agent runs are recorded by tool and the command as the executor redacted it
-(:mod:`fsm.redaction`).
+
+An agent task in ``write`` mode whose run changed no file (see
+:mod:`fsm_machines.ccw_loop.changes`), a fix or a task of the task list, is failed as well: it
+was asked to change the code and did nothing. Analysis tasks (the agent may not edit) and bash
+tasks (a compile check or a linter rightly change nothing) are judged by their exit status
+only. What a task changed is recorded even when it then failed or timed out (``files_changed``;
+``changes_unknown`` when the workspace could not be compared), so the work is validated. Agent
+attempts are recorded while they run (:mod:`fsm_machines.ccw_loop.attempts`), so that changes of
+an attempt interrupted by a killed or crashed run still count. Agent runs are recorded by tool
+and the command as the executor redacted it (:mod:`fsm.redaction`).
 
 Before taking the next task, develop loads the tasks added to the task-list file since init (the
 dashboard's add-task button) at the end of the list. A failed task with ``on_error: pause``
@@ -20,8 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from fsm.executor import ExecResult
 from fsm.registry import Update
 
+from . import attempts
 from .bookkeeping import (
     LoopActionError,
     develop_block,
@@ -166,21 +175,37 @@ def develop_task(doc: LoopState, ctx: LoopContext) -> Update:
         }
     opts = ctx.options
     tool = task.tool or opts.fix_tool
+    folder = progress_of(doc, ctx).folder
     before = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
+    earlier = attempts.interrupted(folder, synced)
+    resumed: dict[str, Any] = {}
+    if earlier is not None and earlier.task.id == task.id:
+        # the same task was running when a run ended without recording it: what it changed
+        # then counts as this attempt's work
+        before = earlier.before
+        resumed["resumes_attempt_of"] = earlier.started_at
+    is_agent = tool not in ("bash", "none")
+    if is_agent:
+        attempts.start(folder, task, before, now, ctx.workspace)
     output, error, recorded = _run(doc, task, tool, ctx, opts.task_timeout)
     after = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
     changed = changed_files(before, after, ctx.executor, ctx.workspace)
-    if error is None and task.extra("fixes") and is_known(before, after) and not changed:
-        error = f"the fix changed no file (agent {tool} exited 0 without an edit)"
+    known = is_known(before, after)
+    if error is None and is_agent and task.mode == "write" and known and not changed:
+        what = "the fix" if task.extra("fixes") else "the task"
+        error = f"{what} changed no file (agent {tool} exited 0 without an edit)"
     now = ctx.clock.iso()
     retry = error is not None and task.extra("on_error") == "pause"
     changes: dict[str, Any] = {
         **recorded,
+        **resumed,
         "tool": tool if tool != "none" else None,  # the dashboard knows no tool "none"
         "status": "failed" if error else "completed",
         "files_changed": changed,
         "completed_at": now,
     }
+    if not known:
+        changes["changes_unknown"] = True
     if error:
         changes["error"] = error
     done = task.model_copy(update=changes)
@@ -205,6 +230,7 @@ def develop_task(doc: LoopState, ctx: LoopContext) -> Update:
     }
     if retry:
         update["status"] = "paused"  # the dashboard's on_error "pause": wait for a person
+    attempts.clear(folder)  # the outcome is in this update
     return update
 
 
@@ -242,7 +268,7 @@ def _run(
             return "", "tool bash needs a command, and the task has none", {}
         result = ctx.executor.shell(command, cwd=ctx.workspace, timeout=timeout)
         output = result.stdout + "\n" + result.stderr
-        return output, None if result.ok else result.describe(), {}
+        return output, None if result.ok else _failure(result), {}
     # the executor redacts agent results (fsm.redaction): the argv shows option names and
     # {prompt}, never a token configured in fsm.toml, and hidden values are scrubbed from the
     # output; only that form is recorded
@@ -252,7 +278,12 @@ def _run(
     if result.error is not None:
         return output, result.error, {}
     recorded = {"agent_command": " ".join(result.argv)}
-    return output, None if result.ok else f"agent {tool} {result.describe()}", recorded
+    return output, None if result.ok else f"agent {tool} {_failure(result)}", recorded
+
+
+def _failure(result: ExecResult) -> str:
+    """How a task's command failed; a timeout names the option that set it."""
+    return result.describe() + (" (option task_timeout)" if result.timed_out else "")
 
 
 def task_prompt(doc: LoopState, task: DevelopTask) -> str:

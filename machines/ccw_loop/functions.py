@@ -13,7 +13,7 @@ from __future__ import annotations
 from fsm.outcome import Verdict
 from fsm.registry import Recovery, Registry, Update
 
-from . import hypotheses, rules
+from . import attempts, hypotheses, rules
 from .bookkeeping import (
     loop_mode,
     max_errors_of,
@@ -67,11 +67,13 @@ def _next(doc: LoopState, ctx: LoopContext) -> rules.Next:
     waiting = waiting_task_ids(
         ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
     )
+    interrupted = attempts.interrupted_fix(progress_of(doc, ctx).folder, state)
     return rules.next_work(
         state,
         waiting=waiting,
         max_attempts=max_fix_attempts_of(doc, ctx),
         can_fix=_can_fix(ctx),
+        interrupted=interrupted.task.id if interrupted is not None else None,
     )
 
 
@@ -162,6 +164,13 @@ def fix_agent_missing(doc: LoopState, ctx: LoopContext) -> bool:
 
 
 @registry.guard
+def failure_unnamed(doc: LoopState, ctx: LoopContext) -> bool:
+    """The last validation failed without naming a failing test (non-zero exit with every
+    reported test passing, or failures counted but not named)."""
+    return _next(doc, ctx).work == "halt"
+
+
+@registry.guard
 def has_pending_task(doc: LoopState, ctx: LoopContext) -> bool:
     """Some task waits to be developed (in the document or added to the task-list file)."""
     state = _state(doc)
@@ -234,6 +243,13 @@ def give_up_on_test(doc: LoopState, ctx: LoopContext) -> Update:
     """End failed: a failing test still fails after max_fix_attempts fixes."""
     reason = _next(doc, ctx).reason or "a failing test still fails after every fix attempt"
     return end_loop(doc, ctx, outcome="failed: fix attempts spent", reason=reason)
+
+
+@registry.action
+def halt_on_validation(doc: LoopState, ctx: LoopContext) -> Update:
+    """End failed: the validation failed and names no test that debug or a fix could target."""
+    reason = _next(doc, ctx).reason or rules.halt_reason(_state(doc))
+    return end_loop(doc, ctx, outcome="failed: validation failed, no test named", reason=reason)
 
 
 @registry.action

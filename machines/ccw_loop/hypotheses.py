@@ -21,6 +21,8 @@ __all__ = [
     "failing_rows",
     "fix_attempts",
     "fix_target",
+    "flaky_note",
+    "flaky_tests",
     "hand_over_reason",
     "has_failing_tests",
     "hypothesis_for",
@@ -53,6 +55,27 @@ def hypothesis_for(state: SkillState, row: TestResult) -> Hypothesis | None:
         ),
         None,
     )
+
+
+def flaky_tests(state: SkillState) -> list[str]:
+    """Tests seen failing, then passing with nothing changed: those whose hypothesis debug
+    rejected (the test passed when run alone), in hypothesis order."""
+    names = []
+    for hypothesis in state.debug.hypotheses:
+        test = (hypothesis.model_extra or {}).get("test")
+        if hypothesis.status == "rejected" and test and test not in names:
+            names.append(str(test))
+    return names
+
+
+def flaky_note(state: SkillState) -> str:
+    """``1 flaky test: T (failed, then passed when run alone)``, or "" when there is none."""
+    names = flaky_tests(state)
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    plural = "s" if len(names) != 1 else ""
+    return f"{len(names)} flaky test{plural}: {shown} (failed, then passed when run alone)"
 
 
 def tests_to_debug(state: SkillState) -> list[TestResult]:

@@ -173,6 +173,8 @@ class ProgressFiles:
             f"{summary['skipped']} | {summary['duration_ms']} ms | {summary['pass_rate']:.1f}% |",
             "",
             f"- Coverage: {_show_coverage(record.get('coverage'))}",
+            f"- Exit status: {record.get('exit_code')}",
+            f"- Verdict: {record.get('verdict')}",
         ]
         if record.get("error"):
             lines.append(f"- Error: {record['error']}")

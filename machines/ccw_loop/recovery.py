@@ -167,6 +167,13 @@ def _skill_state(
             failed_tests=results.get("failures", []),
             last_run_at=results.get("timestamp"),
         )
+        if "verdict" in results:  # runs recorded with their exit status and every part's counts
+            counts = results.get("counts")
+            validate.update(
+                exit_code=results.get("exit_code"),
+                counts=counts if isinstance(counts, dict) else None,
+                verdict=results.get("verdict"),
+            )
     notes.append(
         "skill_state.errors: only task failures (from changes.log) could be recovered"
         if errors

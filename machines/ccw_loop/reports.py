@@ -1,10 +1,19 @@
 """Test-run reports: JUnit XML into ``TestResult`` rows, coverage reports into a percentage.
 
 JUnit XML is what almost every runner can write (pytest ``--junitxml``, jest-junit, go-junit-report,
-surefire), so it is the one format validate reads. ``<failure>`` and ``<error>`` both count as
+surefire), so it is the report validate reads. ``<failure>`` and ``<error>`` both count as
 failed, ``<skipped>`` as skipped. Coverage is read from a Cobertura XML (``line-rate``), a
 coverage.py JSON (``totals.percent_covered``) or an istanbul summary (``total.lines.pct``).
 The files come from the workspace's own test run, which fsm trusts like the workspace itself.
+
+The output is read too, because one report rarely covers a whole command: ``pytest a && pytest
+b`` (or a script running several parts) prints one summary line per part, while only one part
+writes the JUnit file. :func:`summaries_in_output` finds every summary line (pytest's ``== 3
+passed, 1 failed in 0.12s ==``, a plain ``3 passed, 1 failed`` alone on a line, unittest's ``Ran 5
+tests`` with its ``FAILED (failures=1)``),
+and :func:`failures_in_output` every test pytest names in its short summary (``FAILED
+tests/test_x.py::test_y - assert 1 == 2``), so that failures of a part without a report are
+counted and named.
 """
 
 from __future__ import annotations
@@ -21,12 +30,35 @@ __all__ = [
     "ReportError",
     "TestCounts",
     "counts_from_output",
+    "failures_in_output",
     "node_id",
     "read_coverage",
     "read_junit",
+    "summaries_in_output",
 ]
 
-_SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PYTEST_SUMMARY = re.compile(
+    r"^=*\s*(?P<items>\d+ [a-z]+(?:, \d+ [a-z]+)*|no tests ran)"
+    r"(?: in [\d.]+s(?: \([\d:.]+\))?)?\s*=*$"
+)
+_ITEM = re.compile(r"(\d+) ([a-z]+)")
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s$")
+_UNITTEST_END = re.compile(r"^(OK|FAILED)(?: \((?P<items>[a-z_]+=\d+(?:, [a-z_]+=\d+)*)\))?$")
+_SHORT_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.*))?$")
+_WORDS = {
+    "passed": "passed",
+    "xpassed": "passed",
+    "failed": "failed",
+    "error": "failed",
+    "errors": "failed",
+    "skipped": "skipped",
+    "xfailed": "skipped",
+}
+"""Summary words that count, and where: an unexpected pass is a pass, an expected failure is
+not run for real (JUnit writes it as skipped); warnings, deselected and reruns are no tests."""
+_SUMMARY_WORDS = frozenset({*_WORDS, "warning", "warnings", "deselected", "rerun", "reruns"})
+"""Every word a summary line may hold: a line with another ("3 apples") is no summary."""
 
 
 class ReportError(ValueError):
@@ -58,6 +90,11 @@ class TestCounts:
         """Passed among the tests that ran (skipped tests do not count), 0-100, one decimal."""
         ran = self.passed + self.failed
         return round(self.passed * 100 / ran, 1) if ran else 0.0
+
+    def __add__(self, other: TestCounts) -> TestCounts:
+        return TestCounts(
+            self.passed + other.passed, self.failed + other.failed, self.skipped + other.skipped
+        )
 
     @classmethod
     def of(cls, rows: list[TestResult]) -> TestCounts:
@@ -133,18 +170,52 @@ def node_id(classname: str, name: str, file: str | None, workspace: Path) -> str
 
 
 def counts_from_output(output: str) -> TestCounts | None:
-    """Counts from a pytest-style summary line (``3 passed, 1 failed``), for runs without JUnit."""
-    found: dict[str, int] = {}
-    for line in reversed(output.splitlines()):
-        matches = _SUMMARY.findall(line)
-        if matches:
-            for number, word in matches:
-                key = "failed" if word.startswith("error") else word
-                found[key] = found.get(key, 0) + int(number)
-            break
-    if not found:
-        return None
-    return TestCounts(found.get("passed", 0), found.get("failed", 0), found.get("skipped", 0))
+    """The totals of every summary line in ``output`` (None when there is none)."""
+    found = summaries_in_output(output)
+    return sum(found[1:], found[0]) if found else None
+
+
+def summaries_in_output(output: str) -> list[TestCounts]:
+    """The counts of each summary line in ``output``, in order: one per pytest or unittest run
+    (a compound command prints several)."""
+    found: list[TestCounts] = []
+    ran: int | None = None
+    for raw in output.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        match = _PYTEST_SUMMARY.match(line)
+        words = _ITEM.findall(match.group("items")) if match is not None else []
+        if match is not None and all(word in _SUMMARY_WORDS for _, word in words):
+            counts = {"passed": 0, "failed": 0, "skipped": 0}
+            for number, word in words:
+                if word in _WORDS:
+                    counts[_WORDS[word]] += int(number)
+            found.append(TestCounts(counts["passed"], counts["failed"], counts["skipped"]))
+            continue
+        started = _UNITTEST_RAN.match(line)
+        if started is not None:
+            ran = int(started.group(1))
+            continue
+        ended = _UNITTEST_END.match(line)
+        if ended is not None and ran is not None:
+            pairs = [i.split("=") for i in (ended.group("items") or "").split(", ") if i]
+            items = {key: int(value) for key, value in pairs}
+            failed = items.get("failures", 0) + items.get("errors", 0)
+            failed += items.get("unexpected_successes", 0)
+            skipped = items.get("skipped", 0) + items.get("expected_failures", 0)
+            found.append(TestCounts(max(ran - failed - skipped, 0), failed, skipped))
+            ran = None
+    return found
+
+
+def failures_in_output(output: str) -> list[tuple[str, str | None]]:
+    """Tests pytest's short summary names as failed or in error: ``(node id, message)``, in
+    order, each once."""
+    seen: dict[str, str | None] = {}
+    for raw in output.splitlines():
+        match = _SHORT_SUMMARY.match(_ANSI.sub("", raw).rstrip())
+        if match is not None and "::" in match.group("name"):
+            seen.setdefault(match.group("name"), match.group("message"))
+    return list(seen.items())
 
 
 def read_coverage(path: Path) -> float:

@@ -7,12 +7,19 @@ twice). :func:`next_work` decides, in this order:
 1. a task marked ``on_error: fail_fast`` failed -> abort;
 2. a task is pending (in the document, or new in the task-list file) -> develop it;
 3. a task of the task list failed (failed tasks are not retried) -> abort, naming it;
-4. the last work was a validation: passed -> complete; failed -> give up on a failing test whose
+4. a fix attempt was interrupted (the run was killed or crashed while its agent ran, so the
+   document does not hold it) -> validate what it may have changed before anything else;
+5. the last work was a validation: passed -> complete; failed -> give up on a failing test whose
    hypothesis already had ``max_fix_attempts`` fixes, else debug the failing tests nobody
-   understands yet, else fix the first understood (confirmed) failing test;
-5. the last work was a develop: a fix that failed (did not run, or changed no file) -> the next
-   fix attempt (or give up); anything else -> validate;
-6. the last work was a debug round: fix a confirmed failing test, else validate again.
+   understands yet, else fix the first understood (confirmed) failing test; a failed validation
+   that names no failing test (the command exited non-zero although every reported test passed,
+   or failures were counted but not named) -> halt, since neither debug nor a fix has a test to
+   work on (a run that could not be judged at all is a failed action instead, retried until
+   ``max_errors``);
+6. the last work was a develop: a fix that failed without changing anything (it did not run, or
+   changed no file) -> the next fix attempt (or give up); anything else, a fix that changed
+   files before it failed or timed out included -> validate;
+7. the last work was a debug round: fix a confirmed failing test, else validate again.
 
 Without a fix agent (``fix_tool`` none, ``can_fix=False``) no fix is ever due: where a fix would
 be, and after a debug round that left any failing test unexplained (confirmed, or not judged),
@@ -36,6 +43,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .hypotheses import (
+    failing_rows,
     fix_attempts,
     fix_target,
     spent_test,
@@ -59,6 +67,7 @@ __all__ = [
     "error_budget_left",
     "fail_fast_task",
     "failed_tasks",
+    "halt_reason",
     "has_pending_task",
     "is_fix",
     "is_initialized",
@@ -66,6 +75,7 @@ __all__ = [
     "iterations_left",
     "last_developed",
     "last_work",
+    "may_have_changed",
     "next_pending_task",
     "next_work",
     "phase_of_action",
@@ -73,7 +83,9 @@ __all__ = [
 
 WORK_PHASES: tuple[Phase, ...] = ("develop", "debug", "validate")
 
-Work = Literal["develop", "fix", "validate", "debug", "complete", "abort", "abandon", "hand_over"]
+Work = Literal[
+    "develop", "fix", "validate", "debug", "complete", "abort", "abandon", "hand_over", "halt"
+]
 
 COST: dict[Work, int] = {
     "develop": 2,
@@ -84,6 +96,7 @@ COST: dict[Work, int] = {
     "abort": 0,
     "abandon": 0,
     "hand_over": 0,
+    "halt": 0,
 }
 """Iterations a work needs, counting what must follow it: a develop or fix and its validation; a
 debug round, the fix it leads to and that fix's validation (see :func:`cost` without a fix
@@ -111,8 +124,8 @@ class Next:
 
     work: Work
     reason: str = ""
-    """For ``abort`` and ``abandon``: the loop's ``failure_reason`` (``hand_over`` names the
-    progress files in its own, so its action writes it)."""
+    """For ``abort``, ``abandon`` and ``halt``: the loop's ``failure_reason`` (``hand_over``
+    names the progress files in its own, so its action writes it)."""
     hypothesis: str | None = None
     """For ``fix`` (and ``abandon``): the hypothesis concerned."""
     task: str | None = None
@@ -183,12 +196,18 @@ def cost(work: Work, *, can_fix: bool = True) -> int:
 
 
 def next_work(
-    state: SkillState, *, waiting: Iterable[str] = (), max_attempts: int, can_fix: bool = True
+    state: SkillState,
+    *,
+    waiting: Iterable[str] = (),
+    max_attempts: int,
+    can_fix: bool = True,
+    interrupted: str | None = None,
 ) -> Next:
     """The next work of an initialised auto-mode loop. ``waiting`` are ids of tasks in the
     task-list file that the document does not hold yet (added after init); ``can_fix`` is False
-    when the loop has no fix agent (``fix_tool`` none)."""
-    upcoming = _next_work(state, waiting, max_attempts)
+    when the loop has no fix agent (``fix_tool`` none); ``interrupted`` names a fix attempt
+    whose run was interrupted before the document recorded it (its changes are not validated)."""
+    upcoming = _next_work(state, waiting, max_attempts, interrupted)
     if can_fix:
         return upcoming
     if upcoming.work == "fix" or (
@@ -198,7 +217,9 @@ def next_work(
     return upcoming
 
 
-def _next_work(state: SkillState, waiting: Iterable[str], max_attempts: int) -> Next:
+def _next_work(
+    state: SkillState, waiting: Iterable[str], max_attempts: int, interrupted: str | None
+) -> Next:
     fail_fast = fail_fast_task(state)
     if fail_fast is not None:
         detail = fail_fast.extra("error") or "failed"
@@ -210,6 +231,8 @@ def _next_work(state: SkillState, waiting: Iterable[str], max_attempts: int) -> 
     failed = failed_tasks(state)
     if failed:
         return Next("abort", _failed_tasks_reason(failed))
+    if interrupted is not None:
+        return Next("validate")
     last = last_work(state)
     if last == "validate":
         if state.validate_.passed:
@@ -220,10 +243,14 @@ def _next_work(state: SkillState, waiting: Iterable[str], max_attempts: int) -> 
         if tests_to_debug(state):
             return Next("debug")
         target = fix_target(state, max_attempts)
-        return Next("fix", hypothesis=target.id) if target else Next("debug")
+        if target is not None:
+            return Next("fix", hypothesis=target.id)
+        if not failing_rows(state) and _was_judged(state):
+            return Next("halt", halt_reason(state))
+        return Next("debug")
     if last == "develop":
         latest = last_developed(state)
-        if latest is not None and latest.status == "failed" and is_fix(latest):
+        if latest is not None and is_fix(latest) and not may_have_changed(latest):
             return _fix_again(state, str(latest.extra("fixes")), max_attempts)
         return Next("validate")
     if last == "debug":
@@ -233,6 +260,30 @@ def _next_work(state: SkillState, waiting: Iterable[str], max_attempts: int) -> 
         target = fix_target(state, max_attempts)
         return Next("fix", hypothesis=target.id) if target else Next("validate")
     return Next("validate")
+
+
+def may_have_changed(task: DevelopTask) -> bool:
+    """True unless ``task`` is known to have changed nothing: it completed, it changed files
+    (even if it then failed or timed out), or what it changed could not be known."""
+    return (
+        task.status != "failed" or bool(task.files_changed) or bool(task.extra("changes_unknown"))
+    )
+
+
+def _was_judged(state: SkillState) -> bool:
+    """True when the last validation produced counts (a run that could not be judged is a
+    failed action, retried until ``max_errors``; documents without counts predate them)."""
+    return isinstance((state.validate_.model_extra or {}).get("counts"), dict)
+
+
+def halt_reason(state: SkillState) -> str:
+    """``failure_reason`` of a failed validation that names no failing test."""
+    verdict = (state.validate_.model_extra or {}).get("verdict")
+    detail = str(verdict) if verdict else "the last validation failed"
+    return (
+        f"Validation failed without naming a failing test for debug or a fix to work on: "
+        f"{detail.removeprefix('failed: ')}"
+    )[:1000]
 
 
 def last_developed(state: SkillState) -> DevelopTask | None:

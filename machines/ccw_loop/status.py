@@ -1,15 +1,19 @@
 """The lines ``fsm status`` shows for a loop (the ``summary`` hook), true to the document.
 
 Tasks of the task list and fix attempts are counted apart, failed ones are named as failed (a
-failed task is never "done"), and a validation older than the last change says so.
+failed task is never "done"), a fix attempt counts as having changed files when its
+``files_changed`` names any (even if it then failed or timed out), the validation line shows the
+counts of every part of the test command and its exit status when that is what failed, flaky
+tests are named, and a validation older than the last change says so.
 """
 
 from __future__ import annotations
 
-from .hypotheses import fix_attempts
+from .hypotheses import fix_attempts, flaky_tests
 from .model import LoopState, SkillState
 from .options import LoopOptions
-from .rules import is_fix, last_developed, last_work
+from .rules import is_fix, last_developed, last_work, may_have_changed
+from .verdict import validation_counts
 
 __all__ = ["status_lines"]
 
@@ -25,7 +29,7 @@ def status_lines(doc: LoopState) -> dict[str, str]:
     lines["develop"] = _develop(state)
     fixes = [t for t in state.develop.tasks if is_fix(t)]
     if fixes:
-        applied = sum(t.status == "completed" for t in fixes)
+        applied = sum(bool(t.files_changed) for t in fixes)
         failed = sum(t.status == "failed" for t in fixes)
         plural = "s" if len(fixes) != 1 else ""
         lines["fixes"] = f"{len(fixes)} attempt{plural} ({applied} changed files, {failed} failed)"
@@ -60,6 +64,10 @@ def _debug(state: SkillState) -> str:
         attempts = len(fix_attempts(state, hypothesis.id))
         about = f" ({test})" if test else ""
         return f"root cause {hypothesis.id}{about}, {attempts}/{limit} fix attempts"
+    flaky = flaky_tests(state)
+    if flaky:
+        shown = ", ".join(flaky[:3]) + (f" and {len(flaky) - 3} more" if len(flaky) > 3 else "")
+        return f"round {state.debug.iteration}, {len(flaky)} flaky ({shown}: passed alone)"
     if state.debug.iteration:
         return f"round {state.debug.iteration}, no root cause yet"
     return "not started"
@@ -69,15 +77,20 @@ def _validate(state: SkillState) -> str:
     validate = state.validate_
     if validate.last_run_at is None:
         return "not run"
-    rows = validate.test_results
-    failed = sum(r.status == "failed" for r in rows) or len(validate.failed_tests)
+    counts = validation_counts(state)
+    exit_code = (validate.model_extra or {}).get("exit_code")
     if validate.passed:
-        passed = sum(r.status == "passed" for r in rows)
-        text = f"PASSED ({passed} passed)" if rows else f"PASSED ({validate.pass_rate:.1f}%)"
+        text = f"PASSED ({counts[0]} passed)" if counts else f"PASSED ({validate.pass_rate:.1f}%)"
+    elif counts is None:
+        text = f"FAILED ({len(validate.failed_tests)} failed)"
+    elif counts[1]:
+        text = f"FAILED ({counts[1]} of {sum(counts)} failed)"
+    elif isinstance(exit_code, int) and exit_code != 0:
+        text = f"FAILED (exit {exit_code} although no test failed: {counts[0]} passed)"
     else:
-        text = f"FAILED ({failed} failed)"
+        text = f"FAILED (no test passed: {counts[0]} passed, {counts[2]} skipped)"
     latest = last_developed(state)
-    if last_work(state) == "develop" and latest is not None and latest.status == "completed":
+    if last_work(state) == "develop" and latest is not None and may_have_changed(latest):
         text += ", before the latest changes"
     return text
 

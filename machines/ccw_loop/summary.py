@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from .hypotheses import flaky_tests
 from .model import LoopState, SkillState, Summary
 from .rules import phase_of_action
 
@@ -35,6 +36,7 @@ def build_summary(doc: LoopState, state: SkillState, now: datetime) -> Summary:
             "root_cause_found": state.debug.confirmed_hypothesis is not None
             or any(h.status == "confirmed" for h in state.debug.hypotheses),
             "fix_attempts": sum(t.extra("fixes") is not None for t in tasks),
+            "flaky_tests": flaky_tests(state),
         },
         validate={
             "runs": runs,
@@ -69,11 +71,18 @@ def summary_markdown(
         f"- Rounds: {debug['iterations']}, hypotheses tested: {debug['hypotheses_tested']}",
         f"- Root cause found: {'yes' if debug['root_cause_found'] else 'no'}",
         f"- Fix attempts: {debug['fix_attempts']}",
+        "- Flaky tests (failed, then passed when run alone): "
+        + (", ".join(debug.get("flaky_tests") or []) or "none"),
         "",
         "## Validation",
         "",
         f"- Runs: {validate['runs']}, last run {'PASSED' if validate['passed'] else 'FAILED'}",
         f"- Pass rate: {state.validate_.pass_rate:.1f}%",
+        *(
+            [f"- Last verdict: {verdict}"]
+            if (verdict := (state.validate_.model_extra or {}).get("verdict"))
+            else []
+        ),
         f"- Failed tests: {', '.join(state.validate_.failed_tests) or 'none'}",
         "",
         "## Recommendations",
@@ -101,6 +110,8 @@ def _recommendations(summary: Summary, state: SkillState) -> list[str]:
         items.append("Finish or rework the tasks that did not complete.")
     if not state.validate_.passed:
         items.append("Fix the failing tests before merging.")
+    if flaky_tests(state):
+        items.append("Make the flaky tests deterministic: they failed once and then passed.")
     coverage = state.validate_.coverage
     if coverage is not None and 0 < coverage < 80:
         items.append("Raise test coverage above 80%.")

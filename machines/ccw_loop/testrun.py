@@ -1,10 +1,19 @@
 """Running the workspace's tests: the command line, the run, and what it reported.
 
 The report is asked for, not guessed: pytest gets ``--junitxml=<path>`` appended, other runners
-say where their report goes with ``{junit}`` (and ``{coverage}``) in ``test_command``. A run
-that wrote no report falls back to the summary line of its output; a run that yields no count
-at all is an error of the validate action (the tests could not be judged), which is different
-from a run whose tests fail.
+say where their report goes with ``{junit}`` (and ``{coverage}``) in ``test_command``. The
+output is read as well (:mod:`~fsm_machines.ccw_loop.reports`): a compound command (``pytest a
+&& pytest b``, a script running several parts) prints a summary line per part while only one
+part writes the report, so the counts are the totals of every summary line whenever they differ
+from the report's, and failures named only in the output are failed rows too.
+
+The verdict follows from what happened, exit status included: a run passes only when the
+command exited 0, the counts are known, nothing failed and some test passed. A non-zero exit
+is never a pass, whatever the counts say (``pytest --cov-fail-under=100`` with every test
+passing; a script whose unreported part failed), and failures in the report are never a pass
+even when the command exited 0. A run that yields no count at all, or did not run to the end,
+is an error of the validate action (the tests could not be judged), which is different from a
+run whose tests fail.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from fsm.executor import ExecResult, Executor
 from fsm.helpers import ensure_folder
@@ -20,9 +30,10 @@ from .model import TestResult
 from .reports import (
     ReportError,
     TestCounts,
-    counts_from_output,
+    failures_in_output,
     read_coverage,
     read_junit,
+    summaries_in_output,
 )
 
 __all__ = ["TestRun", "build_test_command", "is_pytest", "rerun_command", "run_tests"]
@@ -39,17 +50,24 @@ class TestRun:
     command: str
     result: ExecResult
     rows: list[TestResult]
+    """The JUnit report's rows, then failures named only in the output."""
     counts: TestCounts | None
     coverage: float | None = None
     problems: list[str] = field(default_factory=list)
+    source: Literal["junit", "output"] | None = None
+    """Where the counts come from: the JUnit report, or the output's summary lines (when the
+    report covers only part of the command, or there is none)."""
+    parts: int = 0
+    """Summary lines in the output: the runs of a test runner the command made."""
 
     @property
     def error(self) -> str | None:
         """Why the run could not be judged, or None when it produced counts."""
+        if self.result.error is not None or self.result.timed_out:
+            limit = " (option test_timeout)" if self.result.timed_out else ""
+            return f"test command did not run to the end: {self.result.describe()}{limit}"
         if self.counts is not None and self.counts.total > 0:
             return None
-        if self.result.error is not None or self.result.timed_out:
-            return f"test command did not run to the end: {self.result.describe()}"
         if self.counts is None:
             detail = "; ".join(self.problems) or self.result.describe()
             if self.problems and not self.result.ok:
@@ -61,8 +79,46 @@ class TestRun:
 
     @property
     def is_pass(self) -> bool:
-        """Nothing failed and at least one test passed."""
-        return self.counts is not None and self.counts.is_pass
+        """The command exited 0, nothing failed and at least one test passed."""
+        return (
+            self.error is None
+            and self.counts is not None
+            and self.counts.is_pass
+            and (self.result.ok)
+        )
+
+    @property
+    def verdict(self) -> str:
+        """One line: passed, or why not (``failed: 8 of 467 tests failed``, ``failed: the test
+        command exited 1 although every test it reported passed (12 passed): FAIL Required test
+        coverage of 100% not reached.``)."""
+        error = self.error
+        if error is not None:
+            return f"not judged: {error}"
+        counts = self.counts
+        assert counts is not None  # no error: the run produced counts
+        tests = _tests(counts.passed, "passed") + (
+            f", {counts.skipped} skipped" if counts.skipped else ""
+        )
+        where = f" in {self.parts} runs" if self.parts > 1 else ""
+        if self.is_pass:
+            return f"passed: {tests}{where}"
+        exit_code = self.result.exit_code
+        if counts.failed:
+            named = sum(row.status == "failed" for row in self.rows)
+            text = f"failed: {counts.failed} of {counts.total} tests failed{where}"
+            if named < counts.failed:
+                text += f" ({counts.failed - named} not named in the output or a report)"
+            if exit_code == 0:
+                text += " although the test command exited 0"
+            return text
+        if exit_code != 0:
+            detail = _explanation(self.result)
+            return (
+                f"failed: the test command exited {exit_code} although every test it reported "
+                f"passed ({tests}{where})" + (f": {detail}" if detail else "")
+            )
+        return f"failed: no test passed ({tests}{where})"
 
 
 def is_pytest(command: str) -> bool:
@@ -79,13 +135,23 @@ def build_test_command(command: str, junit: Path, coverage: Path) -> str:
     return filled
 
 
-def rerun_command(command: str, test_name: str) -> str | None:
-    """The command that runs one test alone, or None when the runner cannot select one test."""
+def rerun_command(command: str, test_name: str, workspace: Path | None = None) -> str | None:
+    """The command that runs one test alone, or None when the runner cannot select one test.
+
+    A command that runs pytest itself is re-run with its own words before ``pytest`` (``uv run
+    pytest``, ``python -m pytest``). A command that does not (a script such as
+    ``./run_tests.sh``) but reported a pytest node id whose file is in ``workspace`` is re-run
+    with ``python -m pytest``, the default test command's runner.
+    """
     words = _split(command)
     for index, word in enumerate(words):
         if Path(word).name in ("pytest", "py.test"):
             runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", test_name]
             return shlex.join(runner)
+    module = test_name.split("::", 1)[0]
+    runs_pytest_ids = "::" in test_name and module.endswith(".py")
+    if workspace is not None and runs_pytest_ids and (workspace / module).is_file():
+        return shlex.join(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name])
     return None
 
 
@@ -108,17 +174,28 @@ def run_tests(
     result = executor.shell(full, cwd=workspace, timeout=timeout)
     problems: list[str] = []
     rows: list[TestResult] = []
-    counts: TestCounts | None = None
     if junit.is_file():
         try:
             rows = read_junit(junit, workspace)
-            counts = TestCounts.of(rows)
         except ReportError as exc:
             problems.append(str(exc))
     else:
         problems.append(f"no JUnit report at {junit}")
-    if counts is None:
-        counts = counts_from_output(result.stdout + "\n" + result.stderr)
+    output = result.stdout + "\n" + result.stderr
+    counts, source, parts = _counts(rows, summaries_in_output(output), junit.is_file())
+    known = {row.test_name for row in rows}
+    for name, message in failures_in_output(output):
+        if name not in known:
+            rows.append(
+                TestResult(
+                    test_name=name,
+                    suite=name.split("::", 1)[0],
+                    status="failed",
+                    duration_ms=0,
+                    error_message=message,
+                )
+            )
+            known.add(name)
     produced = [p for p in (coverage, report_dir / "coverage.json") if p.is_file()]
     produced += [
         workspace / name
@@ -132,7 +209,37 @@ def run_tests(
             break
         except ReportError as exc:
             problems.append(str(exc))
-    return TestRun(full, result, rows, counts, percent, problems)
+    return TestRun(full, result, rows, counts, percent, problems, source, parts)
+
+
+def _counts(
+    rows: list[TestResult], summaries: list[TestCounts], has_report: bool
+) -> tuple[TestCounts | None, Literal["junit", "output"] | None, int]:
+    """The run's counts, where they come from, and how many summary lines there were: the
+    report's, unless the output's summary lines add up to other totals (the report covers one
+    part of a compound command)."""
+    summed = sum(summaries[1:], summaries[0]) if summaries else None
+    reported = TestCounts.of(rows) if has_report and rows else None
+    if reported is not None and (summed is None or summed == reported):
+        return reported, "junit", len(summaries)
+    if summed is not None:
+        return summed, "output", len(summaries)
+    return (TestCounts(0, 0, 0) if has_report and not rows else None), None, 0
+
+
+def _tests(number: int, what: str) -> str:
+    return f"{number} test{'s' if number != 1 else ''} {what}"
+
+
+def _explanation(result: ExecResult) -> str:
+    """The last line of the output that is not a summary line: usually what made the command
+    fail (``FAIL Required test coverage of 100% not reached. Total coverage: 93.00%``)."""
+    for text in (result.stderr, result.stdout):
+        for line in reversed(text.strip().splitlines()):
+            shown = line.strip().strip("=").strip()
+            if shown and not summaries_in_output(line):
+                return shown[:300]
+    return ""
 
 
 def _split(command: str) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fsm.executor import agent_problem
 
+from .hypotheses import flaky_note
 from .model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
 from .options import LoopContext
 from .rules import is_fix, is_initialized, last_work, next_work
@@ -32,7 +33,13 @@ from .tasks import (
     read_task_list,
 )
 
-__all__ = ["loop_outcome", "missing_requirements", "program_of", "success_reason"]
+__all__ = [
+    "loop_outcome",
+    "missing_requirements",
+    "program_of",
+    "success_reason",
+    "validation_counts",
+]
 
 _SHELL_WORDS = frozenset(
     {
@@ -85,13 +92,33 @@ def success_reason(state: SkillState) -> str:
     done = f"all {len(tasks)} tasks done" if len(tasks) != 1 else "the task done"
     if fixes:
         done += f", {len(fixes)} fix attempt{'s' if len(fixes) != 1 else ''}"
-    rows = state.validate_.test_results
-    passed = sum(r.status == "passed" for r in rows)
-    skipped = sum(r.status == "skipped" for r in rows)
-    if not rows:
-        return f"{done}; validation passed"
+    flaky = flaky_note(state)
+    flaky = f"; {flaky}" if flaky else ""
+    counts = validation_counts(state)
+    if counts is None:
+        return f"{done}; validation passed{flaky}"
+    passed, _, skipped = counts
     tests = f"{passed} test{'s' if passed != 1 else ''} passed"
-    return f"{done}; validation passed: {tests}" + (f", {skipped} skipped" if skipped else "")
+    skipped_text = f", {skipped} skipped" if skipped else ""
+    return f"{done}; validation passed: {tests}{skipped_text}{flaky}"
+
+
+def validation_counts(state: SkillState) -> tuple[int, int, int] | None:
+    """Passed, failed and skipped tests of the last validation: its recorded counts (every part
+    of the command), else its rows; None when it recorded neither."""
+    counts = (state.validate_.model_extra or {}).get("counts")
+    if isinstance(counts, dict):
+        passed, failed, skipped = (counts.get(key) for key in ("passed", "failed", "skipped"))
+        if isinstance(passed, int) and isinstance(failed, int) and isinstance(skipped, int):
+            return passed, failed, skipped
+    rows = state.validate_.test_results
+    if not rows:
+        return None
+    return (
+        sum(r.status == "passed" for r in rows),
+        sum(r.status == "failed" for r in rows),
+        sum(r.status == "skipped" for r in rows),
+    )
 
 
 def _completion_problem(state: SkillState | None) -> str | None:

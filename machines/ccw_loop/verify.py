@@ -1,9 +1,13 @@
 """Validate and debug: run the tests, judge them, and investigate the failures.
 
-Validate passes iff ``failed == 0 and passed > 0``: zero tests is not a pass and skipped tests do
-not count. A run that cannot be judged at all (the command is missing, timed out, wrote no report,
-ran no tests) is a failed *action* (an error entry, part of the ``max_errors`` streak), while a
-run whose tests fail is a successful action with a failed validation.
+Validate passes iff the test command exited 0 and ``failed == 0 and passed > 0`` over every part
+of the command (:mod:`~fsm_machines.ccw_loop.testrun`): zero tests is not a pass, skipped tests do
+not count, and a non-zero exit is never a pass. A run that cannot be judged at all (the command
+is missing, timed out, wrote no report, ran no tests) is a failed *action* (an error entry, part
+of the ``max_errors`` streak), while a run whose tests fail is a successful action with a failed
+validation. Besides the seed's fields, ``skill_state.validate`` keeps the command's
+``exit_code``, the ``counts`` (passed, failed, skipped, total, and their ``source``: the JUnit
+report or the output's summary lines) and the one-line ``verdict``.
 """
 
 from __future__ import annotations
@@ -13,14 +17,18 @@ from typing import Any
 
 from fsm.registry import Update
 
+from . import attempts
 from .bookkeeping import (
+    develop_block,
     max_fix_attempts_of,
     progress_of,
     skill_state_of,
     work_done,
 )
+from .changes import changed_files, is_known, take_snapshot
 from .debugging import investigate
 from .hypotheses import (
+    fix_attempts,
     fix_target,
     has_failing_tests,
     hypothesis_for,
@@ -28,6 +36,7 @@ from .hypotheses import (
 )
 from .model import Hypothesis, LoopState, SkillState
 from .options import LoopContext
+from .progress import ProgressFiles
 from .reports import TestCounts
 from .rules import phase_of_action
 from .testrun import run_tests
@@ -40,6 +49,7 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
     state = skill_state_of(doc)
     opts = ctx.options
     files = progress_of(doc, ctx)
+    recovered = _interrupted_fix(doc, state, ctx, files)
     run = run_tests(
         ctx.executor,
         opts.test_command,
@@ -58,6 +68,9 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         "passed": run.is_pass,
         "failed_tests": failed_tests,
         "last_run_at": now,
+        "exit_code": run.result.exit_code,
+        "counts": _counts_block(run.counts, run.source),
+        "verdict": run.verdict,
     }
     run_number = 1 + sum(phase_of_action(a) == "validate" for a in state.completed_actions)
     record = {
@@ -77,6 +90,9 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         "tests": block["test_results"],
         "failures": failed_tests,
         "coverage": run.coverage,
+        "exit_code": run.result.exit_code,
+        "counts": block["counts"],
+        "verdict": run.verdict,
         "error": run.error,
     }
     files.record_validation(doc.current_iteration + 1, run_number, record, run.rows)
@@ -86,9 +102,49 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         tests_passed=counts.passed,
         tests_failed=counts.failed,
         tests_skipped=counts.skipped,
+        exit_code=run.result.exit_code,
+        verdict=run.verdict,
         error=run.error,
     )
-    return {"skill_state.validate": block, **work_done(doc, "validate", now, run.error)}
+    update = {"skill_state.validate": block, **work_done(doc, "validate", now, run.error)}
+    attempts.clear(files.folder)
+    return {**update, **recovered}
+
+
+def _interrupted_fix(
+    doc: LoopState, state: SkillState, ctx: LoopContext, files: ProgressFiles
+) -> dict[str, Any]:
+    """The update that records a fix attempt a killed or crashed run left unrecorded: its task,
+    failed, with the files it changed (they are what this validation judges), counted for its
+    hypothesis. Empty when there is none."""
+    attempt = attempts.interrupted_fix(files.folder, state)
+    if attempt is None:
+        return {}
+    after = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
+    changed = changed_files(attempt.before, after, ctx.executor, ctx.workspace)
+    now = ctx.clock.iso()
+    fields: dict[str, Any] = {
+        "status": "failed",
+        "files_changed": changed,
+        "completed_at": now,
+        "error": f"interrupted: the run ended while agent {attempt.task.tool} worked on it "
+        f"(started {attempt.started_at}); its changes are validated",
+    }
+    if not is_known(attempt.before, after):
+        fields["changes_unknown"] = True
+    task = attempt.task.model_copy(update=fields)
+    hypothesis_id = task.extra("fixes")
+    count = len(fix_attempts(state, str(hypothesis_id))) + 1
+    hypotheses = [
+        h.model_copy(update={"fix_attempts": count}) if h.id == hypothesis_id else h
+        for h in state.debug.hypotheses
+    ]
+    ctx.log.warning("interrupted_fix_recorded", task=task.id, files_changed=changed)
+    files.record_task(doc.current_iteration + 1, task, "", now)
+    return {
+        "skill_state.develop": develop_block(state.develop, [*state.develop.tasks, task]),
+        "skill_state.debug.hypotheses": [h.model_dump(mode="json") for h in hypotheses],
+    }
 
 
 def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
@@ -146,6 +202,19 @@ def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
         rejected=sum(h.status == "rejected" for h in judged),
     )
     return {"skill_state.debug": block, **work_done(doc, "debug", now)}
+
+
+def _counts_block(counts: TestCounts | None, source: str | None) -> dict[str, Any] | None:
+    """The counts as ``skill_state.validate.counts`` keeps them (None when unknown)."""
+    if counts is None:
+        return None
+    return {
+        "passed": counts.passed,
+        "failed": counts.failed,
+        "skipped": counts.skipped,
+        "total": counts.total,
+        "source": source,
+    }
 
 
 def _hypothesis_ids(state: SkillState, known: list[Hypothesis | None]) -> list[str]:

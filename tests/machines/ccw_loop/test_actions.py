@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import pytest
+from fsm_machines.ccw_loop.testrun import rerun_command
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}
 
@@ -182,8 +183,11 @@ def test_validate_reads_coverage_the_run_produced(loop_ws: Any, started: Any) ->
     assert (validate.passed, validate.coverage, validate.pass_rate) == (True, 75.0, 100.0)
 
 
-def test_debug_without_pytest_is_inconclusive(loop_ws: Any, started: Any) -> None:
-    """A runner that cannot select one test leaves the hypothesis inconclusive."""
+def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
+    loop_ws: Any, started: Any
+) -> None:
+    """A test command that is not pytest itself (a script) but reported pytest node ids has each
+    failing test re-run alone with ``python -m pytest``, and judged by what that run showed."""
     loop_ws.write_project(bug=True)
     loop_ws.write_tasks([{**BASH, "command": "true"}])
     loop = started()
@@ -192,8 +196,33 @@ def test_debug_without_pytest_is_inconclusive(loop_ws: Any, started: Any) -> Non
     loop = loop_ws.open(test_command="./run-tests {junit}")
     loop.fire("debug")
     hypotheses = loop.doc.skill_state.debug.hypotheses
-    assert [h.status for h in hypotheses] == ["inconclusive"]
-    assert loop.doc.skill_state.debug.confirmed_hypothesis is None
+    assert [h.status for h in hypotheses] == ["confirmed"]
+    evidence = hypotheses[0].evidence or {}
+    assert evidence["rerun_command"] == (
+        "python -m pytest -q -p no:cacheprovider tests/test_calc.py::test_add"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "test", "rerun"),
+    [
+        ("pytest", "tests/test_calc.py::test_add", "pytest -q -p no:cacheprovider T"),
+        ("uv run pytest", "tests/test_calc.py::test_add", "uv run pytest -q -p no:cacheprovider T"),
+        (
+            "./run_tests.sh",
+            "tests/test_calc.py::test_add",
+            "python -m pytest -q -p no:cacheprovider T",
+        ),
+        ("./t.sh", "tests/test_gone.py::test_x", None),
+        ("go test ./...", "calc.TestAdd", None),
+    ],
+    ids=["pytest", "uv-run-pytest", "script-with-pytest-ids", "file-not-here", "not-pytest"],
+)
+def test_rerun_command(loop_ws: Any, command: str, test: str, rerun: str | None) -> None:
+    """How one failing test is re-run alone, or None when the runner cannot select it."""
+    loop_ws.write_project()
+    expected = rerun.replace("T", test) if rerun else None
+    assert rerun_command(command, test, loop_ws.root) == expected
 
 
 def test_debug_hypothesis_names_error_and_location(loop_ws: Any, started: Any) -> None:

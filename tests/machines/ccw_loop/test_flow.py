@@ -101,7 +101,8 @@ def test_bug_is_debugged_fixed_and_validated(loop_ws: Any) -> None:
 def test_validation_never_passing_ends_failed_at_the_limit(loop_ws: Any, started: Any) -> None:
     """Without a working fix the loop ends failed at max_iterations, with its summary written."""
     loop_ws.write_project(bug=True)
-    agent = loop_ws.write_agent()  # edits nothing
+    # develops the description task (writes notes), then makes fixes that miss the bug
+    agent = loop_ws.write_agent({"when": "Task task-001", "file": "notes.txt", "write": "plan\n"})
     loop = started(agents={"codex": agent}, fields={"max_iterations": 5})
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("failed", 4)

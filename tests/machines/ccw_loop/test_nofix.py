@@ -122,7 +122,9 @@ def test_flaky_failure_without_fix_agent_is_validated_again(loop_ws: Any, starte
     assert loop.events() == ["init", "develop", "validate", "debug", "validate", "complete"]
 
 
-def test_failure_debug_cannot_judge_ends_failed(loop_ws: Any, started: Any) -> None:
+def test_failure_debug_cannot_judge_ends_failed(
+    loop_ws: Any, started: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A failing test debug cannot re-run alone (inconclusive) is not flaky either: without a
     fix agent the loop ends failed after that debug round instead of validating again."""
     loop_ws.write_project(bug=True)
@@ -131,6 +133,13 @@ def test_failure_debug_cannot_judge_ends_failed(loop_ws: Any, started: Any) -> N
         f'#!/bin/sh\nexec {sys.executable} -m pytest -q -p no:cacheprovider --junitxml="$1"\n'
     )
     runner.chmod(0o755)
+    # the python that would re-run a test of this script alone cannot run pytest here
+    loop_ws.bin_dir.mkdir()
+    (loop_ws.bin_dir / "python").write_text(
+        "#!/bin/sh\necho 'No module named pytest' >&2\nexit 1\n"
+    )
+    (loop_ws.bin_dir / "python").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{loop_ws.bin_dir}{os.pathsep}{os.environ['PATH']}")
     loop_ws.write_tasks([{**ADD_MUL, "command": "true"}])
     loop = started(agents={}, fix_tool="none", test_command="./run-tests {junit}")
     result = loop.run()

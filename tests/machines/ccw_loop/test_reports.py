@@ -9,9 +9,11 @@ from fsm_machines.ccw_loop.reports import (
     ReportError,
     TestCounts,
     counts_from_output,
+    failures_in_output,
     node_id,
     read_coverage,
     read_junit,
+    summaries_in_output,
 )
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -137,3 +139,45 @@ def test_unknown_coverage_json_is_a_report_error(tmp_path: Path) -> None:
     path.write_text('{"something": 1}')
     with pytest.raises(ReportError):
         read_coverage(path)
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("== 3 passed in 0.1s ==\n...\n== 1 failed, 2 passed in 0.2s ==", [(3, 0, 0), (2, 1, 0)]),
+        ("12 passed, 3 deselected, 1 warning in 1.01s (0:00:01)", [(12, 0, 0)]),
+        ("1 xfailed, 2 xpassed, 1 error in 0.3s", [(2, 1, 1)]),
+        ("\x1b[32m3 passed\x1b[0m in 0.1s", [(3, 0, 0)]),
+        ("2 failed", [(0, 2, 0)]),
+        ("Ran 4 tests in 0.001s\n\nFAILED (failures=1, errors=1)", [(2, 2, 0)]),
+        ("Ran 3 tests in 0.001s\n\nOK (skipped=1)", [(2, 0, 1)]),
+        ("test_x printed: 2 failed attempts so far\n3 apples", []),
+    ],
+    ids=[
+        "two-runs",
+        "deselected",
+        "xfail-xpass-error",
+        "colour",
+        "plain",
+        "unittest",
+        "unittest-ok",
+        "not-summaries",
+    ],
+)
+def test_every_summary_line_of_the_output(output: str, expected: list[tuple[int, ...]]) -> None:
+    """Each run of a compound command prints a summary line: all of them are read, in order."""
+    assert [(c.passed, c.failed, c.skipped) for c in summaries_in_output(output)] == expected
+
+
+def test_failures_named_in_the_short_summary() -> None:
+    """pytest's short summary names failed and erroring tests (each once, with the message)."""
+    output = (
+        "FAILED tests/test_a.py::test_x[a b] - assert 1 == 2\n"
+        "ERROR tests/test_b.py::test_y\n"
+        "FAILED tests/test_a.py::test_x[a b] - assert 1 == 2\n"
+        "FAILED (failures=1)\n"
+    )
+    assert failures_in_output(output) == [
+        ("tests/test_a.py::test_x[a b]", "assert 1 == 2"),
+        ("tests/test_b.py::test_y", None),
+    ]

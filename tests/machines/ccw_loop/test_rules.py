@@ -12,6 +12,8 @@ from fsm.inspect import status
 from tests.machines.ccw_loop.conftest import ccw_loop
 
 NOW = "2026-01-01T00:00:00.000Z"
+TEST = "tests/test_calc.py::test_add"
+COUNTS = {"passed": 2, "failed": 0, "skipped": 0, "total": 2, "source": "junit"}
 
 
 def task(task_id: str, status: str = "pending", **extra: Any) -> dict[str, Any]:
@@ -48,9 +50,16 @@ def loop(
     iteration: int = 0,
     max_iterations: int = 10,
     errors_in_a_row: int = 0,
+    failing: list[str] | None = None,
+    validated: dict[str, Any] | None = None,
     **top: Any,
 ) -> dict[str, Any]:
-    """A running, initialised loop document with the given phase facts."""
+    """A running, initialised loop document with the given phase facts (``failing``: tests the
+    last validation saw fail; ``validated``: more keys of its validate block)."""
+    rows = [
+        {"test_name": name, "suite": "tests.test_calc", "status": "failed", "duration_ms": 1.0}
+        for name in failing or []
+    ]
     return {
         "loop_id": "loop-v2-20260101T000000-0a1b2c3d",
         "title": "t",
@@ -76,10 +85,11 @@ def loop(
             "validate": {
                 "pass_rate": 0,
                 "coverage": 0,
-                "test_results": [],
+                "test_results": rows,
                 "passed": passed,
-                "failed_tests": [],
+                "failed_tests": failing or [],
                 "last_run_at": None,
+                **(validated or {}),
             },
             "errors": [],
             "consecutive_errors": errors_in_a_row,
@@ -109,7 +119,13 @@ RULES = [
     ),
     ("no-work-yet-validates", loop(), "validate"),
     ("passed-completes", loop(actions=["DEVELOP", "VALIDATE"], passed=True), "complete"),
-    ("failed-debugs", loop(actions=["DEVELOP", "VALIDATE"]), "debug"),
+    ("failed-debugs", loop(actions=["DEVELOP", "VALIDATE"], failing=[TEST]), "debug"),
+    (
+        "failed-naming-no-test-halts",
+        loop(actions=["DEVELOP", "VALIDATE"], validated={"counts": COUNTS, "exit_code": 1}),
+        "halt",
+    ),
+    ("not-judged-debugs", loop(actions=["DEVELOP", "VALIDATE"]), "debug"),
     (
         "confirmed-hypothesis-fixes",
         loop(actions=["VALIDATE", "DEBUG"], confirmed="H1", hypotheses=[hypothesis("H1")]),
@@ -137,7 +153,7 @@ RULES = [
     ),
     ("nothing-confirmed-revalidates", loop(actions=["VALIDATE", "DEBUG"]), "validate"),
     ("claude-action-ids", loop(actions=["action-validate-with-file"], passed=True), "complete"),
-    ("iteration-limit", loop(actions=["VALIDATE"], iteration=10), "exhaust"),
+    ("iteration-limit", loop(actions=["VALIDATE"], iteration=10, failing=[TEST]), "exhaust"),
     (
         "limit-after-pass-completes",
         loop(actions=["VALIDATE"], passed=True, iteration=10),
@@ -167,7 +183,7 @@ def test_phase_rule(loop_ws: Any, raw: dict[str, Any], event: str) -> None:
 @pytest.mark.parametrize("phase", ["init", "develop", "debug", "validate"])
 def test_rules_do_not_depend_on_the_phase(loop_ws: Any, phase: str) -> None:
     """The same facts select the same action whatever the current phase is."""
-    raw = loop(actions=["DEVELOP", "VALIDATE"])
+    raw = loop(actions=["DEVELOP", "VALIDATE"], failing=[TEST])
     raw["skill_state"]["current_action"] = phase
     assert loop_ws.automatic_event(raw) == "debug"
 

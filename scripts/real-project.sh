@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The real-project check: ccw-loop on a pinned PyPI package with a planted bug and stand-in
+# agents (one fixes, one does nothing, one hangs leaving a setsid child), each outcome compared
+# with an independent run of the package's tests. Prints a line per scenario; exits 1 when the
+# loop's word and the tests disagree, 0 with a "skipped" line when PyPI cannot be reached.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/setup.sh"
+cd "$root"
+status=0
+"$venv/bin/python" examples/real_project.py "$@" || status=$?
+if [ "$status" -eq 3 ]; then
+    exit 0  # the download failed: the line above says so
+fi
+exit "$status"
