@@ -15,8 +15,8 @@ After every kill, before anything repairs it:
   document it describes becomes visible).
 
 After the run that ends an instance: it ended in a final state with the outcome's exit code,
-the journal replays (:func:`fsm.inspect.check_replay`), and no temporary file (``.*.tmp``) and no
-record of a running command is left anywhere in the workspace.
+the journal replays (:func:`fsm.view.inspect.check_replay`), and no temporary file (``.*.tmp``) and
+no record of a running command is left anywhere in the workspace.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from fsm.files import FileLock
-from fsm.inspect import check_replay
-from fsm.update import bytes_hash
+from fsm.base.files import FileLock
+from fsm.base.update import bytes_hash
+from fsm.view.inspect import check_replay
 from tests.guarantees.forked import fork_fsm, wait_child
 from tests.guarantees.killing import Target, run_killed
 from tests.guarantees.scenarios import SCENARIOS, Scenario
