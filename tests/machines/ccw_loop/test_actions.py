@@ -111,9 +111,7 @@ def test_files_changed_in_a_folder_of_a_larger_repository(loop_ws: Any, started:
     elsewhere = parent / "elsewhere.txt"
     elsewhere.write_text("dirty before\n")
     loop_ws.write_project(git=False)
-    loop_ws.write_tasks(
-        [{**BASH, "command": f"echo x >> calc.py && echo more >> {elsewhere}"}]
-    )
+    loop_ws.write_tasks([{**BASH, "command": f"echo x >> calc.py && echo more >> {elsewhere}"}])
     done, _ = _developed(started())
     assert done.status == "completed"
     assert done.files_changed == [f"{loop_ws.root.name}/calc.py"]
