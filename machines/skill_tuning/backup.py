@@ -28,10 +28,9 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from fsm.helpers import atomic_write_text, current_umask
+from fsm.helpers import UnsafePathError, atomic_write_text, current_umask
 
 __all__ = [
-    "UnsafePathError",
     "current_umask",
     "ensure_inside",
     "restore",
@@ -42,12 +41,9 @@ __all__ = [
 ]
 
 
-class UnsafePathError(Exception):
-    """A path that would take a write outside the folders the machine may change."""
-
-
 def ensure_inside(path: Path, *roots: Path) -> Path:
-    """``path`` resolved, if it lies inside one of ``roots``; else raise UnsafePathError."""
+    """``path`` resolved, if it lies inside one of ``roots``; else raise fsm's
+    :class:`~fsm.errors.UnsafePathError` (a write the machine may not make)."""
     resolved = path.resolve()
     for root in roots:
         if resolved == root.resolve() or resolved.is_relative_to(root.resolve()):

@@ -18,6 +18,7 @@ from fsm_machines.skill_tuning.options import TuningOptions
 from fsm_machines.skill_tuning.skill import TargetSkillError
 
 from fsm.base.errors import DocumentInputError
+from fsm.errors import UnsafePathError
 from fsm.model.context import Context
 from fsm.testing import applied
 from tests.machines.skill_tuning.conftest import Tuning, context, tune
@@ -209,15 +210,18 @@ def test_on_error_counts_every_failure_and_keeps_the_last_five(
     assert doc.action_history[-1].result == "failure"
 
 
-def test_a_missing_target_is_recorded_as_not_recoverable(
-    started: tuple[TuningState, Context, Path], tuning: Tuning
+@pytest.mark.parametrize(
+    "error",
+    [TargetSkillError("gone"), UnsafePathError("refusing to write /etc/x: it is outside /s")],
+    ids=["missing-target", "write-outside-the-skill"],
+)
+def test_a_missing_target_or_an_unsafe_write_is_recorded_as_not_recoverable(
+    started: tuple[TuningState, Context, Path], tuning: Tuning, error: Exception
 ) -> None:
-    """A TargetSkillError is recorded with recoverable false."""
+    """A TargetSkillError, and fsm's UnsafePathError (a write the machine may not make), are
+    recorded with recoverable false: running again would fail the same way."""
     doc, ctx, _root = started
-    doc = applied(
-        doc,
-        ON_ERROR(doc, ctx.for_transition("init", "pending", "running"), TargetSkillError("gone")),
-    )
+    doc = applied(doc, ON_ERROR(doc, ctx.for_transition("init", "pending", "running"), error))
     assert (doc.errors[-1].action, doc.errors[-1].recoverable) == ("action-init", False)
 
 

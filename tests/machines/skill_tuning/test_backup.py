@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from fsm_machines.skill_tuning.backup import (
-    UnsafePathError,
     ensure_inside,
     restore,
     restore_original,
@@ -15,6 +14,8 @@ from fsm_machines.skill_tuning.backup import (
     snapshot_tree,
     tree_bytes,
 )
+
+from fsm.errors import UnsafePathError
 
 FILES = {"SKILL.md": "# S\n", "phases/01-a.md": "a\r\nb\n", "specs/x.md": "x"}
 
