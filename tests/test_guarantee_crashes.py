@@ -85,7 +85,11 @@ def _check_after_kill(scenario: Scenario, root: Path, before: bytes, where: str)
     """The invariants a kill must keep; return the journal's bytes now."""
     instance = scenario.open(root)
     journal = instance.store.paths(instance.id).journal.read_bytes()
-    assert journal.startswith(before), f"journal records lost by a kill at {where}"
+    # A kill inside an append may leave its record torn (the kernel stops a write between two
+    # pages when a fatal signal is pending); the next command's repair drops that line, whose
+    # document was never written (records go ahead of their document). Whole records stay.
+    whole = before[: before.rfind(b"\n") + 1]
+    assert journal.startswith(whole), f"journal records lost by a kill at {where}"
     raw = instance.store.paths(instance.id).document.read_bytes()
     hashes = {record.get("doc_hash") for record in instance.journal.read().records}
     assert bytes_hash(raw) in hashes, (

@@ -189,6 +189,8 @@ class _FileRefused(OSError):
     """A file fsm will not read; its message is the words alone, without "[Errno 22]"."""
 
     def __str__(self) -> str:
+        if self.filename is not None:
+            return f"{self.filename}: {self.strerror}"
         return str(self.strerror)
 
 

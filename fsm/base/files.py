@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-from fsm.base.errors import UnsafePathError
+from fsm.base.errors import NotARegularFileError, UnsafePathError
 
 __all__ = [
     "FileLock",
@@ -177,8 +177,27 @@ def open_nofollow(
 ) -> int:
     """``os.open`` that refuses a symbolic link as the file itself, creating the folder (inside
     ``root``) when it is missing and ``flags`` create the file (with ``mode``, less the
-    umask)."""
-    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    umask), and that refuses anything but a regular file without waiting on it
+    (:class:`~fsm.errors.NotARegularFileError`: a FIFO in place of a journal would otherwise
+    block the open until someone writes to it)."""
+    return _regular(_open_nofollow(path, flags, root, mode), path)
+
+
+def _regular(fd: int, path: Path | str) -> int:
+    """``fd`` when it is a regular file; else it is closed and NotARegularFileError raised."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    from fsm.base.reading import kind_of
+
+    raise NotARegularFileError(errno.EINVAL, f"is {kind_of(mode)}, not a regular file", str(path))
+
+
+def _open_nofollow(path: Path, flags: int, root: Path | None, mode: int) -> int:
+    # O_NONBLOCK: opening a FIFO returns at once instead of waiting for the other end; it
+    # changes nothing for a regular file's reads and writes.
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     if root is None and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
         root = _root_for(path, None)
     if root is not None and not _known_folder(path, root):
@@ -200,7 +219,17 @@ def open_nofollow(
 
 
 def _link_error(path: Path, exc: OSError) -> Exception:
-    """ELOOP from ``O_NOFOLLOW`` means the file is a link: say so, as an UnsafePathError."""
+    """ELOOP from ``O_NOFOLLOW`` means the file is a link: say so, as an UnsafePathError;
+    ENXIO from ``O_NONBLOCK`` a FIFO opened for writing with no reader: say what it is."""
+    if exc.errno == errno.ENXIO:
+        with contextlib.suppress(OSError):
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISREG(mode):
+                from fsm.base.reading import kind_of
+
+                return NotARegularFileError(
+                    errno.EINVAL, f"is {kind_of(mode)}, not a regular file", str(path)
+                )
     if exc.errno == errno.ELOOP:
         return UnsafePathError(f"{path} is a symbolic link: fsm does not read or write through it")
     return exc
@@ -448,12 +477,18 @@ def read_file(path: str | Path) -> tuple[bytes, os.stat_result]:
     Cheaper than ``Path.read_bytes`` plus ``Path.stat``: four system calls instead of ten.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise _link_error(Path(path), exc) from exc
     try:
-        stat = os.fstat(fd)
-        return _read_sized(fd, stat.st_size), stat
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            from fsm.base.reading import kind_of
+
+            raise NotARegularFileError(
+                errno.EINVAL, f"is {kind_of(status.st_mode)}, not a regular file", str(path)
+            )
+        return _read_sized(fd, status.st_size), status
     finally:
         os.close(fd)
 

@@ -42,6 +42,7 @@ from fsm.base.errors import (
     FsmError,
     GuardRejectedError,
     MissingRequirementError,
+    UnsafePathError,
     UnwritableDocumentError,
 )
 from fsm.base.update import apply_update
@@ -489,6 +490,9 @@ class Engine:
             failures = failures + 1 if result.outcome == "failed" else 0
             if failures and self.machine.hooks.on_error is None:
                 return RunResult("error", result.state, result.status, steps, result.error or "")
+            if result.uncounted:
+                # Going on would repeat a failure no limit of the machine counts.
+                return RunResult("error", result.state, result.status, steps, result.error or "")
             if failures >= MAX_CONSECUTIVE_FAILURES:
                 return RunResult(
                     "error",
@@ -663,6 +667,7 @@ class Engine:
         )
         hook = self.machine.hooks.on_error
         saved = current
+        uncounted: Exception | None = None
         if hook is not None:
             tctx = replace(
                 ctx.for_transition(transition.event, current.state, current.state),
@@ -677,8 +682,14 @@ class Engine:
                     "error_bookkeeping_failed", traceback=traceback.format_exc(), error=str(exc)
                 )
                 saved = instance.journal_failure(record, base=current)
+                uncounted = exc
         else:
             saved = instance.journal_failure(record, base=current)
+        if isinstance(error, UnsafePathError):
+            # The workspace refuses (a folder that is a link out of it): no retry can succeed,
+            # so the failure, journaled, ends the command as a store error (exit 6) instead of
+            # counting towards the machine's error limits.
+            raise error
         return StepResult(
             "failed",
             saved.state,
@@ -686,5 +697,14 @@ class Engine:
             transition.event,
             current.state,
             current.state,
-            error=f"{where} failed: {message}",
+            error=f"{where} failed: {message}" + _uncounted(uncounted),
+            uncounted=uncounted is not None,
         )
+
+
+def _uncounted(exc: Exception | None) -> str:
+    """What a reason adds when the error bookkeeping failed too (the run then stops)."""
+    if exc is None:
+        return ""
+    said = str(exc) if isinstance(exc, FsmError) else f"{type(exc).__name__}: {exc}"
+    return f"; its error bookkeeping (on_error) failed too, so the run stops: {said}"

@@ -67,6 +67,9 @@ class StepResult:
     source: str | None = None
     dest: str | None = None
     error: str | None = None
+    uncounted: bool = False
+    """A failed step whose error bookkeeping (the ``on_error`` hook) failed too: the machine's
+    error limits could not count it, so a run does not go on."""
 
 
 @dataclass(frozen=True)

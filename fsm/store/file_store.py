@@ -473,6 +473,9 @@ class FileStore:
         """Move the document to ``<document>.corrupt-<time>``, a name no earlier copy has
         (never overwriting one); return that path (None when there is no document)."""
         path = self.paths(instance_id).document
+        with contextlib.suppress(OSError):  # the next document keeps the corrupt one's mode
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            self._handle(instance_id).swapper.mode_when_new = mode
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         for number in range(1000):
             suffix = f"-{number}" if number else ""

@@ -96,6 +96,9 @@ class FileSwap:
         """The file this swap wrote last and its identity, kept open during a session (it is
         the document until someone replaces it): the next swap reads it without an open."""
         self._keeping = False
+        self.mode_when_new: int | None = None
+        """The permission bits of the next document when none exists (a recovered document
+        takes those of the corrupt one it replaces: a private document stays private)."""
 
     @contextlib.contextmanager
     def files_kept_open(self) -> Iterator[None]:
@@ -149,7 +152,10 @@ class FileSwap:
                 replaced = None if current is None else Snapshot(None, current, ident)
                 proposal = build(replaced)
                 tmp, tmp_fd, written_info = write_temporary_open(
-                    path, proposal.raw, mode=mode, root=self.workspace
+                    path,
+                    proposal.raw,
+                    mode=self.mode_when_new if mode is None else mode,
+                    root=self.workspace,
                 )
                 # Where the records start: the swap takes them back from there if it must.
                 mark = journal.write_all(proposal.records)
@@ -170,6 +176,7 @@ class FileSwap:
                 self._discard(None if written else tmp, tmp_fd, fd)
                 raise
             assert tmp_fd is not None  # the file just written
+            self.mode_when_new = None
             if self._keeping:
                 self._written = tmp_fd, (written_info.st_ino, written_info.st_dev)
             else:
