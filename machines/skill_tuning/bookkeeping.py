@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from fsm.helpers import UnsafePathError
 
+from .backup import OutsideSkillError
 from .model import ActionHistoryEntry, ErrorEntry, TuningState
 from .options import TuningContext
 from .skill import TargetSkillError
@@ -91,7 +92,7 @@ def failed(doc: TuningState, ctx: TuningContext, name: str, error: BaseException
         action=recorded,
         message=message,
         timestamp=now,
-        recoverable=not isinstance(error, TargetSkillError | UnsafePathError),
+        recoverable=not isinstance(error, TargetSkillError | OutsideSkillError | UnsafePathError),
     )
     errors = [*doc.errors, entry][-KEPT_ERRORS:]
     history = ActionHistoryEntry(
