@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import sys
 from collections import Counter
 from pathlib import Path
@@ -230,8 +231,8 @@ def dot() -> str:
 
 def stacking() -> list[tuple[str, str]]:
     """The invisible arrows that stack the boxes, each layer above the one below it."""
-    order = [SURFACE] + [name for name, _, _ in LAYERS[::-1]]
-    return list(zip(order, order[1:], strict=False))
+    order = [SURFACE, *(name for name, _, _ in LAYERS[::-1])]
+    return list(itertools.pairwise(order))
 
 
 def _wrap(text: str, width: int) -> str:
