@@ -399,6 +399,15 @@ def test_each_command_runs_the_handler_declared_with_it(
     monkeypatch.setitem(COMMANDS, name, dataclasses.replace(COMMANDS[name], handler=record))
     sub = next(a for a in build_parser(name)._actions if a.dest == "command")
     parser = sub.choices[name]  # type: ignore[index]
-    required = [a for a in parser._actions if not a.option_strings and a.nargs is None]
-    assert main([name, *["x"] * len(required)]) == 0
+    words = [name]
+    while True:  # a command with subcommands (fsm x y ...): the first of each level
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        required = [a for a in parser._actions if not a.option_strings and a.nargs is None]
+        words += ["x"] * len(required)
+        if not nested:
+            break
+        first = next(iter(nested[0].choices))
+        words.append(first)
+        parser = nested[0].choices[first]
+    assert main(words) == 0
     assert [args.command for args in ran] == [name]
