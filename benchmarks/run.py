@@ -1,4 +1,4 @@
-"""Performance benchmarks (SPEC section 7 and issue 14), run on demand::
+"""Performance benchmarks, run on demand::
 
     .venv/bin/pip install -e '.[bench]' && .venv/bin/python benchmarks/run.py [--quick]
     .venv/bin/python benchmarks/run.py --repeat 3 --write-docs   # medians, into the README

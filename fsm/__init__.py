@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from fsm.engine.control import ControlPlane
     from fsm.engine.engine import Engine
     from fsm.engine.instance import Instance, Workspace
+    from fsm.engine.retry import retry
     from fsm.model.machine import Machine
     from fsm.model.outcome import RunResult, StepResult, Verdict
 
@@ -106,6 +107,7 @@ __all__ = [
     "Update",
     "Verdict",
     "Workspace",
+    "retry",
 ]
 
 _LAZY = {
@@ -117,6 +119,7 @@ _LAZY = {
     "Instance": "fsm.engine.instance",
     "Workspace": "fsm.engine.instance",
     "Machine": "fsm.model.machine",
+    "retry": "fsm.engine.retry",
 }
 
 

@@ -1,8 +1,12 @@
-"""The store protocol, for store authors (see docs/stores.md).
+"""The store protocol, for store authors (see docs/stores.md): the primitives a store supplies,
+the journal's records it keeps, and the readings of a journal it may mix in.
 
-Public: the names are defined in :mod:`fsm.store.protocol`.
+Public: the names are defined in :mod:`fsm.store.protocol`, :mod:`fsm.store.journal` and
+:mod:`fsm.model.records`.
 """
 
+from fsm.model.records import Record
+from fsm.store.journal import JournalRead, TypedRecords, line_bytes
 from fsm.store.protocol import (
     Build,
     Folders,
@@ -23,14 +27,18 @@ __all__ = [
     "Build",
     "Folders",
     "JournalLog",
+    "JournalRead",
     "LateWrite",
     "Layout",
     "Lease",
     "Listed",
     "Proposal",
+    "Record",
     "Repaired",
     "Snapshot",
     "Store",
     "StoreFactory",
     "Swapped",
+    "TypedRecords",
+    "line_bytes",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import sys
 from collections import Counter
 from pathlib import Path
@@ -219,10 +220,19 @@ def dot() -> str:
         listed = _wrap(", ".join(members), 70)
         label = f"{name}: {summary}\\n{listed}"
         lines.append(f'  "{name}" [label="{label}"];')
+    for above, below in stacking():
+        lines.append(f'  "{above}" -> "{below}" [style=invis, weight=10];')
     for (source, target), count in sorted(layer_edges().items()):
-        lines.append(f'  "{source}" -> "{target}" [label="{count}"];')
+        style = ', style=dashed, color="#bbbbbb"' if source == SURFACE else ""
+        lines.append(f'  "{source}" -> "{target}" [label="{count}"{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def stacking() -> list[tuple[str, str]]:
+    """The invisible arrows that stack the boxes, each layer above the one below it."""
+    order = [SURFACE, *(name for name, _, _ in LAYERS[::-1])]
+    return list(itertools.pairwise(order))
 
 
 def _wrap(text: str, width: int) -> str:

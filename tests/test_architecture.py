@@ -226,7 +226,8 @@ def test_the_committed_picture_and_ruff_configs_are_current() -> None:
     titles = set(re.findall(r"<title>(.*?)</title>", svg))
     drawn = {html.unescape(title) for title in titles} - {"layers"}
     expected = {name for name, _, _ in LAYERS} | {architecture.SURFACE}
-    expected |= {f"{source}->{target}" for source, target in architecture.layer_edges()}
+    edges = [*architecture.layer_edges(), *architecture.stacking()]
+    expected |= {f"{source}->{target}" for source, target in edges}
     assert drawn == expected, "stale: run scripts/architecture.py and commit"
 
 

@@ -87,9 +87,10 @@ def test_a_mistyped_command_gets_a_did_you_mean(cli: Cli, typed: str, meant: str
 
 def test_every_flag_has_help_text() -> None:
     """Every option of every command says what it is for."""
-    from fsm.cli.program import _COMMANDS, build_parser
+    from fsm.cli.program import build_parser
+    from fsm.cli.table import COMMANDS
 
-    for name in _COMMANDS:
+    for name in COMMANDS:
         parser = build_parser(name)
         sub = next(a for a in parser._actions if a.dest == "command")
         command = sub.choices[name]  # type: ignore[index]

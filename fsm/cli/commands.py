@@ -15,25 +15,26 @@ from typing import TYPE_CHECKING, Any
 
 from fsm.base import jsonio
 from fsm.base.errors import DocumentInputError, InputError
-from fsm.cli import agent_commands, machine_commands
 from fsm.cli.command_values import instance_from, workspace_from
 from fsm.view.terminal import emit_json, json_text, one_line, out
 
 if TYPE_CHECKING:
     from fsm.engine.instance import Instance
 
-__all__ = ["dispatch", "instance_from"]
-
-
-def dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Run the command named in ``args``; return its exit code."""
-    from fsm.base.log import configure
-
-    verbose = values.get("verbose", 0)
-    level = values.get("log_level") or {0: "warning", 1: "info"}.get(verbose, "debug")
-    configure(values.get("log_format", "console"), level)
-    handler = _HANDLERS[args.command]
-    return handler(args, values)
+__all__ = [
+    "cmd_control",
+    "cmd_fire",
+    "cmd_history",
+    "cmd_ls",
+    "cmd_new",
+    "cmd_recover",
+    "cmd_replay",
+    "cmd_retry",
+    "cmd_run",
+    "cmd_serve",
+    "cmd_status",
+    "cmd_step",
+]
 
 
 _workspace = workspace_from
@@ -412,28 +413,3 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     served = served_machines(_workspace(values), args.machines)
     run(served, ServeOptions(args.host, args.port, args.allow_remote, args.token_file))
     return 0
-
-
-_HANDLERS = {
-    "agents": agent_commands.cmd_agents,
-    "machines": machine_commands.cmd_machines,
-    "options": machine_commands.cmd_options,
-    "schema": machine_commands.cmd_schema,
-    "check": machine_commands.cmd_check,
-    "diagram": machine_commands.cmd_diagram,
-    "new": cmd_new,
-    "start": cmd_control,
-    "pause": cmd_control,
-    "resume": cmd_control,
-    "stop": cmd_control,
-    "run": cmd_run,
-    "retry": cmd_retry,
-    "step": cmd_step,
-    "fire": cmd_fire,
-    "status": cmd_status,
-    "ls": cmd_ls,
-    "history": cmd_history,
-    "replay": cmd_replay,
-    "recover": cmd_recover,
-    "serve": cmd_serve,
-}

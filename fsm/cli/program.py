@@ -13,12 +13,11 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from fsm.base.errors import FsmError
-from fsm.cli import commands
+from fsm.cli.table import COMMANDS
 from fsm.view.terminal import one_line
 
 __all__ = ["build_parser", "main", "main_entry"]
@@ -83,275 +82,6 @@ def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> Non
     )
 
 
-def _instance_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "machine",
-        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path",
-    )
-    p.add_argument("id", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)")
-
-
-def _machines_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def _options_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def _schema_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
-    p.add_argument(
-        "--options", action="store_true", help="the schema of the options instead of the document"
-    )
-
-
-def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "targets",
-        nargs="*",
-        metavar="TARGET",
-        help="machine names or machine.yaml paths, e.g. ccw-loop ./my/machine.yaml "
-        "(default: every registered machine)",
-    )
-
-
-def _diagram_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "machines",
-        nargs="*",
-        metavar="MACHINE",
-        help="machine names or paths (default: every registered machine)",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="DIR_OR_FILE",
-        help="output folder (default: diagrams), or with --run the file, e.g. -o run.svg",
-    )
-    p.add_argument(
-        "-f",
-        "--formats",
-        default="dot,svg,png,mmd",
-        help="comma-separated formats, e.g. -f svg,mmd (default: dot,svg,png,mmd)",
-    )
-    p.add_argument(
-        "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
-    )
-
-
-def _new_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
-    p.add_argument(
-        "--id",
-        dest="instance_id",
-        help="instance id, e.g. --id fix-parser (default: generated from the machine and time)",
-    )
-    p.add_argument(
-        "--set",
-        dest="values",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a creation input (repeatable), e.g. --set title='Fix the parser' --set "
-        "max_iterations=5; KEY may be dotted (target_skill.path=my-skill), VALUE is JSON when it "
-        "parses; 'fsm options MACHINE' lists the inputs",
-    )
-    p.add_argument(
-        "--input",
-        type=Path,
-        metavar="FILE.json",
-        help="creation inputs as a JSON object, e.g. --input loop.json, or - for standard input "
-        "(--set values win)",
-    )
-
-
-def _control_arguments(p: argparse.ArgumentParser) -> None:
-    _instance_arguments(p)
-    p.add_argument("--reason", help="why, kept in the journal, e.g. --reason 'lunch break'")
-    p.add_argument(
-        "--actor", default="cli", help="who, kept in the journal, e.g. --actor alice (default: cli)"
-    )
-
-
-def _retry_arguments(p: argparse.ArgumentParser) -> None:
-    _control_arguments(p)
-    p.add_argument(
-        "items",
-        nargs="*",
-        metavar="ITEM",
-        help="what to retry, in the machine's words, e.g. ISS-2 ISS-3 for issue-manager "
-        "(default: everything that failed)",
-    )
-
-
-def _run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "machine",
-        nargs="?",
-        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path; "
-        "with --all, only this machine's instances (default: every machine's)",
-    )
-    p.add_argument(
-        "id", nargs="?", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)"
-    )
-    p.add_argument(
-        "--all",
-        action="store_true",
-        dest="run_all",
-        help="run every runnable instance of the workspace (created or running; not paused, "
-        "not ended), one line each; exit 0 when all completed, 4 when any failed, else 5",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="with --all, run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
-    )
-    p.add_argument(
-        "--max-steps",
-        type=int,
-        metavar="N",
-        help="stop after N steps (exit 5), e.g. --max-steps 20 (default: no limit but the "
-        "machine's own); with --all, for each instance",
-    )
-    p.add_argument(
-        "--interactive",
-        action="store_true",
-        help="offer a menu of the allowed events when the machine waits for a person",
-    )
-    p.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="show no progress on stderr (only the result line on stdout; --all shows none)",
-    )
-
-
-def _fire_arguments(p: argparse.ArgumentParser) -> None:
-    _instance_arguments(p)
-    p.add_argument("event", help="event name, e.g. approve ('fsm status' lists the allowed ones)")
-
-
-def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
-    _instance_arguments(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _history_arguments(p: argparse.ArgumentParser) -> None:
-    _instance_json_arguments(p)
-    p.add_argument(
-        "--tail",
-        type=int,
-        metavar="N",
-        help="only the last N records, read from the end of the journal, e.g. --tail 20",
-    )
-
-
-def _ls_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "machine", nargs="?", help="only this machine's instances (default: every machine)"
-    )
-    p.add_argument(
-        "--status",
-        dest="status_filter",
-        metavar="S",
-        help="only instances with this control status, e.g. --status running",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _agents_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "names",
-        nargs="*",
-        metavar="NAME",
-        help="agents to check, e.g. codex (default: every known CLI and every [agent.NAME] of "
-        "fsm.toml)",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "machines",
-        nargs="*",
-        metavar="MACHINE",
-        help="machines to show, names or machine.yaml paths, e.g. examples/counter/machine.yaml "
-        "(default: every registered machine)",
-    )
-    p.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default: 127.0.0.1); any but loopback needs --allow-remote",
-    )
-    p.add_argument(
-        "--port", type=int, default=8765, help="port, e.g. --port 9000 (default: 8765; 0: any free)"
-    )
-    p.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="let --host be an address other machines reach (every request then needs the token)",
-    )
-    p.add_argument(
-        "--token-file",
-        type=Path,
-        metavar="FILE",
-        help="read the token from FILE, readable by you only (default: a new token per start)",
-    )
-
-
-_Arguments = Callable[[argparse.ArgumentParser], None]
-
-_COMMANDS: dict[str, tuple[str, _Arguments]] = {
-    "machines": ("list the registered machines", _machines_arguments),
-    "options": (
-        "a machine's options and creation inputs: type, default, help, where to set them",
-        _options_arguments,
-    ),
-    "schema": ("the JSON Schema of a machine's document (or of its options)", _schema_arguments),
-    "check": (
-        "static checks of machines (names or paths; default: all registered)",
-        _check_arguments,
-    ),
-    "diagram": ("write machine diagrams, or one instance's diagram", _diagram_arguments),
-    "new": ("create an instance in its initial state and print its id", _new_arguments),
-    "start": ("control: start a created (or paused) instance", _control_arguments),
-    "pause": ("control: pause a running instance", _control_arguments),
-    "resume": ("control: resume a paused instance", _control_arguments),
-    "stop": ("control: stop an instance for good", _control_arguments),
-    "run": (
-        "drive an instance (or with --all every runnable one) until a final state, a pause or "
-        "stop, or the limit",
-        _run_arguments,
-    ),
-    "retry": (
-        "reopen an instance that ended failed, for its failed items (or the ones named); "
-        "'fsm run' then runs them",
-        _retry_arguments,
-    ),
-    "step": ("take one automatic step", _instance_arguments),
-    "fire": ("fire a named event", _fire_arguments),
-    "status": (
-        "state, status, progress and allowed events of an instance",
-        _instance_json_arguments,
-    ),
-    "ls": ("instances in the workspace, newest first", _ls_arguments),
-    "history": ("the journal of an instance", _history_arguments),
-    "replay": ("check that the journal reproduces the document", _instance_arguments),
-    "recover": ("rebuild a corrupt document where the machine supports it", _instance_arguments),
-    "agents": (
-        "the agent CLIs fsm knows and fsm.toml configures: where, which version, and whether "
-        "each accepts fsm's invocation (checked offline); exit 1 when one cannot run",
-        _agents_arguments,
-    ),
-    "serve": ("a live web view of the workspace's machines and instances", _serve_arguments),
-}
-"""Every command: its help text and the function adding its arguments, in help order."""
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of every command, or of ``command`` only.
 
@@ -364,12 +94,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     _common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help_text, arguments) in _COMMANDS.items():
+    for name, declared in COMMANDS.items():
         if command is not None and name != command:
             continue
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        _common(p, with_option=name != "diagram")
-        arguments(p)
+        p = sub.add_parser(name, help=declared.help, description=declared.help)
+        _common(p, with_option=declared.short_option)
+        declared.arguments(p)
     return parser
 
 
@@ -377,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     word = _command_word(arguments)
-    if word is not None and word not in _COMMANDS:
+    if word is not None and word not in COMMANDS:
         from fsm.model.definition import did_you_mean
 
         before = arguments[arguments.index(word) - 1] if arguments.index(word) else ""
@@ -388,10 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             suggestion = did_you_mean(name, known)
             _error(f"unknown option '{name}' of fsm{suggestion}; 'fsm --help' lists them")
             return 2
-        _error(f"unknown command '{word}'{did_you_mean(word, _COMMANDS)}; 'fsm --help' lists them")
+        _error(f"unknown command '{word}'{did_you_mean(word, COMMANDS)}; 'fsm --help' lists them")
         return 2
     first = arguments[0] if arguments else None
-    parser = build_parser(first if first in _COMMANDS else None)
+    parser = build_parser(first if first in COMMANDS else None)
     try:
         args = parser.parse_args(arguments)
     except _UsageError as exc:
@@ -400,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version exit 0
         return int(exc.code or 0)
     try:
-        return commands.dispatch(args, vars(args))
+        return _dispatch(args, vars(args))
     except FsmError as exc:
         _error(str(exc))
         return exc.exit_code
@@ -420,6 +150,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         _error(f"internal error: {type(exc).__name__}: {exc} (set FSM_DEBUG=1 for the traceback)")
         return 1
+
+
+def _dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Configure logging as the global options say, then run the command named in ``args``."""
+    from fsm.base.log import configure
+
+    verbose = values.get("verbose", 0)
+    level = values.get("log_level") or {0: "warning", 1: "info"}.get(verbose, "debug")
+    configure(values.get("log_format", "console"), level)
+    return COMMANDS[args.command].handler(args, values)
 
 
 _VALUED = frozenset({"-C", "--workspace", "--log-format", "--log-level", "-o", "--option"})

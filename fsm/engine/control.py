@@ -178,8 +178,7 @@ class ControlPlane:
                     data = apply_update(data, update)
                     doc = instance.validate(data)
             if spec.state is not None:
-                data = apply_update(data, instance.machine.codec.write(doc, spec.state))
-                data = instance.entered(data, spec.state)
+                data = apply_update(data, instance.rules.entering(doc, spec.state))
         except ValidationError as exc:
             raise FsmError(
                 f"{command} of '{instance.id}' would write an invalid document: "

@@ -48,6 +48,7 @@ from fsm.base.errors import (
 from fsm.base.update import apply_update
 from fsm.engine.control import ControlPlane
 from fsm.engine.instance import Instance, Loaded
+from fsm.engine.rules import DocumentRules
 from fsm.model.context import Context
 from fsm.model.definition import describe_validation
 from fsm.model.machine import FieldCodec, GuardRef, Machine, Transition, event_options
@@ -190,11 +191,32 @@ class _Attempt:
     """One step's trigger of the kernel: evaluates guards (each result recorded for the journal)
     and runs the actions of the transition taken, leaving the resulting document."""
 
-    __slots__ = ("data", "engine", "evaluated", "loaded", "started", "transition")
+    __slots__ = (
+        "codec_reads_document",
+        "contexts",
+        "data",
+        "evaluated",
+        "loaded",
+        "rules",
+        "started",
+        "transition",
+    )
 
-    def __init__(self, engine: Engine, loaded: Loaded) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        loaded: Loaded,
+        contexts: Callable[[Transition, str], Context],
+        rules: DocumentRules,
+        *,
+        codec_reads_document: bool,
+    ) -> None:
         self.loaded = loaded
+        self.contexts = contexts
+        """The context a transition's guards and actions see, from a source state."""
+        self.rules = rules
+        self.codec_reads_document = codec_reads_document
+        """Whether the machine's codec reads the document to write the state: it then gets the
+        validated result of the actions."""
         self.evaluated: list[GuardResult] = []
         self.transition: Transition | None = None
         """The transition whose guard or actions ran last (the one a failure is charged to)."""
@@ -203,7 +225,7 @@ class _Attempt:
 
     def guard(self, transition: Transition, guard: GuardRef) -> bool:
         self.transition = transition
-        tctx = self.engine._transition_context(transition, self.loaded.state)
+        tctx = self.contexts(transition, self.loaded.state)
         try:
             result = guard.holds(self.loaded.doc, tctx)
         except Exception as exc:
@@ -221,9 +243,8 @@ class _Attempt:
         if not transition.guards:
             self.evaluated.append({"transition": transition.index, "guard": None, "result": True})
         self.started = time.monotonic()
-        engine = self.engine
         current = self.loaded
-        tctx = engine._transition_context(transition, current.state)
+        tctx = self.contexts(transition, current.state)
         dest = transition.dest_from(current.state)
         data, doc = current.data, current.doc
         last = len(transition.actions) - 1
@@ -235,12 +256,35 @@ class _Attempt:
                     data = apply_update(data, update)
                     # The next action (or a codec that reads the document) needs it now;
                     # otherwise it is validated once, with the state written (below).
-                    unchecked = position == last and not engine._codec_reads_document
+                    unchecked = position == last and not self.codec_reads_document
                     if not unchecked:
-                        doc = engine.instance.rules.validate(data)
+                        doc = self.rules.validate(data)
             except Exception as exc:
                 raise _ActionsFailed(name, exc) from exc
-        self.data = engine._entered(data, doc, dest, transition if unchecked else None)
+        self.data = self._entered(data, doc, dest, transition if unchecked else None)
+
+    def _entered(
+        self, data: dict[str, Any], doc: BaseModel, dest: str, unchecked: Transition | None
+    ) -> dict[str, Any]:
+        """``data`` with ``dest`` (and the control status it sets) written into it, validated.
+
+        ``unchecked`` is the transition whose last action's update is not validated yet: when
+        the result does not validate, the failure is that action's if its update alone already
+        broke the document (as validating after every action tells), else the validation's.
+        """
+        rules = self.rules
+        write = rules.entering(doc, dest)
+        result = apply_update(data, write) if write else data
+        try:
+            rules.validate(result)
+        except ValidationError as exc:
+            if unchecked is not None:
+                try:
+                    rules.validate(data)
+                except ValidationError as own:
+                    raise _ActionsFailed(unchecked.actions[-1][0], own) from own
+            raise _ActionsFailed(None, exc) from exc
+        return result
 
 
 class _ActionsFailed(Exception):
@@ -519,7 +563,12 @@ class Engine:
             raise EventNotAllowedError(
                 f"event '{event}' is not allowed in state '{state}' (allowed: {allowed})"
             )
-        attempt = _Attempt(self, current)
+        attempt = _Attempt(
+            current,
+            self._transition_context,
+            self.instance.rules,
+            codec_reads_document=self._codec_reads_document,
+        )
         try:
             chosen = self.kernel.take(state, event, attempt)
         except _ActionsFailed as failure:
@@ -574,34 +623,6 @@ class Engine:
         return StepResult(
             "applied", saved.state, saved.status, transition.event, source, saved.state
         )
-
-    def _entered(
-        self, data: dict[str, Any], doc: BaseModel, dest: str, unchecked: Transition | None
-    ) -> dict[str, Any]:
-        """``data`` with ``dest`` (and the control status it sets) written into it, validated.
-
-        ``unchecked`` is the transition whose last action's update is not validated yet: when
-        the result does not validate, the failure is that action's if its update alone already
-        broke the document (as validating after every action tells), else the validation's.
-        """
-        instance = self.instance
-        write = dict(self.machine.codec.write(doc, dest))
-        status = self.machine.states[dest].status
-        control = self.machine.spec.control
-        if status is not None and control is not None:
-            write.pop(control.field, None)  # applied last, as entering the state sets it
-            write[control.field] = status
-        result = apply_update(data, write) if write else data
-        try:
-            instance.rules.validate(result)
-        except ValidationError as exc:
-            if unchecked is not None:
-                try:
-                    instance.rules.validate(data)
-                except ValidationError as own:
-                    raise _ActionsFailed(unchecked.actions[-1][0], own) from own
-            raise _ActionsFailed(None, exc) from exc
-        return result
 
     def _failed(
         self,

@@ -20,7 +20,6 @@ import secrets
 import time
 import traceback
 from collections.abc import Iterator, Mapping
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from fsm.model.context import Context
 from fsm.model.definition import describe_validation, did_you_mean
 from fsm.model.discovery import open_machine
 from fsm.model.machine import Machine
+from fsm.model.paths import value_at
 from fsm.model.records import CreateRecord, Record
 from fsm.process.executor import Executor, RecordsCommands, SubprocessExecutor
 from fsm.store.journal import RotatingLog
@@ -261,10 +261,6 @@ class Instance:
         """The control status in ``data`` (None for machines without a control block)."""
         return self.rules.status_of(data)
 
-    def entered(self, data: dict[str, Any], state: str) -> dict[str, Any]:
-        """``data`` with the control status that entering ``state`` sets, if it sets one."""
-        return self.rules.entered(data, state)
-
     def core_hash(self, data: Mapping[str, Any]) -> str:
         """The hash of what only fsm writes in ``data`` (see
         :meth:`fsm.engine.rules.DocumentRules.core_hash`)."""
@@ -373,7 +369,7 @@ class Instance:
         control = self.machine.spec.control
         if control is not None and self.status_of(data) is None:
             # The status is read from the file: a default the model fills in must be written.
-            default = _model_value(doc, control.field)
+            default = value_at(doc, control.field)
             if default is not None:
                 data = apply_update(data, {control.field: default})
         with self.store.lock(self.id):
@@ -388,13 +384,3 @@ class Instance:
             loaded = self.commit(data, record, base=None, locked=True)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)
         return loaded
-
-
-def _model_value(doc: BaseModel, path: str) -> Any:
-    """The value at dotted ``path`` of the validated ``doc`` (None when absent), as JSON."""
-    current: Any = doc
-    for part in path.split("."):
-        current = getattr(current, part, None)
-        if current is None:
-            return None
-    return current.value if isinstance(current, Enum) else current

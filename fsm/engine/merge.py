@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from fsm.base.update import apply_update, bytes_hash, get_path, keep_external
-from fsm.model.records import ControlRecord, Record
+from fsm.engine.versions import external_control, is_journaled
+from fsm.model.records import Record
 
 if TYPE_CHECKING:
     from fsm.engine.rules import DocumentRules, Loaded
@@ -59,31 +60,14 @@ def _external_control(
     """The record of a status change another program made during a step (a dashboard's
     pause), journaled with the step."""
     their_status = rules.status_of(theirs)
-    if their_status == base.status:
+    if their_status == base.status or is_journaled(their_hash, last()):
         return []
-    latest = last()
-    if latest is not None and latest.doc_hash == their_hash:
-        return []  # fsm's own control plane made (and journaled) the change
     try:
         their_state = rules.machine.codec.read(rules.validate(theirs))
     except ValidationError:
         their_state = base.state
-    return [
-        ControlRecord(
-            time=rules.clock.iso(),
-            event="external",
-            source=base.state,
-            dest=their_state,
-            status_from=base.status,
-            status_to=their_status,
-            actor="external",
-            reason="status changed by another program while a step ran",
-            merged=True,
-            state=their_state,
-            status=their_status,
-            doc_hash=their_hash,
-        )
-    ]
+    before, after = (base.state, base.status), (their_state, their_status)
+    return [external_control(rules, before, after, their_hash, during_step=True)]
 
 
 def _settle_state(
@@ -107,10 +91,10 @@ def _settle_state(
     if their_state == base.state or their_state not in rules.machine.states:
         return _keep_our_ending(rules, merged, ours)
     try:
-        update = rules.machine.codec.write(rules.validate(merged), their_state)
+        update = rules.entering(rules.validate(merged), their_state)
     except ValidationError:
         return merged
-    return rules.entered(apply_update(merged, update), their_state)
+    return apply_update(merged, update)
 
 
 def _keep_our_ending(

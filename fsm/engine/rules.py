@@ -96,25 +96,35 @@ class DocumentRules:
 
     def status_of(self, data: Mapping[str, Any]) -> str | None:
         """The control status in ``data`` (None for machines without a control block)."""
-        control = self.machine.spec.control
-        if control is None:
-            return None
-        current: Any = data
-        for part in control.field.split("."):
-            current = current.get(part) if isinstance(current, Mapping) else None
-        return None if current is None else str(current)
+        return self.machine.status_of(data)
 
     def state_of(self, doc: BaseModel) -> str:
         """The FSM state of the validated ``doc``."""
         return self.machine.codec.read(doc)
 
+    def entering(self, doc: BaseModel, state: str) -> dict[str, Any]:
+        """The update that moves the validated ``doc`` into ``state``: the codec's write of the
+        state, then the control status the state sets, if it sets one (last, so that it wins
+        over whatever the codec wrote to the same field). Every move into a state (a step, a
+        control command, a merge, reading another writer's copy) is this one rule."""
+        write = dict(self.machine.codec.write(doc, state))
+        status = self._status_set_by(state)
+        for field in status:
+            write.pop(field, None)
+        write.update(status)
+        return write
+
     def entered(self, data: dict[str, Any], state: str) -> dict[str, Any]:
-        """``data`` with the control status that entering ``state`` sets, if it sets one."""
+        """``data``, already in ``state``, with the control status entering it sets."""
+        status = self._status_set_by(state)
+        return apply_update(data, status) if status else data
+
+    def _status_set_by(self, state: str) -> dict[str, str]:
+        """The control field and the status entering ``state`` writes into it (empty when the
+        state sets none or the machine has no control block)."""
         status = self.machine.states[state].status
         control = self.machine.spec.control
-        if status is None or control is None:
-            return data
-        return apply_update(data, {control.field: status})
+        return {} if status is None or control is None else {control.field: status}
 
     def core_hash(self, data: Mapping[str, Any]) -> str:
         """The hash of ``data`` without the fields other programs may change (external fields,

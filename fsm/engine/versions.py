@@ -20,7 +20,7 @@ from fsm.model.records import ControlRecord, Record
 if TYPE_CHECKING:
     from fsm.engine.rules import DocumentRules, Loaded
 
-__all__ = ["seen_control", "written_over"]
+__all__ = ["external_control", "is_journaled", "seen_control", "written_over"]
 
 
 def written_over(
@@ -53,8 +53,7 @@ def written_over(
             if not commanded or version.state == loaded.state:
                 continue
             try:
-                update = rules.machine.codec.write(version.doc, loaded.state)
-                data = rules.entered(apply_update(version.data, update), loaded.state)
+                data = apply_update(version.data, rules.entering(version.doc, loaded.state))
             except Exception:  # a codec that cannot write the state: no match
                 continue
             if rules.core_hash(data) != core:
@@ -78,24 +77,59 @@ def seen_control(
     rules: DocumentRules, newest: Loaded, current: Loaded, last: Record | None
 ) -> ControlRecord | None:
     """The record of the state or status another program set on fsm's latest version (a
-    dashboard's stop or pause between two steps), an external ``control`` record; None when it
-    changed neither, or ``last``, the journal's last record, is of that version already."""
+    dashboard's stop or pause between two steps); None when it changed neither, or ``last``,
+    the journal's last record, is of that version already."""
     if (current.state, current.status) == (newest.state, newest.status):
         return None  # only its own fields: an edit the journal need not know of
     doc_hash = bytes_hash(current.raw)
-    if last is not None and last.doc_hash == doc_hash:
-        return None  # fsm's control plane, in another process, journaled it
+    if is_journaled(doc_hash, last):
+        return None
+    return external_control(
+        rules,
+        (newest.state, newest.status),
+        (current.state, current.status),
+        doc_hash,
+        during_step=False,
+        core_hash=rules.core_hash(current.data),
+    )
+
+
+def is_journaled(doc_hash: str, last: Record | None) -> bool:
+    """Whether the version hashed ``doc_hash`` is the journal's ``last`` record's: fsm's
+    control plane, in another process, made the change and journaled it."""
+    return last is not None and last.doc_hash == doc_hash
+
+
+def external_control(
+    rules: DocumentRules,
+    before: tuple[str, str | None],
+    after: tuple[str, str | None],
+    doc_hash: str,
+    *,
+    during_step: bool,
+    core_hash: str | None = None,
+) -> ControlRecord:
+    """The ``control`` record, event and actor ``external``, of a state or status another
+    program changed from ``before`` to ``after`` (state, status) in the version hashed
+    ``doc_hash``: ``during_step`` while a step ran (journaled with the step, ``merged``), else
+    between two steps. ``core_hash`` is the version's, when the caller knows it."""
+    (source, status_from), (dest, status_to) = before, after
     return ControlRecord(
         time=rules.clock.iso(),
         event="external",
-        source=newest.state,
-        dest=current.state,
-        status_from=newest.status,
-        status_to=current.status,
+        source=source,
+        dest=dest,
+        status_from=status_from,
+        status_to=status_to,
         actor="external",
-        reason="changed by another program between steps",
-        state=current.state,
-        status=current.status,
+        reason=(
+            "status changed by another program while a step ran"
+            if during_step
+            else "changed by another program between steps"
+        ),
+        merged=during_step,
+        state=dest,
+        status=status_to,
         doc_hash=doc_hash,
-        core_hash=rules.core_hash(current.data),
+        core_hash=core_hash,
     )

@@ -29,10 +29,9 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from fsm.base import jsonio
 from fsm.base.errors import DocumentInputError, InputTooLargeError
+from fsm.model.paths import annotation_at
 
 if TYPE_CHECKING:
     from fsm.model.definition import MachineSpec
@@ -54,7 +53,7 @@ def parse_set_values(machine: Machine, items: Iterable[str]) -> dict[str, Any]:
         if not sep or not key or any(not part for part in key.split(".")):
             problems.append(f"invalid value '{item}': expected KEY=VALUE")
             continue
-        if _wants_text(_annotation_at(machine.inputs_model, key.split("."))):
+        if _wants_text(annotation_at(machine.inputs_model, key)):
             value: Any = text
         else:
             try:
@@ -66,37 +65,6 @@ def parse_set_values(machine: Machine, items: Iterable[str]) -> dict[str, Any]:
     if problems:
         raise DocumentInputError("; ".join(problems))
     return result
-
-
-def _annotation_at(model: type[BaseModel] | None, path: list[str]) -> Any:
-    """The annotation of the field at dotted ``path`` of ``model`` (None when unknown)."""
-    annotation: Any = model
-    for part in path:
-        model_class = _model_in(annotation)
-        if model_class is None:
-            return None
-        found = None
-        for name, info in model_class.model_fields.items():
-            if part in (name, info.alias):
-                found = info.annotation
-                break
-        if found is None:
-            return None
-        annotation = found
-    return annotation
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model ``annotation`` is (or wraps in Optional / Annotated), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _model_in(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        models = [_model_in(a) for a in typing.get_args(annotation) if a is not type(None)]
-        return models[0] if len(models) == 1 else None
-    return None
 
 
 def _wants_text(annotation: Any) -> bool:

@@ -12,9 +12,8 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -24,6 +23,7 @@ from pydantic import BaseModel
 
 from fsm.base.errors import DefinitionError
 from fsm.base.log import apply_pending_configuration
+from fsm.base.update import MISSING, get_path
 from fsm.model.config import NoOptions
 from fsm.model.definition import (
     MachineSpec,
@@ -36,6 +36,7 @@ from fsm.model.definition import (
     read_definition,
 )
 from fsm.model.outcome import Verdict
+from fsm.model.paths import annotation_at, value_at
 from fsm.model.registry import Action, Codec, GuardInfo, Hooks, Registry, Update
 from fsm.model.yaml_loader import LoadedYaml
 
@@ -96,17 +97,8 @@ class FieldCodec:
 
     def read(self, doc: Any) -> str:
         """The field's value ("" when absent)."""
-        current: Any = doc
-        for part in self.path.split("."):
-            if isinstance(current, BaseModel):
-                current = getattr(current, part, None)
-            elif isinstance(current, dict):
-                current = current.get(part)
-            else:
-                return ""
-        if isinstance(current, Enum):
-            current = current.value
-        return "" if current is None else str(current)
+        value = value_at(doc, self.path)
+        return "" if value is None else str(value)
 
     def write(self, doc: Any, state: str) -> Update:
         """Set the field to ``state``."""
@@ -139,6 +131,15 @@ class Machine:
     def states(self) -> dict[str, StateSpec]:
         """States by name, in the order written."""
         return self.spec.states
+
+    def status_of(self, data: Mapping[str, Any]) -> str | None:
+        """The control status in the document ``data``, as text (None for a machine without a
+        control block, or when the field is absent): what the engine and ``fsm ls`` read."""
+        control = self.spec.control
+        if control is None:
+            return None
+        value = get_path(data, control.field)
+        return None if value is MISSING or value is None else str(value)
 
     def is_final(self, state: str) -> bool:
         """True for a final state."""
@@ -417,14 +418,9 @@ def _refused_status(document: type[BaseModel], field: str, value: str) -> str:
     it, or when the field cannot be found: a model that types it loosely accepts anything)."""
     from pydantic import TypeAdapter, ValidationError
 
-    model: Any = document
-    annotation: Any = None
-    for part in field.split("."):
-        fields = getattr(model, "model_fields", None)
-        info = fields.get(part) if fields else None
-        if info is None:
-            return ""
-        annotation = model = info.annotation
+    annotation = annotation_at(document, field)
+    if annotation is None:
+        return ""
     try:
         TypeAdapter(annotation).validate_python(value)
     except ValidationError:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from fsm.view.listing import ListedInstance
 
 __all__ = [
     "ControlRequest",
@@ -24,18 +27,12 @@ class ErrorBody(BaseModel):
     exit_code: int
 
 
-class Row(BaseModel):
-    """One instance of the listing (``fsm ls --json`` plus progress lines)."""
+@dataclass(frozen=True)
+class Row(ListedInstance):
+    """One instance of the listing: the fields of ``fsm ls --json``, declared once in
+    :class:`fsm.view.listing.ListedInstance`, plus the machine's progress lines."""
 
-    machine: str
-    id: str
-    status: str | None
-    state: str | None
-    updated: str
-    error: str | None = None
-    outcome: str | None = None
-    reason: str | None = None
-    progress: dict[str, str] = Field(default_factory=dict)
+    progress: dict[str, str] = field(default_factory=dict)
 
 
 class Listing(BaseModel):

@@ -122,7 +122,7 @@ def row_of(
     seconds, nanoseconds = divmod(found.modified_ns, 1_000_000_000)
     updated = _updated(seconds + nanoseconds * 1e-9)  # st_mtime's float, as the OS module makes it
     listed = ListedInstance(
-        machine.name, instance_id, _status_of(machine, data), state, updated, invalid
+        machine.name, instance_id, machine.status_of(data), state, updated, invalid
     )
     if invalid is None and state is not None and machine.is_final(state):
         listed = _with_verdict(machine, listed, doc)
@@ -165,16 +165,6 @@ def belongs_to(machine: Machine, creator: str | None) -> bool:
     dashboard) have no journal yet and are listed.
     """
     return creator is None or creator == machine.name
-
-
-def _status_of(machine: Machine, data: dict[str, Any]) -> str | None:
-    control = machine.spec.control
-    if control is None:
-        return None
-    current: Any = data
-    for part in control.field.split("."):
-        current = current.get(part) if isinstance(current, dict) else None
-    return None if current is None else str(current)
 
 
 def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None, Any]:

@@ -72,13 +72,10 @@ def declared_statuses(machine: Machine) -> list[str]:
 
 def _allowed_values(model: Any, path: str) -> Iterable[str]:
     """The text values the field at dotted ``path`` of ``model`` allows, when it says."""
-    annotation: Any = model
-    for part in path.split("."):
-        fields = getattr(annotation, "model_fields", None)
-        if fields is None or part not in fields:
-            return []
-        annotation = fields[part].annotation
-    return _texts(annotation)
+    from fsm.model.paths import annotation_at  # pydantic: imported once a machine is loaded
+
+    annotation = annotation_at(model, path)
+    return [] if annotation is None else _texts(annotation)
 
 
 def _texts(annotation: Any) -> list[str]:

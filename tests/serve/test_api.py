@@ -363,6 +363,22 @@ def test_openapi_describes_the_api_and_no_page_loads_from_elsewhere(api: Api) ->
     assert '<script type="module" src="/static/instances.js">' in page.text
 
 
+def test_a_listing_row_has_the_fields_of_fsm_ls_json_and_progress(api: Api) -> None:
+    """The API's listing rows, as its OpenAPI document describes them and as it answers them,
+    have exactly the fields of `fsm ls --json` (declared once, in the listing) plus the
+    machine's progress lines."""
+    import dataclasses
+
+    from fsm.view.listing import ListedInstance
+
+    fields = [f.name for f in dataclasses.fields(ListedInstance)]
+    spec = api.client.get("/api/openapi.json").json()
+    assert list(spec["components"]["schemas"]["Row"]["properties"]) == [*fields, "progress"]
+    api.counter("c1")
+    rows = api.client.get("/api/instances").json()["rows"]
+    assert [list(row) for row in rows] == [[*fields, "progress"]]
+
+
 def test_pages_refuse_unknown_machines_and_unsafe_ids(api: Api) -> None:
     """An instance or machine page for something that does not exist says so with 404/400."""
     api.counter("c1")
