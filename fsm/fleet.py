@@ -215,8 +215,8 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 
 def _drive(machine_name: str, instance_id: str) -> Driven | None:
     """Run one instance as ``fsm run`` would; None when it is not runnable (paused, final)."""
-    from fsm.control import ControlPlane
     from fsm.engine import Engine
+    from fsm.rules import runnable
 
     fleet = _shared.fleet
     assert fleet is not None
@@ -227,10 +227,7 @@ def _drive(machine_name: str, instance_id: str) -> Driven | None:
     try:
         instance = fleet.workspace.instance(machine, instance_id)
         loaded = instance.load()
-        control = ControlPlane(instance)
-        if machine.is_final(loaded.state) or not (
-            control.is_active(loaded) or control.needs_start(loaded)
-        ):
+        if not runnable(machine, loaded.state, loaded.status):
             return None
         result = Engine(instance).run(max_steps=fleet.max_steps, actor="run-all")
         return Driven(

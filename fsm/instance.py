@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import secrets
 import time
 import traceback
@@ -45,11 +46,15 @@ from fsm.machine import Machine
 from fsm.records import CreateRecord, Record
 from fsm.rules import DocumentRules, Loaded
 from fsm.storage import Folders, JournalLog, Layout, Store, StoreFactory
-from fsm.stores import chosen, factory
+from fsm.stores import chosen, factory, store_settings
 from fsm.transaction import Transaction
 from fsm.update import apply_update
 
-__all__ = ["Instance", "Loaded", "Workspace"]
+__all__ = ["QUEUE", "Instance", "Loaded", "Workspace"]
+
+QUEUE = "queue"
+"""The key of the create record's ``extra`` naming the queue given to ``fsm new --queue``."""
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 
 
 class Workspace:
@@ -116,8 +121,18 @@ class Workspace:
             opts.model_dump(),
             read_retries=storage.read_retries,
             retry_interval=storage.retry_interval_ms / 1000,
-            settings={k: v for k, v in self.config.store.items() if k != "name"},
+            settings=store_settings(self.config.store),
+            space=self.space,
+            queue=self.space if machine.spec.needs_workspace else None,
         )
+
+    @property
+    def space(self) -> str:
+        """The name this workspace's instances are kept under in a store several workspaces
+        share: ``space`` in ``[store]``, else the folder's name (see
+        :attr:`fsm.storage.Layout.space`)."""
+        named = self.config.store.get("space")
+        return named if isinstance(named, str) and named else self.path.name
 
     def store_factory(self) -> StoreFactory:
         """What makes this workspace's stores: the factory it was given, else that of the store
@@ -324,8 +339,19 @@ class Instance:
         except Exception as exc:
             self.log.error("after_save_failed", traceback=traceback.format_exc(), error=str(exc))
 
-    def create(self, inputs: Mapping[str, Any], *, actor: str = "cli") -> Loaded:
-        """Create the document from ``inputs`` in the machine's initial state."""
+    def create(
+        self, inputs: Mapping[str, Any], *, actor: str = "cli", queue: str | None = None
+    ) -> Loaded:
+        """Create the document from ``inputs`` in the machine's initial state.
+
+        ``queue``: the queue of workers that run it (``fsm new --queue``), kept in the create
+        record; by default the workspace's (see :attr:`fsm.storage.Layout.queue`).
+        """
+        if queue is not None and not _QUEUE.fullmatch(queue):
+            raise InputError(
+                f"queue '{queue}' is not a queue name (letters, digits, '.', '_', '-' and "
+                "'/', at most 200)"
+            )
         if self.exists():
             raise InputError(f"instance '{self.id}' already exists ({self.where})")
         from fsm.inputs import check_document_size, input_problems
@@ -381,6 +407,7 @@ class Instance:
                 dest=initial,
                 actor=actor,
                 duration_ms=round((time.monotonic() - started) * 1000, 3),
+                extra={QUEUE: queue} if queue is not None else {},
             )
             loaded = self.commit(data, record, base=None, locked=True)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)

@@ -47,3 +47,20 @@ def postgres_cluster() -> Iterator[TemporaryCluster]:
 def postgres_url(postgres_cluster: TemporaryCluster) -> str:
     """The URL of a new, empty database of its own for one test."""
     return postgres_cluster.new_database()
+
+
+def initialized(url: str) -> str:
+    """``url``, whose database has fsm's tables (as ``fsm store init`` makes them)."""
+    import psycopg
+
+    from fsm.postgres.schema import migrate
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn)
+    return url
+
+
+@pytest.fixture
+def postgres_store_url(postgres_url: str) -> str:
+    """The URL of a new database of its own for one test, with fsm's tables."""
+    return initialized(postgres_url)
