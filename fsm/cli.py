@@ -159,6 +159,12 @@ def _new_arguments(p: argparse.ArgumentParser) -> None:
         "parses; 'fsm options MACHINE' lists the inputs",
     )
     p.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="the queue of workers that run it, e.g. --queue gpu-hosts (default: the workspace's "
+        "space, its folder's name; none for machines that need no workspace)",
+    )
+    p.add_argument(
         "--input",
         type=Path,
         metavar="FILE.json",
@@ -227,6 +233,61 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "--quiet",
         action="store_true",
         help="show no progress on stderr (only the result line on stdout; --all shows none)",
+    )
+
+
+def _worker_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="machines whose instances it runs, names or machine.yaml paths (default: every "
+        "registered machine)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
+    )
+    p.add_argument(
+        "--queue",
+        dest="queues",
+        action="append",
+        metavar="NAME",
+        help="a queue it serves (repeatable), e.g. --queue gpu-hosts (default: the workspace's "
+        "space); instances of machines that need no workspace are served by every worker",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="leave an instance after N steps of it (another worker, or this one later, "
+        "continues it)",
+    )
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="exit once nothing is left to claim (exit 0 when all it ran completed, 4 when any "
+        "failed, else 5) instead of waiting for more",
+    )
+
+
+def _store_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        choices=["init", "import", "export"],
+        help="init: create or upgrade the store's tables; import: copy this workspace's files "
+        "(documents and journals) into the store; export: write the store's instances back as "
+        "those files",
+    )
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="with import or export, only these machines' instances (default: every registered "
+        "machine)",
     )
 
 
@@ -327,6 +388,11 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
         "stop, or the limit",
         _run_arguments,
     ),
+    "worker": (
+        "claim runnable instances from the store and drive each to a stop, until SIGTERM: "
+        "one line per instance driven",
+        _worker_arguments,
+    ),
     "retry": (
         "reopen an instance that ended failed, for its failed items (or the ones named); "
         "'fsm run' then runs them",
@@ -342,6 +408,11 @@ _COMMANDS: dict[str, tuple[str, _Arguments]] = {
     "history": ("the journal of an instance", _history_arguments),
     "replay": ("check that the journal reproduces the document", _instance_arguments),
     "recover": ("rebuild a corrupt document where the machine supports it", _instance_arguments),
+    "store": (
+        "the store's tables (init) and copies between the workspace's files and the store "
+        "(import, export)",
+        _store_arguments,
+    ),
     "agents": (
         "the agent CLIs fsm knows and fsm.toml configures: where, which version, and whether "
         "each accepts fsm's invocation (checked offline); exit 1 when one cannot run",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fsm import agent_commands, jsonio, machine_commands
+from fsm import agent_commands, jsonio, machine_commands, store_commands
 from fsm.command_values import instance_from, workspace_from
 from fsm.errors import DocumentInputError, InputError
 from fsm.terminal import emit_json, json_text, one_line, out
@@ -64,7 +64,7 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     _merge(inputs, parse_set_values(machine, args.values))
     # An empty --id is a mistake to report, not a request for a generated id.
     instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
-    workspace.instance(machine, instance_id).create(inputs)
+    workspace.instance(machine, instance_id).create(inputs, queue=args.queue)
     out(instance_id)
     return 0
 
@@ -120,6 +120,39 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     # repeated on stderr, and the engine's event is in the instance's log (on stderr with -v).
     out(one_line(f"{line}: {result.message}" if result.message else line))
     return result.exit_code
+
+
+def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """``fsm worker``: claim and drive instances until SIGTERM (see :mod:`fsm.worker`): a line
+    per instance as it ends, totals on stderr; exit 0 when told to stop, the fleet's exit code
+    with ``--drain``."""
+    from fsm.discovery import open_machine, registered_machines
+    from fsm.fleet import Driven, exit_code
+    from fsm.worker import WorkerOptions, work
+
+    if args.jobs < 1:
+        raise InputError("--jobs must be 1 or more")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise InputError("--max-steps must be 1 or more")
+    workspace = _workspace(values)
+    names = args.machines or sorted(registered_machines())
+    machines = [open_machine(name) for name in names]
+    for queue in args.queues or ():
+        if not queue or "/" in queue:
+            raise InputError(f"--queue '{queue}' is not a queue name")
+
+    def show(driven: Driven) -> None:
+        out(driven.line())
+        sys.stdout.flush()  # a line as each instance ends, also into a pipe
+
+    options = WorkerOptions(args.queues, args.jobs, args.max_steps, args.drain)
+    results = work(workspace, machines, options, show)
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    print(f"fsm: worker drove {len(results)} instances: {shown or 'none'}", file=sys.stderr)
+    return exit_code(results) if args.drain else 0
 
 
 def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -414,6 +447,8 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
 _HANDLERS = {
     "agents": agent_commands.cmd_agents,
+    "store": store_commands.cmd_store,
+    "worker": cmd_worker,
     "machines": machine_commands.cmd_machines,
     "options": machine_commands.cmd_options,
     "schema": machine_commands.cmd_schema,

@@ -53,6 +53,7 @@ from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
 from fsm.records import AGENT_RUNS, ErrorRecord, GuardResult, TransitionRecord
+from fsm.storage import Lease
 from fsm.update import apply_update
 
 __all__ = ["Engine", "Kernel"]
@@ -254,8 +255,13 @@ class _ActionsFailed(Exception):
 class Engine:
     """Drives one instance: step, fire, run."""
 
-    def __init__(self, instance: Instance, *, interactive: bool = False) -> None:
+    def __init__(
+        self, instance: Instance, *, interactive: bool = False, lease: Lease | None = None
+    ) -> None:
         self.instance = instance
+        self._given_lease = lease
+        """A lease the caller took already (a worker's claim): the run uses it instead of
+        taking one, and releases it when it ends."""
         self.machine = instance.machine
         self.interactive = interactive
         self.kernel = Kernel(self.machine)
@@ -321,7 +327,14 @@ class Engine:
             yield
             return
         instance = self.instance
-        lease = instance.store.lease(instance.id)
+        lease, self._given_lease = self._given_lease, None
+        if lease is None:
+            lease = instance.store.lease(instance.id)
+        # A lease the store learns is lost (its holder stopped renewing it in time) can no
+        # longer commit: the commands its steps run are killed, whose work would be wasted and
+        # would meet the work of the run that takes the instance over.
+        running = instance.running_folder
+        lease.watch(lambda: None if orphans.reap(running) else None)
         instance.transaction.fence = lease
         self._lock_held = True
         session = contextlib.ExitStack()

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from fsm.instance import Workspace
     from fsm.machine import Machine
 
-__all__ = ["Driven", "drive_all", "exit_code", "runnable_ids"]
+__all__ = ["Driven", "drive_all", "end_with_parent", "exit_code", "runnable_ids"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -180,7 +180,11 @@ def _worker_started() -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
-    parent = _shared.parent
+    end_with_parent(_shared.parent)
+
+
+def end_with_parent(parent: int) -> None:
+    """In a forked worker: be sent SIGTERM when ``parent`` dies (see :func:`_worker_started`)."""
     if not _end_with_parent():
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     if os.getppid() != parent:  # the parent died before the request was in place

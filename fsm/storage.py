@@ -36,11 +36,11 @@ rules of a machine's documents (validation, rendering, hashing) are the caller's
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fsm import jsonio
 from fsm.errors import CorruptDocumentError
@@ -232,15 +232,17 @@ class Claim(Lease, Protocol):
     instance_id: str
 
 
+@runtime_checkable
 class Claiming(Protocol):
     """What a store offers workers (``fsm worker``) beyond :class:`Store`: claiming runnable
     instances without scanning them. Optional: the worker scans the others' instances as
     ``fsm run --all`` does (see :mod:`fsm.worker`)."""
 
-    def claim(self, queues: Sequence[str] | None) -> Claim | None:
+    def claim(self, queues: Sequence[str] | None, skip: Collection[str] = ()) -> Claim | None:
         """Take the lease of one runnable instance (see :class:`Proposal`) that no live run
-        holds, whose queue is one of ``queues`` or none (``queues`` None: any queue); None
-        when there is none. Two claims never return the same instance while its lease holds."""
+        holds, whose queue is one of ``queues`` or none (``queues`` None: any queue), and whose
+        id is not in ``skip``; None when there is none. Two claims never return the same
+        instance while its lease holds."""
         ...
 
     def wait_for_work(self, timeout: float) -> None:
@@ -250,6 +252,7 @@ class Claiming(Protocol):
         ...
 
 
+@runtime_checkable
 class Administered(Protocol):
     """What ``fsm store init``, ``import`` and ``export`` use, for stores that offer them."""
 

@@ -22,6 +22,7 @@ listener.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -571,6 +572,7 @@ def _first_line(exc: BaseException) -> str:
 
 _databases: dict[tuple[str, int], Database] = {}
 _inherited: list[Database] = []
+_registered: list[bool] = []
 _databases_mutex = threading.Lock()
 
 
@@ -587,6 +589,9 @@ def database(settings: Settings) -> Database:
                     del _databases[(url, pid)]
                     _inherited.append(stale)
             found = _databases[key] = Database(settings)
+            if not _registered:
+                atexit.register(close_all)
+                _registered.append(True)
         return found
 
 

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import functools
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -136,6 +136,7 @@ WITH candidate AS (
     WHERE space = %(space)s AND machine = %(machine)s
       AND runnable AND raw IS NOT NULL AND holder IS NULL
       AND (%(any)s OR queue IS NULL OR queue = ANY(%(queues)s))
+      AND NOT id = ANY(%(skip)s)
     ORDER BY modified
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -850,10 +851,13 @@ class PostgresStore:
 
     # --- workers ---------------------------------------------------------------------------
 
-    def claim(self, queues: Sequence[str] | None) -> PostgresLease | None:
+    def claim(
+        self, queues: Sequence[str] | None, skip: Collection[str] = ()
+    ) -> PostgresLease | None:
         """Claim the runnable instance written longest ago that no live holder has, in one of
         ``queues`` or none (``FOR UPDATE SKIP LOCKED``: claimers never wait for each other);
         claims whose holder's lease expired are freed first."""
+        self.db.name_holder("worker")
         for _ in range(3):
             holder = self.db.holder()
             params = {
@@ -862,6 +866,7 @@ class PostgresStore:
                 "holder": holder.id,
                 "any": queues is None,
                 "queues": list(queues or ()),
+                "skip": list(skip),
             }
 
             found = self.db.run(functools.partial(self._claim_any, params))
