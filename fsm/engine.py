@@ -334,7 +334,11 @@ class Engine:
         # longer commit: the commands its steps run are killed, whose work would be wasted and
         # would meet the work of the run that takes the instance over.
         running = instance.running_folder
-        lease.watch(lambda: None if orphans.reap(running) else None)
+
+        def lost() -> None:
+            orphans.reap(running)
+
+        lease.watch(lost)
         instance.transaction.fence = lease
         self._lock_held = True
         session = contextlib.ExitStack()

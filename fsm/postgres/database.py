@@ -465,10 +465,19 @@ class Database:
 
     def _beat(self) -> None:
         """Renew the holder's lease every third of the lease time; mark it lost when it could
-        not be renewed in time."""
-        conn: Any = None
+        not be renewed in time (until the process has no holder any more)."""
+        link: list[Any] = [None]
+        try:
+            self._beat_with(link)
+        finally:
+            if link[0] is not None:
+                with contextlib.suppress(Exception):
+                    link[0].close()
+
+    def _beat_with(self, link: list[Any]) -> None:
         lease = self.settings.lease
         while True:
+            conn = link[0]
             holder = self._holder
             if holder is None or os.getpid() != self.pid:
                 return
@@ -485,7 +494,7 @@ class Database:
             sent = time.monotonic()
             try:
                 if conn is None or conn.closed:
-                    conn = self._connect()
+                    conn = link[0] = self._connect()
                 row = conn.execute(
                     "UPDATE fsm_holders SET expires = now() + make_interval(secs => %s) "
                     "WHERE id = %s AND expires > now() RETURNING id",
@@ -495,7 +504,7 @@ class Database:
                 with contextlib.suppress(Exception):
                     if conn is not None:
                         conn.close()
-                conn = None
+                link[0] = None
                 time.sleep(min(lease / 10, 0.5))
                 continue
             if row is None:
@@ -559,6 +568,9 @@ class Database:
         if listener is not None:
             with contextlib.suppress(Exception):
                 listener.close()
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None and heartbeat is not threading.current_thread():
+            heartbeat.join(timeout=2)
 
 
 class _Unreachable(Exception):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -64,3 +65,13 @@ def initialized(url: str) -> str:
 def postgres_store_url(postgres_url: str) -> str:
     """The URL of a new database of its own for one test, with fsm's tables."""
     return initialized(postgres_url)
+
+
+@pytest.fixture(autouse=True)
+def _close_connections() -> Iterator[None]:
+    """Every test's connections (pools, lease holders, listeners) are closed after it, before
+    its database or the cluster goes away."""
+    yield
+    database = sys.modules.get("fsm.postgres.database")
+    if database is not None:
+        database.close_all()
