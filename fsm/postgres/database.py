@@ -36,7 +36,7 @@ import psycopg
 from psycopg import conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from fsm.errors import OptionsError, StoreError
+from fsm.errors import LockHeldError, OptionsError, StoreError
 from fsm.postgres import schema
 
 __all__ = ["CHANGES", "WORK", "Database", "Holder", "Settings", "database", "shown_url"]
@@ -149,6 +149,8 @@ class _Thread:
     locked: bool = False
     """True while the current transaction holds the locks (a write commits it, and with it
     lets them go until the next write takes them again)."""
+    pending: bool = False
+    """True while a lock is asked for and not taken yet: the next statement takes it."""
     sessions: dict[str, int] = field(default_factory=dict)
 
 
@@ -268,14 +270,18 @@ class Database:
             try:
                 return self._run_once(work, lock=lock)
             except (psycopg.OperationalError, _Unreachable) as exc:
-                if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
-                    raise
+                if isinstance(exc, psycopg.OperationalError) and not _connection_lost(exc):
+                    raise StoreError(
+                        f"the database {self.shown} refused: {_first_line(exc)}"
+                    ) from exc
                 if time.monotonic() >= deadline:
                     raise StoreError(
                         f"the database {self.shown} cannot be reached: {_first_line(exc)}"
                     ) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+            except psycopg.Error as exc:
+                raise StoreError(f"the database {self.shown} refused: {_first_line(exc)}") from exc
 
     def _run_once(self, work: Callable[[Any], T], *, lock: bool) -> T:
         state = self._thread()
@@ -298,39 +304,65 @@ class Database:
                 state.conn = None
                 state.locked = False
                 state.conn = self._take()
-            if lock and state.locks and not state.locked:
-                self._take_locks(state)
+            if state.locks and not state.locked and (lock or state.pending):
+                # The locks are taken in the same round trip as the work's first statement.
+                with state.conn.pipeline():
+                    self._take_locks(state)
+                    return work(state.conn)
             return work(state.conn)
-        except psycopg.OperationalError:
-            # The connection is gone, and the locks with it: taken again on the next one.
-            broken, state.conn = state.conn, None
-            state.locked = False
-            if broken is not None:
-                self._give_back(broken)
+        except psycopg.Error as exc:
+            conn = state.conn
+            if conn is not None and (conn.closed or conn.broken):
+                # The connection is gone, and the locks with it: taken again on the next one.
+                state.conn = None
+                state.locked = False
+                self._give_back(conn)
+                raise
+            if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+                timeout = max(state.locks.values(), default=0)
+                state.locked = False
+                raise LockHeldError(
+                    f"{', '.join(sorted(state.locks)) or 'an instance'}: document lock not "
+                    f"released within {timeout:.0f}s"
+                ) from exc
             raise
 
     def _take_locks(self, state: _Thread) -> None:
+        """Begin a transaction and take the thread's document locks in it (queued: sent with
+        the next statement when the connection is in pipeline mode)."""
         conn = state.conn
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
             conn.execute("ROLLBACK")
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             conn.execute("BEGIN")
         timeout = max(state.locks.values())
-        conn.execute(f"SET LOCAL lock_timeout = {max(1, int(timeout * 1000))}")
+        conn.execute(
+            "SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(timeout * 1000))}ms",)
+        )
         for key in sorted(state.locks):
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
         state.locked = True
+        state.pending = False
 
-    def lock(self, state: _Thread, key: str, timeout: float) -> None:
-        """Take the document lock ``key`` in this thread's transaction (LockNotAvailable after
-        ``timeout`` seconds)."""
+    def lock(self, state: _Thread, key: str, timeout: float, *, deferred: bool = False) -> None:
+        """Take the document lock ``key`` in this thread's transaction (LockHeldError after
+        ``timeout`` seconds); ``deferred``: with the next statement instead (one round trip
+        less: a run's step takes its lock with its commit)."""
         state.locks[key] = timeout
+        if deferred:
+            state.pending = True
+            state.locked = False
+            return
         try:
-            self.run(lambda conn: self._take_locks(state), lock=False)
+            self.run(lambda conn: self._locked_now(state, conn), lock=False)
         except BaseException:
             state.locks.pop(key, None)
             self._end_transaction(state)
             raise
+
+    def _locked_now(self, state: _Thread, conn: Any) -> None:
+        with conn.pipeline():
+            self._take_locks(state)
 
     def unlock(self, state: _Thread, key: str) -> None:
         """Let go of the document lock ``key`` (the transaction ends with the last one)."""
@@ -340,6 +372,7 @@ class Database:
 
     def _end_transaction(self, state: _Thread) -> None:
         state.locked = False
+        state.pending = False
         conn = state.conn
         if conn is None or conn.closed:
             return
@@ -356,8 +389,15 @@ class Database:
         state.locked = False
 
     def in_transaction(self, conn: Any) -> bool:
-        """True when ``conn`` is in a transaction (a document lock's)."""
+        """True when ``conn`` is in a transaction (a document lock's, maybe still queued)."""
+        state = self._thread()
+        if state.conn is conn and state.locked:
+            return True
         return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+
+    def session_open(self) -> bool:
+        """True while this thread keeps a connection (a run's session, a lock)."""
+        return self._thread().depth > 0
 
     # --- the schema ------------------------------------------------------------------------
 
@@ -571,6 +611,11 @@ class Database:
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None and heartbeat is not threading.current_thread():
             heartbeat.join(timeout=2)
+
+
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """True when ``exc`` says the connection went away (not a statement the server refused)."""
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
 
 
 class _Unreachable(Exception):

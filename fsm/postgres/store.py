@@ -94,7 +94,7 @@ WITH target AS (
 ), journal AS (
     INSERT INTO fsm_journal (space, machine, id, position, line)
     SELECT %(space)s, %(machine)s, %(id)s, target.base + l.n, l.line
-    FROM target, unnest(%(lines)s::text[]) WITH ORDINALITY AS l(line, n)
+    FROM target, json_array_elements_text(%(lines)s::json) WITH ORDINALITY AS l(line, n)
 )
 SELECT target.version, pg_notify('{CHANGES}', %(key)s),
     CASE WHEN %(runnable)s AND target.holder IS NULL THEN pg_notify('{WORK}', %(key)s) END
@@ -111,7 +111,7 @@ WITH target AS (
 ), journal AS (
     INSERT INTO fsm_journal (space, machine, id, position, line)
     SELECT %(space)s, %(machine)s, %(id)s, target.base + l.n, l.line
-    FROM target, unnest(%(lines)s::text[]) WITH ORDINALITY AS l(line, n)
+    FROM target, json_array_elements_text(%(lines)s::json) WITH ORDINALITY AS l(line, n)
 )
 SELECT target.base, pg_notify('{CHANGES}', %(key)s) FROM target
 """
@@ -316,6 +316,7 @@ class PostgresStore:
         self._known: dict[str, tuple[bytes | None, int]] = {}
         """What this handle last saw of each instance: its bytes and version."""
         self._stamps: dict[str, list[int]] = {}
+        self._sessions: set[str] = set()
 
     @classmethod
     def from_layout(cls, layout: Layout) -> PostgresStore:
@@ -466,7 +467,7 @@ class PostgresStore:
             "status": proposal.status,
             "runnable": proposal.runnable,
             "count": len(lines),
-            "lines": lines,
+            "lines": json.dumps(lines),
             "queue": _queue_of(proposal.records, self.queue),
             "creator": _creator(proposal.records),
             "holder": holder,
@@ -485,11 +486,21 @@ class PostgresStore:
                     "ON CONFLICT DO NOTHING",
                     (self.space, self.machine, instance_id),
                 )
-            row = conn.execute(_SWAP, params).fetchone()
-            self._commit(conn)
+            row = self._committed(conn, _SWAP, params)
             return None if row is None else int(row[0])
 
         return self.db.run(write, lock=True)
+
+    def _committed(self, conn: Any, statement: str, params: dict[str, Any]) -> Any:
+        """The first row of ``statement``, committed with the document lock's transaction when
+        it runs in one (sent together: one round trip)."""
+        if not self.db.in_transaction(conn):
+            return conn.execute(statement, params).fetchone()
+        with conn.pipeline():
+            cursor = conn.execute(statement, params)
+            conn.execute("COMMIT")
+        self.db.committed()
+        return cursor.fetchone()
 
     def _commit(self, conn: Any) -> None:
         """Commit the document lock's transaction, if a write is in one (its locks go)."""
@@ -555,7 +566,7 @@ class PostgresStore:
             "id": instance_id,
             "key": self.key(instance_id),
             "count": len(lines),
-            "lines": lines,
+            "lines": json.dumps(lines),
             "creator": _creator(records),
             "holder": holder,
             "fence": token,
@@ -567,16 +578,13 @@ class PostgresStore:
             tries += 1
             if tries > 1 and self._journal_ends_with(conn, instance_id, lines):
                 return True
-            row = conn.execute(_APPEND, params).fetchone()
-            if row is None and holder is None:
+            if holder is None:
                 conn.execute(
                     "INSERT INTO fsm_instances (space, machine, id) VALUES (%s, %s, %s) "
                     "ON CONFLICT DO NOTHING",
                     (self.space, self.machine, instance_id),
                 )
-                row = conn.execute(_APPEND, params).fetchone()
-            self._commit(conn)
-            return row is not None
+            return self._committed(conn, _APPEND, params) is not None
 
         if not self.db.run(append, lock=True):
             self._refused(instance_id, holder, token)
@@ -599,8 +607,8 @@ class PostgresStore:
                 yield
                 return
             try:
-                self.db.lock(state, key, timeout)
-            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                self.db.lock(state, key, timeout, deferred=instance_id in self._sessions)
+            except LockHeldError as exc:
                 raise LockHeldError(
                     f"instance '{instance_id}': document lock not released within {timeout:.0f}s"
                 ) from exc
@@ -664,10 +672,15 @@ class PostgresStore:
 
     @contextlib.contextmanager
     def session(self, instance_id: str) -> Iterator[None]:
-        """Keep one connection for the run's steps meanwhile."""
+        """Keep one connection for the run's steps meanwhile; its document locks are taken
+        with the first statement under them (a step's commit: one round trip)."""
         validate_id(instance_id)
         with self.db.bound():
-            yield
+            self._sessions.add(instance_id)
+            try:
+                yield
+            finally:
+                self._sessions.discard(instance_id)
 
     # --- what cannot be committed, what cannot be read -------------------------------------
 
