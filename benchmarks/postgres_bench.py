@@ -37,9 +37,9 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 import psycopg
 from common import COUNTER, command_env, fsm
 
-from fsm.control import ControlPlane
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.engine.control import ControlPlane
+from fsm.engine.instance import Workspace
+from fsm.model.machine import load_machine
 from fsm.postgres.schema import migrate
 from fsm.testing.postgres_cluster import TemporaryCluster
 

@@ -246,7 +246,7 @@ def test_usage_error_exits_2(cli: Cli) -> None:
 
 def test_internal_error_is_one_line(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """An unexpected exception becomes one line on stderr and exit 1, no traceback."""
-    from fsm import commands
+    from fsm.cli import commands
 
     def explode(*args: object) -> int:
         raise RuntimeError("boom")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm import journal as journal_module
-from fsm.inspect import MAX_REPORTED, replay
-from fsm.instance import Workspace
-from fsm.journal import Journal, TypedRecords
-from fsm.records import TransitionRecord
+from fsm.engine.instance import Workspace
+from fsm.model.records import TransitionRecord
+from fsm.store import journal as journal_module
+from fsm.store.journal import Journal, TypedRecords
+from fsm.view.inspect import MAX_REPORTED, replay
 from tests.conftest import COUNTER, Cli
 
 C = str(COUNTER)
@@ -149,7 +149,7 @@ def test_history_shows_each_repeated_step_with_its_own_time_and_actor(
 ) -> None:
     """The text of a repeated step is made once and reused: each line still shows its own
     record's time, actor and escapes, also when the kept texts are forgotten for new ones."""
-    monkeypatch.setattr("fsm.history._MAX_STEP_TEXTS", kept)
+    monkeypatch.setattr("fsm.view.history._MAX_STEP_TEXTS", kept)
     _counted(cli)
     path = _journal(tmp_path)
     step = {"kind": "transition", "event": "count", "source": "counting", "dest": "counting"}

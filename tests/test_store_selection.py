@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from fsm import stores
-from fsm.errors import OptionsError
-from fsm.instance import Workspace
-from fsm.machine import Machine
-from fsm.store import FileStore
+from fsm.base.errors import OptionsError
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine
+from fsm.store import selection as stores
+from fsm.store.file_store import FileStore
+from fsm.store.memory import shared_storage
 from fsm.testing import MemoryStore
-from fsm.testing._memory import shared_storage
 from tests.conftest import COUNTER, Cli
 
 C = str(COUNTER)
@@ -106,7 +106,7 @@ def test_an_unknown_store_is_one_line_naming_those_available(
     assert line.startswith("fsm: error: ")
     assert says in line
     if "available" in says:
-        assert line.endswith("files, memory")
+        assert line.endswith("files, memory, postgres, postgresql")
     assert not (tmp_path / ".counters").exists()
 
 
@@ -123,7 +123,7 @@ def test_a_store_registered_by_entry_point_is_found(
 ) -> None:
     """A store another package registers in the group ``fsm.stores`` can be chosen by name,
     and is listed among the stores available."""
-    points = [_Point("elsewhere", "fsm.testing._memory:shared_store")]
+    points = [_Point("elsewhere", "fsm.store.memory:shared_store")]
     monkeypatch.setattr(stores, "_entry_points", lambda: points)
     monkeypatch.setenv(stores.ENVIRONMENT, "elsewhere")
     assert isinstance(Workspace(tmp_path).store_for(counter), MemoryStore)
@@ -134,7 +134,8 @@ def test_a_store_registered_by_entry_point_is_found(
 
 
 def test_fsm_declares_its_stores_as_entry_points() -> None:
-    """fsm's own stores are declared in the group other stores use (found without reading it)."""
+    """fsm's own stores are declared in the group other stores use (files and memory found
+    without reading it; the PostgreSQL store, an optional extra, only through it)."""
     try:
         points = importlib.metadata.distribution("fsm").entry_points
     except importlib.metadata.PackageNotFoundError:
@@ -142,7 +143,8 @@ def test_fsm_declares_its_stores_as_entry_points() -> None:
     declared = {p.name: p.value for p in points if p.group == stores.ENTRY_POINT_GROUP}
     if not declared:
         pytest.skip("the installed metadata predates the fsm.stores group (run scripts/setup.sh)")
-    assert declared == stores.BUILT_IN
+    postgres = {name: "fsm.postgres:make_store" for name in ("postgres", "postgresql")}
+    assert declared == {**stores.BUILT_IN, **postgres}
 
 
 def test_every_command_reads_through_the_store_chosen(

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fsm.errors import MissingRequirementError
+from fsm.base.errors import MissingRequirementError
 
 if TYPE_CHECKING:
     from fsm.postgres.store import PostgresStore
-    from fsm.storage import Layout
+    from fsm.store.protocol import Layout
 
 __all__ = ["make_store"]
 

@@ -13,7 +13,7 @@ listener.
   heartbeat thread renews every third of the lease time. Every claim of the process's runs and
   workers is held by it; when a renewal fails for longer than the lease (the process was
   stopped, the network cut, the server down), the holder is lost: the leases of its claims are
-  told (:meth:`fsm.storage.Lease.watch`: the run kills its commands), and the next claim
+  told (:meth:`fsm.store.protocol.Lease.watch`: the run kills its commands), and the next claim
   registers a new holder. A write is fenced by the server's clock and the claim's token, so the
   old holder's writes are refused whatever the process believes.
 * The listener: a connection that LISTENs for the notifications writes send (``fsm_changes``:
@@ -36,7 +36,7 @@ import psycopg
 from psycopg import conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from fsm.errors import LockHeldError, OptionsError, StoreError
+from fsm.base.errors import LockHeldError, OptionsError, StoreError
 from fsm.postgres import schema
 
 __all__ = ["CHANGES", "WORK", "Database", "Holder", "Settings", "database", "shown_url"]

@@ -10,7 +10,7 @@ The tables:
 
 * ``fsm_instances``: one row per instance of a machine in a space (``space``, ``machine``,
   ``id``; a space is a project whose checkouts share their instances: see
-  :attr:`fsm.storage.Layout.space`): the document's
+  :attr:`fsm.store.protocol.Layout.space`): the document's
   exact bytes (``raw``; NULL while the instance has none: leased before it was created, or its
   document quarantined), its ``version`` (grows with every write: the compare-and-swap's), what
   it says of itself (``state``, ``status``, ``runnable``), its ``queue``, the machine its create

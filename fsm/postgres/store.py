@@ -1,8 +1,8 @@
 """The PostgreSQL store: one machine's instances in the tables of :mod:`fsm.postgres.schema`.
 
-The primitives of :class:`fsm.storage.Store`, and the optional :class:`fsm.storage.Claiming`
-(``fsm worker``) and :class:`fsm.storage.Administered` (``fsm store init``, ``import``,
-``export``):
+The primitives of :class:`fsm.store.protocol.Store`, and the optional
+:class:`fsm.store.protocol.Claiming` (``fsm worker``) and :class:`fsm.store.protocol.Administered`
+(``fsm store init``, ``import``, ``export``):
 
 * a document is its exact bytes (``bytea``) and a version number; :meth:`PostgresStore.swap` is
   one statement: the ``UPDATE`` of the row *if its version is still the one the build was given*
@@ -36,8 +36,8 @@ from typing import Any
 
 import psycopg
 
-from fsm import jsonio
-from fsm.errors import (
+from fsm.base import jsonio
+from fsm.base.errors import (
     CorruptDocumentError,
     InstanceHeldError,
     LeaseLostError,
@@ -45,11 +45,12 @@ from fsm.errors import (
     StoreError,
     UnknownInstanceError,
 )
-from fsm.ids import validate_id
-from fsm.journal import JournalRead, TypedRecords, line_bytes
+from fsm.base.ids import validate_id
+from fsm.model.records import Record
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
-from fsm.records import Record
-from fsm.storage import (
+from fsm.store.file_store import FileStore
+from fsm.store.journal import JournalRead, TypedRecords, line_bytes
+from fsm.store.protocol import (
     Build,
     Folders,
     LateWrite,
@@ -61,7 +62,6 @@ from fsm.storage import (
     Snapshot,
     Swapped,
 )
-from fsm.store import FileStore
 
 __all__ = ["PostgresJournal", "PostgresLease", "PostgresStore"]
 

@@ -15,8 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from fsm.control import ControlPlane
-from fsm.inspect import InstanceStatus
+from fsm.engine.control import ControlPlane
 from fsm.serve import events
 from fsm.serve.models import (
     ControlRequest,
@@ -27,6 +26,7 @@ from fsm.serve.models import (
     Session,
 )
 from fsm.serve.views import Served, history, instance_rows, instance_status, machine_view
+from fsm.view.inspect import InstanceStatus
 
 __all__ = ["router"]
 

@@ -20,7 +20,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from fsm.errors import (
+from fsm.base.errors import (
     FsmError,
     InputError,
     InputTooLargeError,
@@ -33,7 +33,7 @@ from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
-from fsm.terminal import one_line
+from fsm.view.terminal import one_line
 
 __all__ = ["STATIC", "create_app", "http_status"]
 

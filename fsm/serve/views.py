@@ -14,15 +14,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from fsm import diagram
-from fsm.definition import did_you_mean
-from fsm.errors import FsmError, UnknownInstanceError, UnknownMachineError
-from fsm.inspect import status
-from fsm.instance import Instance, Workspace
-from fsm.listing import ListedInstance, list_instances
-from fsm.machine import Machine
-from fsm.settings import input_settings, option_settings
-from fsm.storage import Store
+from fsm.base.errors import FsmError, UnknownInstanceError, UnknownMachineError
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.definition import did_you_mean
+from fsm.model.machine import Machine
+from fsm.model.settings import input_settings, option_settings
+from fsm.store.protocol import Store
+from fsm.view import diagram
+from fsm.view.inspect import status
+from fsm.view.listing import ListedInstance, list_instances
 
 __all__ = ["Served", "history", "instance_rows", "instance_status", "machine_view"]
 

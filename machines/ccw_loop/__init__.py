@@ -130,9 +130,9 @@ seed says otherwise, what the user sees must be true, so these win:
 * **``validate.coverage`` is null until a run measured it** (the Claude seed's ``|| null``;
   the Codex seed's initial 0 would claim an unmeasured suite covers nothing).
 * **Secrets in agent commands are never recorded.** The loop records an agent task by its tool,
-  the command as the executor shows it (``fsm.redaction``: program, option names, ``{prompt}``,
-  every other argument ``***``) and an outcome line built from that; the executor also scrubs
-  hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
+  the command as the executor shows it (``fsm.process.redaction``: program, option names,
+  ``{prompt}``, every other argument ``***``) and an outcome line built from that; the executor also
+  scrubs hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
   reaches the document, changes.log, debug.log, the progress files or the instance log.
 * **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
   counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0

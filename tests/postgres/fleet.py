@@ -15,11 +15,11 @@ from typing import Any
 
 import psycopg
 
-from fsm.control import ControlPlane
-from fsm.inspect import check_replay
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine, load_machine
-from fsm.records import TransitionRecord
+from fsm.engine.control import ControlPlane
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine, load_machine
+from fsm.model.records import TransitionRecord
+from fsm.view.inspect import check_replay
 
 MACHINE = Path(__file__).with_name("worker_counter") / "machine.yaml"
 FSM = Path(sys.executable).with_name("fsm")

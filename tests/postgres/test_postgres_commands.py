@@ -13,12 +13,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from fsm import stores
-from fsm.engine import Engine
-from fsm.errors import LeaseLostError
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.base.errors import LeaseLostError
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import load_machine
 from fsm.postgres.store import PostgresStore
+from fsm.store import selection as stores
 from tests.conftest import COUNTER, Cli
 from tests.postgres.fleet import MACHINE, Fleet
 
@@ -246,7 +246,7 @@ def test_a_lost_lease_kills_the_commands_of_the_run(
 
 def test_the_worker_counter_machine_is_valid() -> None:
     """The machine the worker tests drive loads and checks clean."""
-    from fsm.check import check_target
+    from fsm.model.check import check_target
 
     report = check_target(str(MACHINE))
     assert report.findings == [], [f.render() for f in report.findings]

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from fsm.postgres.store import PostgresStore
-from fsm.storage import Layout, Store, StoreFactory
+from fsm.store.protocol import Layout, Store, StoreFactory
 from fsm.testing.contract import StoreContract
 from tests.postgres.conftest import initialized
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fsm.errors import ControlRefusedError
+from fsm.base.errors import ControlRefusedError
 from fsm.testing.postgres_cluster import TemporaryCluster
 from tests.postgres.fleet import Fleet
 

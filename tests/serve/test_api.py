@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.inspect import list_instances, status
-from fsm.records import ControlRecord
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.model.records import ControlRecord
 from fsm.serve import views
+from fsm.view.inspect import list_instances, status
 from tests.serve.conftest import AGENT_RUN, Api, with_agent_run
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop.model import LoopState
 
-from fsm.executor import AgentCommand
-from fsm.inspect import replay
+from fsm.process.executor import AgentCommand
+from fsm.view.inspect import replay
 from tests.conftest import fsm_process
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID, MACHINE_YAML
 

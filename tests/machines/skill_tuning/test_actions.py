@@ -17,8 +17,8 @@ from fsm_machines.skill_tuning.model import TuningState
 from fsm_machines.skill_tuning.options import TuningOptions
 from fsm_machines.skill_tuning.skill import TargetSkillError
 
-from fsm.context import Context
-from fsm.errors import DocumentInputError
+from fsm.base.errors import DocumentInputError
+from fsm.model.context import Context
 from fsm.testing import applied
 from tests.machines.skill_tuning.conftest import Tuning, context, tune
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
