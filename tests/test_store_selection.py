@@ -143,7 +143,7 @@ def test_fsm_declares_its_stores_as_entry_points() -> None:
     declared = {p.name: p.value for p in points if p.group == stores.ENTRY_POINT_GROUP}
     if not declared:
         pytest.skip("the installed metadata predates the fsm.stores group (run scripts/setup.sh)")
-    postgres = {name: "fsm.postgres:make_store" for name in ("postgres", "postgresql")}
+    postgres = dict.fromkeys(("postgres", "postgresql"), "fsm.postgres:make_store")
     assert declared == {**stores.BUILT_IN, **postgres}
 
 
