@@ -83,6 +83,29 @@ def test_a_worker_stopped_past_its_lease_is_fenced_off(fleet: Fleet) -> None:
     assert ": error" in line and "lease" in line, line
 
 
+def test_sigterm_lets_the_step_finish_and_releases_the_instance(fleet: Fleet) -> None:
+    """A worker told to stop (SIGTERM) in the middle of a step lets it finish and commit,
+    releases the instance (its line says so) and exits 0; another worker then ends it, each
+    count done once."""
+    (instance_id,) = fleet.create(1, limit=3, delay=1.5)
+    first = fleet.worker()
+    running = fleet.instance(instance_id).running_folder
+    fleet.wait_until(lambda: fleet.counted() >= 1, "a step committed")
+    fleet.wait_until(lambda: any(running.glob("*.json")), "the next step's command")
+    committed = fleet.counted()
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == 0
+    row = fleet.rows()[instance_id]
+    assert (row["holder"], row["status"]) == (None, "running")
+    assert fleet.counted() == committed + 1  # the step under way was finished, not abandoned
+    fleet.wait_until(lambda: fleet.said(first, f"{instance_id}: released"), "its line")
+    fleet.worker()
+    fleet.wait_until(lambda: fleet.settled([instance_id]), "the instance to end")
+    fleet.stop_workers()
+    fleet.check(instance_id, count=3)
+    assert set(fleet.effects().values()) == {1}
+
+
 def test_pauses_and_stops_at_random_moments_are_never_lost(fleet: Fleet) -> None:
     """Pauses and stops applied from another process at random moments while two workers run:
     each one applied is where its instance stays (no worker writes over it); resumed, the
