@@ -57,8 +57,8 @@ def test_an_address_in_the_environment_chooses_the_store(
     scheme: str,
 ) -> None:
     """``FSM_STORE=postgresql://...`` (or postgres://) keeps the instances in that database:
-    created, started, run, listed, shown, journaled and replayed there, with no file written
-    but the instance's log."""
+    created, started, run, listed, shown, journaled, replayed and drawn from there, with no
+    file written but the instance's log."""
     url = scheme + postgres_store_url.removeprefix("postgresql")
     monkeypatch.setenv(stores.ENVIRONMENT, url)
     assert stores.chosen({})[0] == scheme
@@ -70,6 +70,9 @@ def test_an_address_in_the_environment_chooses_the_store(
     assert "progress: 2/2" in status.out and "in postgresql://" in status.out
     assert "c1: journal of 5 records reproduces state 'done'" in cli("replay", C, "c1").out
     assert len(cli("history", C, "c1").out.splitlines()) == 5
+    drawn = tmp_path.parent / f"{tmp_path.name}-c1.dot"
+    assert cli("diagram", C, "--run", "c1", "-o", str(drawn)).code == 0
+    assert "instance in state done" in drawn.read_text()
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["log.ndjson"]
 
