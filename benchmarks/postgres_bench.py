@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             p50, p95, count = _pauses(cluster, folder, 20 if args.quick else 60)
             print(f"pause latency over {count} pauses: p50 {p50:6.1f} ms, p95 {p95:6.1f} ms")
             empty, full = _claims(cluster, folder, 100 if args.quick else 300)
+            from fsm.postgres.database import close_all
+
+            close_all()  # before the server goes
             print(
                 f"claim latency: {full:5.2f} ms with 100,000 finished instances, {empty:5.2f} ms "
                 f"with none: ratio {full / empty:4.2f}x (goal ~1.0x)"
