@@ -8,7 +8,10 @@ Public: the names are defined in :mod:`fsm.store.protocol`, :mod:`fsm.store.jour
 from fsm.model.records import Record
 from fsm.store.journal import JournalRead, TypedRecords, line_bytes
 from fsm.store.protocol import (
+    Administered,
     Build,
+    Claim,
+    Claiming,
     Folders,
     JournalLog,
     LateWrite,
@@ -24,7 +27,10 @@ from fsm.store.protocol import (
 )
 
 __all__ = [
+    "Administered",
     "Build",
+    "Claim",
+    "Claiming",
     "Folders",
     "JournalLog",
     "JournalRead",
