@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fsm.base import cache
-from fsm.base.errors import OptionsError
+from fsm.base.errors import FsmError, OptionsError
 from fsm.model.discovery import MachineEntry, find_machine, open_machine
 from fsm.store import selection as stores
 from fsm.store.protocol import Layout
@@ -65,13 +65,27 @@ def list_indexed(
     rows: list[Row] = []
     workspace: Workspace | None = None
     for target in targets:
-        entry = find_machine(target)
+        try:
+            entry = find_machine(target)
+        except FsmError as exc:
+            if len(targets) == 1:
+                raise
+            # One broken machine (a workspace's [machines] naming a missing file, say) must not
+            # hide the other machines' instances.
+            rows.append(options_error_row(target, exc))
+            continue
         name = cache.digest(str(workspace_path), str(entry.path.resolve()), entry.name)
         store_name = os.environ.get(stores.ENVIRONMENT, "")
         key = cache.digest(FORMAT, sys.version, settings, store_name, *option_items)
         index = _Index.load(name, key)
         if index is None:
-            machine = open_machine(target)
+            try:
+                machine = open_machine(target)
+            except FsmError as exc:
+                if len(targets) == 1:
+                    raise
+                rows.append(options_error_row(target, exc))
+                continue
             workspace = workspace or open_workspace()
             try:
                 options = workspace.options_for(machine)
