@@ -232,13 +232,23 @@ def failures_in_output(output: str) -> list[tuple[str, str | None]]:
 
 
 def _unittest_message(lines: list[str], start: int) -> str | None:
-    """The last line of the traceback that follows a unittest failure's heading."""
-    last = None
+    """What a unittest failure reports after its heading: the exception line that ends its (last)
+    traceback, ``AssertionError: 12 != 11``. The heading may be followed by the test's docstring,
+    and the exception by more lines (assertEqual's diff, a doctest's example), so the line is
+    found by its place, the first unindented line after ``Traceback (most recent call last):``;
+    without a traceback, the last line of the block."""
+    block: list[str] = []
     for line in lines[start:]:
-        if _UNITTEST_FAILURE.match(line) or line.startswith("Ran ") or (
-            _UNITTEST_RULE.match(line) and last is not None
-        ):
+        if _UNITTEST_FAILURE.match(line) or line.startswith("Ran ") or line.startswith("="):
             break
+        block.append(line)
+    raised = [i for i, line in enumerate(block) if line.startswith("Traceback (most recent call")]
+    if raised:
+        for line in block[raised[-1] + 1 :]:
+            if line.strip() and not line[0].isspace():
+                return line.strip()
+    last = None
+    for line in block:
         if line.strip() and not _UNITTEST_RULE.match(line):
             last = line.strip()
     return last
