@@ -145,9 +145,10 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     """The command that runs one test alone, or None when the runner cannot select one test.
 
     A command that runs pytest itself is re-run with its own words before ``pytest`` (``uv run
-    pytest``, ``python -m pytest``). A command that does not (a script such as
-    ``./run_tests.sh``) but reported a pytest node id whose file is in ``workspace`` is re-run
-    with ``python -m pytest``, the default test command's runner. A unittest id
+    pytest``, ``python -m pytest``) and its options that collect doctests
+    (``--doctest-modules``). A command that does not (a script such as ``./run_tests.sh``) but
+    reported a pytest node id whose file is in ``workspace`` is re-run with ``python -m pytest``,
+    the default test command's runner. A unittest id
     (``pkg.test_x.T.test_y``) is re-run with the command's own words before ``unittest`` (``python
     -m unittest``), or, for a script, with ``python -m unittest`` when its module is a file of
     ``workspace``.
@@ -156,13 +157,12 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     if "::" in test_name:
         for index, word in enumerate(words):
             if Path(word).name in ("pytest", "py.test"):
-                runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", test_name]
-                return shlex.join(runner)
+                collect = _doctest_options(words[index + 1 :])
+                runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", *collect]
+                return shlex.join([*runner, test_name])
         module = test_name.split("::", 1)[0]
         if workspace is not None and module.endswith(".py") and (workspace / module).is_file():
-            return shlex.join(
-                ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name]
-            )
+            return shlex.join(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name])
         return None
     if not _UNITTEST_ID.fullmatch(test_name):
         return None
@@ -176,6 +176,19 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     ):
         return shlex.join(["python", "-m", "unittest", test_name])
     return None
+
+
+def _doctest_options(words: list[str]) -> list[str]:
+    """The options among pytest's ``words`` that make it collect doctests (``--doctest-modules``,
+    ``--doctest-glob PATTERN``, ...), each as one word: a doctest's node id
+    (``pkg/mod.py::pkg.mod.f``) names no test without them."""
+    kept: list[str] = []
+    for index, word in enumerate(words):
+        if not word.startswith("--doctest"):
+            continue
+        glob = word == "--doctest-glob" and index + 1 < len(words)
+        kept.append(f"{word}={words[index + 1]}" if glob else word)
+    return kept
 
 
 def run_tests(
