@@ -137,9 +137,10 @@ win:
   scrubs hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
   reaches the document, changes.log, debug.log, the progress files or the instance log.
 * **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
-  counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0
-  changed files, 3 failed)``, where "changed files" counts the attempts whose
-  ``files_changed`` names a file, a failed or timed-out one included), the validation line
+  counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (1 changed
+  2 files, 2 failed)``: the attempts whose ``files_changed`` names a file, a failed or
+  timed-out one included, and the files they changed, each once; ``none changed a file``),
+  the validation line
   shows the last run's counts over every part (``FAILED (8 of 467 failed)``, ``FAILED (exit 1
   although no test failed: 12 passed)``), and a validation older than the latest change says
   so.

@@ -17,6 +17,7 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.verdict import loop_outcome
 
 from fsm.process.executor import AgentCommand
+from fsm.testing import Reply
 from tests.guarantees.waiting import is_running, wait_until
 from tests.machines.ccw_loop.conftest import PYTEST
 
@@ -291,7 +292,7 @@ def test_fix_that_timed_out_after_changing_files_is_validated(
     child = int((loop_ws.bin_dir / "child.pid").read_text())
     wait_until(lambda: not is_running(child), "the agent's setsid child killed")
     lines = functions.status_lines(loop.doc)
-    assert lines["fixes"] == "1 attempt (1 changed files, 1 failed)"
+    assert lines["fixes"] == "1 attempt (1 changed 1 file, 1 failed)"
     assert lines["validate"] == "PASSED (5 passed)"
 
 
@@ -323,4 +324,23 @@ def test_fix_interrupted_by_a_killed_run_is_validated_on_resume(loop_ws: Any, st
     assert loop.doc.skill_state.debug.hypotheses[0].model_extra["fix_attempts"] == 1
     assert not loop_ws.progress("attempt.json").exists()
     assert result.message == "the task done, 1 fix attempt; validation passed: 5 tests passed"
-    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed files, 1 failed)"
+    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed 1 file, 1 failed)"
+
+
+def test_fixes_line_counts_the_files_the_attempts_changed(loop_ws: Any, started: Any) -> None:
+    """A fix attempt that rewrote several files is not shown as one changed file: the fixes line
+    of status counts the attempts that changed something and the files they changed."""
+    _project(loop_ws)
+
+    def rewrote_the_tests_too(call: Any) -> Any:
+        calc = call.cwd / "calc.py"
+        calc.write_text(calc.read_text().replace("a - b", "a + b"))
+        for name in ("test_calc.py", "test_more.py"):
+            tests = call.cwd / "tests" / name
+            tests.write_text(tests.read_text() + "\n# reviewed\n")
+        return Reply(stdout="fixed, and tidied the tests")
+
+    loop = started(agents={"codex": rewrote_the_tests_too})
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed 3 files, 0 failed)"
