@@ -178,6 +178,8 @@ def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
         attempts = (old.model_extra or {}).get("fix_attempts") if old is not None else None
         if attempts is not None:
             judged[index] = judged[index].model_copy(update={"fix_attempts": attempts})
+        if old is not None and old.status == judged[index].status == "inconclusive":
+            judged[index] = _failed_twice(judged[index])
     by_id = {h.id: h for h in judged}
     hypotheses = [by_id.pop(h.id, h) for h in state.debug.hypotheses] + list(by_id.values())
     debug = state.debug.model_copy(update={"hypotheses": hypotheses})
@@ -202,6 +204,22 @@ def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
         rejected=sum(h.status == "rejected" for h in judged),
     )
     return {"skill_state.debug": block, **work_done(doc, "debug", now)}
+
+
+def _failed_twice(hypothesis: Hypothesis) -> Hypothesis:
+    """A test that cannot be re-run alone, seen failing in the full run of a validation after
+    the debug round that could not judge it: it reproduced (under the whole suite), which a fix
+    can target. Without this, such a test is debugged again every round and never fixed."""
+    why = str(hypothesis.verdict_reason or "").removeprefix("could not re-run the test alone: ")
+    return hypothesis.model_copy(
+        update={
+            "status": "confirmed",
+            "verdict_reason": (
+                "failed in two full runs (the validation after a debug round failed it again); "
+                f"it could not be re-run alone: {why}"
+            )[:1000],
+        }
+    )
 
 
 def _counts_block(counts: TestCounts | None, source: str | None) -> dict[str, Any] | None:

@@ -353,6 +353,49 @@ def test_a_failing_doctest_is_rerun_as_a_doctest_and_fixed(loop_ws: Any) -> None
     assert statuses == ["confirmed"]
 
 
+DOCTEST_SUITE = (
+    "import doctest\n\nimport calc\n\n\n"
+    "def load_tests(loader, tests, ignore):\n"
+    "    tests.addTests(doctest.DocTestSuite(calc))\n"
+    "    return tests\n"
+)
+
+
+def test_a_failure_that_cannot_be_rerun_alone_is_confirmed_by_failing_again(
+    loop_ws: Any,
+) -> None:
+    """A doctest that unittest runs through ``load_tests`` cannot be re-run alone by its id
+    (``python -m unittest calc.add`` is no test): once the next full run fails it again, it is
+    confirmed (it failed twice) and fixed, instead of being debugged round after round until
+    max_iterations ends the loop without any fix tried."""
+    loop_ws.write_project(bug=True)
+    (loop_ws.root / "calc.py").write_text(DOCTESTED_CALC)
+    (loop_ws.root / "tests" / "__init__.py").write_text("")
+    (loop_ws.root / "tests" / "test_doc.py").write_text(DOCTEST_SUITE)
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    agent = loop_ws.write_agent(
+        {"when": "calc.add", "file": "calc.py", "replace": "a - b", "with": "a + b"}
+    )
+    loop_ws.new_loop()
+    loop = loop_ws.open(test_command="python -m unittest -v", agents={"codex": agent})
+    result = loop.run()
+    assert result.outcome == "completed", result.message
+    assert loop.events() == [
+        "init",
+        "develop",
+        "validate",
+        "debug",
+        "validate",
+        "debug",
+        "fix",
+        "validate",
+        "complete",
+    ]
+    (hypothesis,) = loop.doc.skill_state.debug.hypotheses
+    assert hypothesis.status == "confirmed"
+    assert str(hypothesis.verdict_reason).startswith("failed in two full runs")
+
+
 def test_debug_hypothesis_names_error_and_location(loop_ws: Any, started: Any) -> None:
     """A confirmed hypothesis carries the error, the trace location and the re-run evidence."""
     loop_ws.write_project(bug=True)
