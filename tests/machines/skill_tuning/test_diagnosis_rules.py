@@ -35,6 +35,17 @@ TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int | None]]] = [
         ("phases/01-a.md", 4),
     ),
     (
+        "context.unbounded_history",
+        {
+            "phases/01-a.md": phase(
+                "const batchResults = []\nfor (const batch of batches) {\n"
+                "  batchResults.push(run(batch))\n"
+                "  Task({ prompt: `Before: ${batchResults.join(', ')}` })\n}"
+            )
+        },
+        ("phases/01-a.md", 6),
+    ),
+    (
         "context.file_read_into_prompt",
         {"phases/01-a.md": phase("Task({ prompt: `Review ${Read(file)}` });")},
         ("phases/01-a.md", 4),
@@ -135,6 +146,17 @@ QUIET: list[tuple[str, dict[str, str]]] = [
         },
     ),
     ("context.unbounded_history", {"phases/01-a.md": phase("state.results_count += 1;")}),
+    (
+        # one pass over a collection into a list made here, read once after the loop: bounded
+        "context.unbounded_history",
+        {
+            "phases/01-a.md": phase(
+                "const searchResults = []\nfor (const keyword of keywords) {\n"
+                "  searchResults.push({ keyword, results: Grep(keyword) })\n}\n"
+                "Write(path, `${searchResults.map(r => r.keyword).join(', ')}`)"
+            )
+        },
+    ),
     (
         "context.file_read_into_prompt",
         {"phases/01-a.md": phase("Task({ prompt: `Review the file at ${path}` });")},
