@@ -13,8 +13,8 @@ passed, 1 failed in 0.12s ==``, a plain ``3 passed, 1 failed`` alone on a line, 
 tests`` with its ``FAILED (failures=1)``),
 and :func:`failures_in_output` every test pytest names in its short summary (``FAILED
 tests/test_x.py::test_y - assert 1 == 2``) or unittest names in its report (``FAIL: test_y
-(tests.test_x.T.test_y)``, its dotted id then), so that failures of a part without a report are
-counted and named.
+(tests.test_x.T.test_y)``, its dotted id then; a doctest it ran as ``pkg.mod.f (doctest)``),
+so that failures of a part without a report are counted and named.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ _SHORT_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.
 # test in full; older ones "FAIL: test_y (pkg.test_x.T)"), its traceback after a line of dashes.
 _UNITTEST_FAILURE = re.compile(r"^(?:FAIL|ERROR): (?P<method>\w+) \((?P<where>[\w.]+)\)")
 _UNITTEST_RULE = re.compile(r"^(?:=+|-+)$")
+_UNITTEST_DOCTEST = "Doctest: "
+"""The line under the heading of a doctest that unittest ran (``load_tests`` adding a
+DocTestSuite): ``Doctest: pkg.mod.f``."""
 _WORDS = {
     "passed": "passed",
     "xpassed": "passed",
@@ -227,6 +230,11 @@ def failures_in_output(output: str) -> list[tuple[str, str | None]]:
         if failure is not None:
             method, where = failure.group("method"), failure.group("where")
             name = where if where.endswith("." + method) else f"{where}.{method}"
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            if following.startswith(_UNITTEST_DOCTEST):
+                # a doctest's dotted name is the project's function, no test id: re-running it
+                # with ``python -m unittest`` would call the function
+                name = following.removeprefix(_UNITTEST_DOCTEST).strip() + " (doctest)"
             seen.setdefault(name, _unittest_message(lines, index + 1))
     return list(seen.items())
 

@@ -242,6 +242,7 @@ def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
             "docs/use.rst::use.rst",
             "pytest -q -p no:cacheprovider '--doctest-glob=*.rst' --doctest-continue-on-failure T",
         ),
+        ("python -m unittest -v", "calc.add (doctest)", None),
     ],
     ids=[
         "pytest",
@@ -254,6 +255,7 @@ def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
         "unittest-module-not-here",
         "doctest-modules",
         "doctest-glob",
+        "unittest-doctest",
     ],
 )
 def test_rerun_command(loop_ws: Any, command: str, test: str, rerun: str | None) -> None:

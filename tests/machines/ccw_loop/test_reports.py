@@ -271,3 +271,17 @@ def test_unittest_failure_message_is_the_exception_line(block: str, message: str
     output += "Traceback (most recent call last):\nAssertionError: z\n\n" + _DASHES
     output += "Ran 9 tests in 0.1s\n\nFAILED (failures=2)\n"
     assert failures_in_output(output)[0][1] == message
+
+
+def test_a_doctest_in_unittests_report_is_named_as_a_doctest() -> None:
+    """A doctest that unittest ran (``load_tests`` adding a DocTestSuite) is named ``pkg.mod.f
+    (doctest)``: its dotted name is a function of the project, which ``python -m unittest
+    pkg.mod.f`` would call rather than test, so it must not look like a test id."""
+    output = (
+        _RULE + "FAIL: ilen (more_itertools.more)\nDoctest: more_itertools.more.ilen\n" + _DASHES
+    )
+    output += "Traceback (most recent call last):\nAssertionError: Failed doctest test\n\n"
+    output += _DASHES + "Ran 9 tests in 0.1s\n\nFAILED (failures=1)\n"
+    assert failures_in_output(output) == [
+        ("more_itertools.more.ilen (doctest)", "AssertionError: Failed doctest test")
+    ]
