@@ -3,9 +3,10 @@
 Tasks of the task list and fix attempts are counted apart, failed ones are named as failed (a
 failed task is never "done"), a fix attempt counts as having changed files when its
 ``files_changed`` names any (even if it then failed or timed out), and the files they changed
-are counted, each once (``2 changed 3 files``), the validation line shows the
-counts of every part of the test command and its exit status when that is what failed, flaky
-tests are named, and a validation older than the last change says so.
+are counted, each once (``2 changed 3 files``), the validation line shows the counts of every
+part of the test command (and that the run stopped at the first failures, with pytest's
+``-x``) and its exit status when that is what failed, flaky tests are named, and a validation
+older than the last change says so.
 """
 
 from __future__ import annotations
@@ -89,7 +90,10 @@ def _validate(state: SkillState) -> str:
     elif counts is None:
         text = f"FAILED ({len(validate.failed_tests)} failed)"
     elif counts[1]:
-        text = f"FAILED ({counts[1]} of {sum(counts)} failed)"
+        recorded = (validate.model_extra or {}).get("counts")
+        stopped = isinstance(recorded, dict) and recorded.get("stopped") is True
+        then = ", then the run stopped" if stopped else ""
+        text = f"FAILED ({counts[1]} of {sum(counts)} failed{then})"
     elif isinstance(exit_code, int) and exit_code != 0:
         text = f"FAILED (exit {exit_code} although no test failed: {counts[0]} passed)"
     else:

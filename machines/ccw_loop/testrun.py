@@ -79,6 +79,12 @@ class TestRun:
         return f"test command ran no tests ({self.result.describe()})"
 
     @property
+    def stopped_early(self) -> bool:
+        """The runner stopped at the first failures (pytest's ``-x`` or ``--maxfail``): the
+        counts are of the tests that ran before, not of the suite."""
+        return _STOPPED.search(self.result.stdout + "\n" + self.result.stderr) is not None
+
+    @property
     def is_pass(self) -> bool:
         """The command exited 0, nothing failed and at least one test passed."""
         return (
@@ -112,6 +118,11 @@ class TestRun:
                 text += f" ({counts.failed - named} not named in the output or a report)"
             if exit_code == 0:
                 text += " although the test command exited 0"
+            if self.stopped_early:
+                text += (
+                    ", then the run stopped (pytest -x or --maxfail): the tests after it did "
+                    "not run"
+                )
             return text
         if exit_code != 0:
             detail = _explanation(self.result)
@@ -122,6 +133,8 @@ class TestRun:
         return f"failed: no test passed ({tests}{where})"
 
 
+_STOPPED = re.compile(r"^!+ stopping after \d+ failures? !+$", re.M)
+"""pytest's line when ``-x`` or ``--maxfail`` ended the run."""
 _UNITTEST_ID = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
 """A unittest test id: module, class and method as a dotted path of Python names
 (``pkg.test_x.T.test_y``; a ``pkg.TestX`` of another runner has no method)."""

@@ -69,7 +69,7 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         "failed_tests": failed_tests,
         "last_run_at": now,
         "exit_code": run.result.exit_code,
-        "counts": _counts_block(run.counts, run.source),
+        "counts": _counts_block(run.counts, run.source, stopped=run.stopped_early),
         "verdict": run.verdict,
     }
     run_number = 1 + sum(phase_of_action(a) == "validate" for a in state.completed_actions)
@@ -222,17 +222,24 @@ def _failed_twice(hypothesis: Hypothesis) -> Hypothesis:
     )
 
 
-def _counts_block(counts: TestCounts | None, source: str | None) -> dict[str, Any] | None:
-    """The counts as ``skill_state.validate.counts`` keeps them (None when unknown)."""
+def _counts_block(
+    counts: TestCounts | None, source: str | None, *, stopped: bool = False
+) -> dict[str, Any] | None:
+    """The counts as ``skill_state.validate.counts`` keeps them (None when unknown);
+    ``stopped``, only when true: the runner stopped at the first failures, so the counts are of
+    the tests that ran before."""
     if counts is None:
         return None
-    return {
+    block: dict[str, Any] = {
         "passed": counts.passed,
         "failed": counts.failed,
         "skipped": counts.skipped,
         "total": counts.total,
         "source": source,
     }
+    if stopped:
+        block["stopped"] = True
+    return block
 
 
 def _hypothesis_ids(state: SkillState, known: list[Hypothesis | None]) -> list[str]:

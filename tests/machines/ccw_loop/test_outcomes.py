@@ -83,6 +83,31 @@ def test_script_of_two_pytest_parts_exiting_1_is_not_a_pass(loop_ws: Any, starte
     assert TEST_ADD in result.message
 
 
+def test_a_run_stopped_at_the_first_failure_says_the_rest_did_not_run(
+    loop_ws: Any, started: Any
+) -> None:
+    """``pytest -x`` stops at the first failure: the counts are of the tests that ran, and the
+    verdict and the status line say the run stopped there, so that "1 of 1 failed" is not read
+    as the size of the suite."""
+    _project(loop_ws)
+    loop = started(
+        test_command=f"{PYTEST} -x tests/test_calc.py tests/test_more.py", fix_tool="none"
+    )
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    state = loop.doc.skill_state
+    assert state is not None
+    validate = state.validate_.model_extra or {}
+    assert validate["counts"]["total"] == 1
+    assert validate["verdict"] == (
+        "failed: 1 of 1 tests failed, then the run stopped (pytest -x or --maxfail): "
+        "the tests after it did not run"
+    )
+    assert functions.status_lines(loop.doc)["validate"] == (
+        "FAILED (1 of 1 failed, then the run stopped)"
+    )
+
+
 @pytest.mark.parametrize(
     ("case", "failing_step"),
     [
