@@ -28,6 +28,7 @@ from pathlib import Path
 from .model import TestResult
 
 __all__ = [
+    "UNCOLLECTED",
     "ReportError",
     "TestCounts",
     "counts_from_output",
@@ -38,6 +39,8 @@ __all__ = [
     "summaries_in_output",
 ]
 
+UNCOLLECTED = "collection failure"
+"""How pytest's JUnit report names the error of a test module it could not collect (import)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PYTEST_SUMMARY = re.compile(
     r"^=*\s*(?P<items>\d+ [a-z]+(?:, \d+ [a-z]+)*|no tests ran)"
@@ -141,6 +144,11 @@ def _row(case: ET.Element, suite_name: str, workspace: Path) -> TestResult:
             status = "failed"
             text = (child.text or "").strip()
             message = child.get("message") or (text.splitlines()[-1] if text else None)
+            if message == UNCOLLECTED:
+                # pytest's word for a test module it could not import: the reason is the last
+                # "E   " line of the trace
+                raised = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+                message = f"{UNCOLLECTED}: {raised[-1]}" if raised else message
             trace = text or None
             break
         if child.tag == "skipped":

@@ -91,9 +91,18 @@ def _validate(state: SkillState) -> str:
         text = f"FAILED ({len(validate.failed_tests)} failed)"
     elif counts[1]:
         recorded = (validate.model_extra or {}).get("counts")
-        stopped = isinstance(recorded, dict) and recorded.get("stopped") is True
-        then = ", then the run stopped" if stopped else ""
-        text = f"FAILED ({counts[1]} of {sum(counts)} failed{then})"
+        recorded = recorded if isinstance(recorded, dict) else {}
+        stopped = recorded.get("stopped") is True
+        uncollected = recorded.get("uncollected")
+        modules = ""
+        if isinstance(uncollected, int) and uncollected > 0:
+            modules = f"{uncollected} module{'s' if uncollected != 1 else ''} not collected"
+        if modules and stopped and not counts[0]:
+            text = f"FAILED ({modules}, so no test ran)"
+        else:
+            then = f": {modules}" if modules else ""
+            then += ", then the run stopped" if stopped else ""
+            text = f"FAILED ({counts[1]} of {sum(counts)} failed{then})"
     elif isinstance(exit_code, int) and exit_code != 0:
         text = f"FAILED (exit {exit_code} although no test failed: {counts[0]} passed)"
     else:

@@ -29,6 +29,7 @@ from fsm.helpers import ensure_folder
 
 from .model import TestResult
 from .reports import (
+    UNCOLLECTED,
     ReportError,
     TestCounts,
     failures_in_output,
@@ -79,6 +80,11 @@ class TestRun:
         return f"test command ran no tests ({self.result.describe()})"
 
     @property
+    def uncollected(self) -> int:
+        """Test modules pytest could not collect (import): their tests did not run."""
+        return sum(_is_uncollected(row) for row in self.rows)
+
+    @property
     def stopped_early(self) -> bool:
         """The runner stopped at the first failures (pytest's ``-x`` or ``--maxfail``): the
         counts are of the tests that ran before, not of the suite."""
@@ -111,9 +117,17 @@ class TestRun:
         if self.is_pass:
             return f"passed: {tests}{where}"
         exit_code = self.result.exit_code
+        uncollected = self.uncollected
+        if uncollected and self.stopped_early and not counts.passed:
+            modules = f"{uncollected} test module{'s' if uncollected != 1 else ''}"
+            first = next(r.error_message for r in self.rows if _is_uncollected(r))
+            return f"failed: {modules} could not be collected, so pytest ran no test ({first})"
         if counts.failed:
             named = sum(row.status == "failed" for row in self.rows)
             text = f"failed: {counts.failed} of {counts.total} tests failed{where}"
+            if uncollected:
+                modules = f"{uncollected} test module{'s' if uncollected != 1 else ''}"
+                text += f" ({modules} could not be collected: their tests did not run)"
             if named < counts.failed:
                 text += f" ({counts.failed - named} not named in the output or a report)"
             if exit_code == 0:
@@ -133,8 +147,17 @@ class TestRun:
         return f"failed: no test passed ({tests}{where})"
 
 
-_STOPPED = re.compile(r"^!+ stopping after \d+ failures? !+$", re.M)
-"""pytest's line when ``-x`` or ``--maxfail`` ended the run."""
+_STOPPED = re.compile(
+    r"^!+ (?:stopping after \d+ failures?|Interrupted: \d+ errors? during collection) !+$", re.M
+)
+"""pytest's line when ``-x`` or ``--maxfail`` ended the run, or errors in collecting the tests
+ended it before any ran."""
+
+
+def _is_uncollected(row: TestResult) -> bool:
+    return row.status == "failed" and (row.error_message or "").startswith(UNCOLLECTED)
+
+
 _UNITTEST_ID = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
 """A unittest test id: module, class and method as a dotted path of Python names
 (``pkg.test_x.T.test_y``; a ``pkg.TestX`` of another runner has no method)."""

@@ -69,7 +69,9 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         "failed_tests": failed_tests,
         "last_run_at": now,
         "exit_code": run.result.exit_code,
-        "counts": _counts_block(run.counts, run.source, stopped=run.stopped_early),
+        "counts": _counts_block(
+            run.counts, run.source, stopped=run.stopped_early, uncollected=run.uncollected
+        ),
         "verdict": run.verdict,
     }
     run_number = 1 + sum(phase_of_action(a) == "validate" for a in state.completed_actions)
@@ -223,11 +225,12 @@ def _failed_twice(hypothesis: Hypothesis) -> Hypothesis:
 
 
 def _counts_block(
-    counts: TestCounts | None, source: str | None, *, stopped: bool = False
+    counts: TestCounts | None, source: str | None, *, stopped: bool = False, uncollected: int = 0
 ) -> dict[str, Any] | None:
     """The counts as ``skill_state.validate.counts`` keeps them (None when unknown);
-    ``stopped``, only when true: the runner stopped at the first failures, so the counts are of
-    the tests that ran before."""
+    ``stopped``, only when true: the runner stopped at the first failures (or at collection
+    errors), so the counts are of the tests that ran before; ``uncollected``, only when some
+    were: the test modules that could not be collected, counted among the failed."""
     if counts is None:
         return None
     block: dict[str, Any] = {
@@ -239,6 +242,8 @@ def _counts_block(
     }
     if stopped:
         block["stopped"] = True
+    if uncollected:
+        block["uncollected"] = uncollected
     return block
 
 

@@ -9,6 +9,7 @@ and the work of a fix that timed out or was interrupted is validated before anyt
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -106,6 +107,35 @@ def test_a_run_stopped_at_the_first_failure_says_the_rest_did_not_run(
     assert functions.status_lines(loop.doc)["validate"] == (
         "FAILED (1 of 1 failed, then the run stopped)"
     )
+
+
+def test_test_modules_that_cannot_be_imported_are_not_called_failed_tests(
+    loop_ws: Any, started: Any
+) -> None:
+    """A module the tests import that cannot itself be imported is a pytest collection error,
+    which stops the run before any test: the verdict and status say the module was not collected
+    and no test ran (not "1 of 1 tests failed"), and its error is the ImportError, not
+    "collection failure"."""
+    _project(loop_ws)
+    calc = loop_ws.root / "calc.py"
+    calc.write_text("from os import no_such_name\n" + calc.read_text())
+    loop = started(fix_tool="none")
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    state = loop.doc.skill_state
+    assert state is not None
+    validate = state.validate_.model_extra or {}
+    error = (
+        "collection failure: ImportError: cannot import name 'no_such_name' from 'os' "
+        f"({os.__file__})"
+    )
+    assert validate["verdict"] == (
+        f"failed: 1 test module could not be collected, so pytest ran no test ({error})"
+    )
+    assert functions.status_lines(loop.doc)["validate"] == (
+        "FAILED (1 module not collected, so no test ran)"
+    )
+    assert [row.error_message for row in state.validate_.test_results] == [error]
 
 
 @pytest.mark.parametrize(
