@@ -70,7 +70,7 @@ win:
   ignores the workspace (the demo's output folder), from the size and modification time of
   every file of the workspace except fsm's state folders (``.workflow``, the loop's state
   folder), version-control folders, caches and virtual environments
-  (:mod:`~fsm_machines.ccw_loop.changes`). When changes cannot be known (a
+  (:mod:`~fsm.process.changes`). When changes cannot be known (a
   workspace of more than 20,000 files outside git) the task counts as applied and the
   validation judges it (``changes_unknown`` on the task). Only agent tasks in ``write`` mode are
   held to it: an ``analysis`` task may not edit, and a bash task is a command (a compile check,

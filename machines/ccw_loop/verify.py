@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fsm.executor import changed_files, is_known, take_snapshot
 from fsm.registry import Update
 
 from . import attempts
@@ -25,7 +26,6 @@ from .bookkeeping import (
     skill_state_of,
     work_done,
 )
-from .changes import changed_files, is_known, take_snapshot
 from .debugging import investigate
 from .hypotheses import (
     fix_attempts,
