@@ -36,6 +36,7 @@ __all__ = [
     "node_id",
     "read_coverage",
     "read_junit",
+    "strip_colour",
     "summaries_in_output",
 ]
 
@@ -183,6 +184,11 @@ def node_id(classname: str, name: str, file: str | None, workspace: Path) -> str
         if (workspace / candidate).is_file():
             return "::".join([candidate.as_posix(), *parts[cut:], name])
     return f"{classname}.{name}" if classname else name
+
+
+def strip_colour(text: str) -> str:
+    """``text`` without the ANSI colour codes a runner told ``--color=yes`` puts in."""
+    return _ANSI.sub("", text)
 
 
 def counts_from_output(output: str) -> TestCounts | None:

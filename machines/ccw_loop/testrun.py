@@ -35,6 +35,7 @@ from .reports import (
     failures_in_output,
     read_coverage,
     read_junit,
+    strip_colour,
     summaries_in_output,
 )
 
@@ -88,7 +89,8 @@ class TestRun:
     def stopped_early(self) -> bool:
         """The runner stopped at the first failures (pytest's ``-x`` or ``--maxfail``): the
         counts are of the tests that ran before, not of the suite."""
-        return _STOPPED.search(self.result.stdout + "\n" + self.result.stderr) is not None
+        output = strip_colour(self.result.stdout + "\n" + self.result.stderr)
+        return _STOPPED.search(output) is not None
 
     @property
     def is_pass(self) -> bool:

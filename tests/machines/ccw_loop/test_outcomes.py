@@ -84,15 +84,17 @@ def test_script_of_two_pytest_parts_exiting_1_is_not_a_pass(loop_ws: Any, starte
     assert TEST_ADD in result.message
 
 
+@pytest.mark.parametrize("colour", ["", " --color=yes"], ids=["plain", "colour"])
 def test_a_run_stopped_at_the_first_failure_says_the_rest_did_not_run(
-    loop_ws: Any, started: Any
+    loop_ws: Any, started: Any, colour: str
 ) -> None:
     """``pytest -x`` stops at the first failure: the counts are of the tests that ran, and the
     verdict and the status line say the run stopped there, so that "1 of 1 failed" is not read
-    as the size of the suite."""
+    as the size of the suite (in colour too, as projects that set ``--color=yes`` run it)."""
     _project(loop_ws)
     loop = started(
-        test_command=f"{PYTEST} -x tests/test_calc.py tests/test_more.py", fix_tool="none"
+        test_command=f"{PYTEST} -x{colour} tests/test_calc.py tests/test_more.py",
+        fix_tool="none",
     )
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("failed", 4)
