@@ -116,6 +116,16 @@ TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int | None]]] = [
         ("phases/01-a.md", 4),
     ),
     (
+        # the next step reads the result but says nothing of a failed call
+        "agent.call_without_error_handling",
+        {
+            "phases/01-a.md": "# Phase\n\n### Step 4: Review\n\n```bash\n"
+            "ccw cli -p 'review' --tool gemini\n```\n\n### Step 5: Evaluate\n\n"
+            "| Result | Action |\n|---|---|\n| No issues | Proceed to phase 3 |\n"
+        },
+        ("phases/01-a.md", 6),
+    ),
+    (
         "agent.result_unvalidated",
         {"phases/01-a.md": phase("const r = Task({\n  prompt: 'x'\n});\nstate.plan = r.plan;")},
         ("phases/01-a.md", 4),
@@ -215,6 +225,16 @@ QUIET: list[tuple[str, dict[str, str]]] = [
                 "try {\n  const r = Task({ prompt: 'x' });\n"
                 "} catch (e) {\n  state.errors.push(e);\n}"
             )
+        },
+    ),
+    (
+        # the next step, which reads the result, says what to do when the call failed
+        "agent.call_without_error_handling",
+        {
+            "phases/01-a.md": "# Phase\n\n### Step 4: Review\n\n```bash\n"
+            "ccw cli -p 'review' --tool gemini\n```\n\n### Step 5: Evaluate\n\n"
+            "| Result | Action |\n|---|---|\n| No issues | Proceed to phase 3 |\n"
+            "| Review failed/timeout | Ask the user whether to proceed or retry |\n"
         },
     ),
     (
