@@ -12,8 +12,9 @@ A skill is instructions for an agent as much as code, so failure handling is fou
   same or a higher level) says what to do when it fails (``If the CLI times out, retry once``),
   or the step right after it (the next section of the same level, which reads the result) does,
   on a line that names the failure of an agent, a tool or a timeout (a table row ``Review
-  failed/timeout | Ask the user whether to retry``), or the file, or the skill's SKILL.md, has an error-handling section (a heading such as
-  ``Error Handling``, ``Recovery``, ``错误处理``) that speaks of agents, tools or timeouts.
+  failed/timeout | Ask the user whether to retry``), or the file, or the skill's SKILL.md, has
+  an error-handling section (a heading such as ``Error Handling``, ``Recovery``, ``错误处理``)
+  that speaks of agents, tools or timeouts.
 """
 
 from __future__ import annotations
