@@ -421,6 +421,11 @@ class Database:
             return True
         return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
 
+    def holds_locks(self) -> bool:
+        """True while this thread holds (or is about to take) a document lock: its next
+        statement may run in the lock's transaction."""
+        return bool(self._thread().locks)
+
     def session_open(self) -> bool:
         """True while this thread keeps a connection (a run's session, a lock)."""
         return self._thread().depth > 0

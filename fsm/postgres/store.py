@@ -145,8 +145,7 @@ SELECT target.base {notify} FROM target
 """
 _APPEND_NOTIFY = ", pg_notify('{changes}', %(key)s)"
 
-_NOTIFIED = f"""
-SELECT pg_notify('{CHANGES}', %(key)s),
+_NOTES = f"""pg_notify('{CHANGES}', %(key)s),
     CASE WHEN i.runnable AND (i.holder IS NULL OR NOT EXISTS (
         SELECT 1 FROM fsm_holders h
         WHERE h.id = i.holder AND h.expires > statement_timestamp()))
@@ -154,8 +153,12 @@ SELECT pg_notify('{CHANGES}', %(key)s),
     {_ASYNC}
 FROM fsm_instances i WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
 """
+_NOTIFIED = f"SELECT {_NOTES}"
 """The notifications of a run's write (see :class:`_Written`), in a transaction of their own
 that commits without waiting for the disk."""
+_VERSION_NOTIFIED = f"SELECT i.version, {_NOTES}"
+"""The version at a run's step boundary, carrying the notifications of the run's last write
+(see :class:`_Written`)."""
 
 
 @dataclass(frozen=True)
@@ -166,11 +169,13 @@ class _Written:
     commit has reached the disk (the server keeps notifications in commit order): writes that
     notify in their own transaction commit one after another, each waiting for its own flush,
     where writes that do not are flushed together (a group commit). So the writes of runs
-    (fenced by a lease: many workers' steps) notify in a transaction of their own, sent right
-    after theirs in the same round trip and committed without waiting for the disk
-    (``_NOTIFIED``); a write without a lease (a control command, a new instance) notifies in
-    its own transaction, so that its notification is never sent without it nor lost apart
-    from it.
+    (fenced by a lease: many workers' steps) notify in a transaction of their own, committed
+    without waiting for the disk: in a run's session, the look at the version at the next step
+    boundary carries them (``_VERSION_NOTIFIED``; a moment later: the boundary follows the
+    commit at once), or the session's end when no boundary came; outside one, a statement of
+    their own sent right after the write in the same round trip (``_NOTIFIED``). A write
+    without a lease (a control command, a new instance) notifies in its own transaction, so
+    that its notification is never sent without it nor lost apart from it.
     """
 
     notifying: str
@@ -414,6 +419,8 @@ class PostgresStore:
         """What this handle last saw of each instance: its bytes and version."""
         self._stamps: dict[str, list[int]] = {}
         self._sessions: set[str] = set()
+        self._unsent: set[str] = set()
+        """Instances whose run's last write has not notified yet (see :class:`_Written`)."""
 
     @classmethod
     def from_layout(cls, layout: Layout) -> PostgresStore:
@@ -492,9 +499,16 @@ class PostgresStore:
         known = self._known.get(instance_id)
         if known is None or known[0] != raw:
             return self.read_bytes(instance_id) == raw
-        sql = "SELECT version FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
-        params = (self.space, self.machine, validate_id(instance_id))
-        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        validate_id(instance_id)
+        if instance_id in self._unsent and not self.db.holds_locks():
+            # The boundary after a run's write: the look carries the write's notifications.
+            notes = self._notes_of(instance_id)
+            row = self.db.run(lambda conn: conn.execute(_VERSION_NOTIFIED, notes).fetchone())
+            self._unsent.discard(instance_id)
+        else:
+            sql = "SELECT version FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
+            params = (self.space, self.machine, instance_id)
+            row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
         if row is not None and int(row[0]) == known[1]:
             return True
         self._known.pop(instance_id, None)
@@ -604,13 +618,19 @@ class PostgresStore:
         if lock is not None:
             params = {**params, **lock}
         open_already = lock is None and self.db.in_transaction(conn)
-        if params["holder"] is None:
+        carried = params["holder"] is not None and params["id"] in self._sessions
+        if params["holder"] is None or carried:
+            if carried:
+                self._unsent.add(params["id"])  # even if refused: a spurious note is harmless
+                locking, plain = statements.silent_locking, statements.silent
+            else:
+                locking, plain = statements.notifying_locking, statements.notifying
             if lock is not None:
-                return conn.execute(statements.notifying_locking, params).fetchone()
+                return conn.execute(locking, params).fetchone()
             if not open_already:
-                return conn.execute(statements.notifying, params).fetchone()
+                return conn.execute(plain, params).fetchone()
             with conn.pipeline():
-                cursor = conn.execute(statements.notifying, params)
+                cursor = conn.execute(plain, params)
                 conn.execute("COMMIT")
             self.db.committed()
             return cursor.fetchone()
@@ -804,6 +824,25 @@ class PostgresStore:
                 yield
             finally:
                 self._sessions.discard(instance_id)
+                self._send_notes(instance_id)
+
+    def _notes_of(self, instance_id: str) -> dict[str, str]:
+        return {
+            "space": self.space,
+            "machine": self.machine,
+            "id": instance_id,
+            "key": self.key(instance_id),
+        }
+
+    def _send_notes(self, instance_id: str) -> None:
+        """Send the notifications of the run's last write when no step boundary carried them
+        (see :class:`_Written`)."""
+        if instance_id not in self._unsent:
+            return
+        self._unsent.discard(instance_id)
+        notes = self._notes_of(instance_id)
+        with contextlib.suppress(StoreError):  # unreachable: lost, as the write would be
+            self.db.run(lambda conn: conn.execute(_NOTIFIED, notes))
 
     # --- what cannot be committed, what cannot be read -------------------------------------
 
