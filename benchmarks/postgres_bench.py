@@ -115,7 +115,7 @@ def postgres(folder: Path, rounds: int, *, instances: int = INSTANCES) -> list[R
                 _rate(steps, run_all),
             )
         )
-    p50, p95 = _median_pair(pause)
+    p95, p50 = _median_pair(pause)
     results.append(Result("pause seen by a worker, p95 vs p50", p95, p50, None, _ms(p95), _ms(p50)))
     full, empty = _median_pair(claims)
     results.append(
