@@ -301,7 +301,12 @@ class Engine:
     """Drives one instance: step, fire, run."""
 
     def __init__(
-        self, instance: Instance, *, interactive: bool = False, lease: Lease | None = None
+        self,
+        instance: Instance,
+        *,
+        interactive: bool = False,
+        lease: Lease | None = None,
+        kernel: Kernel | None = None,
     ) -> None:
         self.instance = instance
         self._given_lease = lease
@@ -309,7 +314,9 @@ class Engine:
         taking one, and releases it when it ends."""
         self.machine = instance.machine
         self.interactive = interactive
-        self.kernel = Kernel(self.machine)
+        self.kernel = kernel if kernel is not None else Kernel(self.machine)
+        """The machine's kernel: a caller that drives many instances of one machine in turn,
+        in one thread (a worker), hands each engine the same one."""
         self.control = ControlPlane(instance)
         self._lock_held = False
         # The context of this engine's steps and, per (transition, source), the copy its guards
@@ -388,7 +395,8 @@ class Engine:
         self._lock_held = True
         session = contextlib.ExitStack()
         try:
-            if instance.exists():
+            exists = instance.exists()
+            if exists:
                 session.enter_context(instance.session())
             with instance.confined():
                 for command in orphans.reap(instance.running_folder):
@@ -397,7 +405,7 @@ class Engine:
                         pgid=command.get("pgid"),
                         program=command.get("program"),
                     )
-                if instance.exists():
+                if exists:
                     instance.repair()
                 yield
         finally:

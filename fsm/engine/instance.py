@@ -26,8 +26,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm.base import jsonio
 from fsm.base.clock import Clock, SystemClock
 from fsm.base.errors import (
+    CorruptDocumentError,
     DocumentInputError,
     FsmError,
     InputError,
@@ -162,12 +164,25 @@ class Workspace:
 class Instance:
     """One instance of a machine in a workspace."""
 
-    def __init__(self, workspace: Workspace, machine: Machine, instance_id: str) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        machine: Machine,
+        instance_id: str,
+        *,
+        store: Store | None = None,
+        options: BaseModel | None = None,
+    ) -> None:
+        """``store`` and ``options``: the machine's store and options in ``workspace``, when the
+        caller made them already (a worker drives many instances of one machine with one store:
+        what it knows of them, and its connections, are kept from one to the next)."""
         self.workspace = workspace
         self.machine = machine
         self.id = instance_id
-        self.options = workspace.options_for(machine)
-        self.store: Store = workspace.store_for(machine, self.options)
+        self.options = options if options is not None else workspace.options_for(machine)
+        self.store: Store = (
+            store if store is not None else workspace.store_for(machine, self.options)
+        )
         self.folders: Folders = self.store.folders(instance_id)
         self.log_file = RotatingLog(self.folders.meta / "log.ndjson", workspace.path)
         self.log = EventLog(
@@ -186,6 +201,9 @@ class Instance:
         self.transaction = Transaction(self.store, instance_id, self.rules, self.log)
         self.journal: JournalLog = self.transaction.journal
         self._committed: Loaded | None = None
+        self._fresh: Loaded | None = None
+        """The version a worker's claim read with the claim (:meth:`take_claimed`), until the
+        next :meth:`load` takes it."""
         self.executor: Executor = workspace.executor
         if isinstance(workspace.executor, RecordsCommands):
             # Commands of this instance are recorded beside its log (see fsm.process.orphans).
@@ -237,8 +255,8 @@ class Instance:
         return confined_to(self.workspace.path)
 
     def exists(self) -> bool:
-        """True when the document exists."""
-        return self.store.exists(self.id)
+        """True when the document exists (it does when a claim just read it)."""
+        return self._fresh is not None or self.store.exists(self.id)
 
     def validate(self, data: Mapping[str, Any]) -> BaseModel:
         """Validate JSON data with the document model (raises ValidationError)."""
@@ -252,10 +270,32 @@ class Instance:
         large document saves most of its CPU time). Only once: a version handed to guards and
         actions is never handed out again, as a fresh read never would be.
         """
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None:
+            return self.transaction.reconcile(fresh)
         committed, self._committed = self._committed, None
         if committed is not None and self.store.is_current(self.id, committed.raw):
             return committed
         return self.transaction.reconcile(self.load_unchecked())
+
+    def take_claimed(self, raw: bytes) -> Loaded:
+        """The version in ``raw``, the document as a worker's claim read it in the claim's own
+        statement a moment ago: the next :meth:`load` returns it instead of reading the document
+        again (once: every later load reads, as every step boundary must). Raises
+        CorruptDocumentError as :meth:`load` would."""
+        try:
+            data = jsonio.loads(raw)
+        except jsonio.JsonError as exc:
+            raise CorruptDocumentError(
+                f"corrupt document {self.where}: not valid JSON ({exc})"
+            ) from exc
+        if not isinstance(data, dict):
+            raise CorruptDocumentError(
+                f"corrupt document {self.where}: expected a JSON object, "
+                f"found {type(data).__name__}"
+            )
+        self._fresh = self.rules.loaded(data, raw)
+        return self._fresh
 
     def peek(self) -> Loaded:
         """The current version for display (progress lines): like :meth:`load`, but the version

@@ -48,11 +48,15 @@ from typing import TYPE_CHECKING, Any
 
 from fsm.base.clock import SystemClock
 from fsm.base.errors import FsmError, LockHeldError
+from fsm.base.ids import validate_id
 from fsm.engine.driving import Driven, belongs_to, end_with_parent
 from fsm.engine.rules import DocumentRules, runnable
 from fsm.store.protocol import Claim, Claiming, Lease, Store
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from fsm.engine.engine import Kernel
     from fsm.engine.instance import Workspace
     from fsm.model.machine import Machine
     from fsm.model.outcome import StepResult
@@ -143,7 +147,10 @@ class _Scan:
 
 
 class _ScanClaim:
-    """A run lease taken by :class:`_Scan`, with the instance it is on."""
+    """A run lease taken by :class:`_Scan`, with the instance it is on (its document is read by
+    the run)."""
+
+    raw: bytes | None = None
 
     def __init__(self, lease: Lease, instance_id: str) -> None:
         self._lease = lease
@@ -162,11 +169,15 @@ class _ScanClaim:
 
 @dataclass
 class _Source:
-    """One machine's instances, as a worker claims them."""
+    """One machine's instances, as a worker claims them: the machine's options, store and
+    kernel, made once and used for every instance the worker drives (its connections, prepared
+    statements and what it knows of the documents are kept from one instance to the next)."""
 
     machine: Machine
+    options: BaseModel
     store: Store
     claiming: Claiming
+    kernel: Kernel
     skipped: dict[str, tuple[Any, float]] = field(default_factory=dict)
     """Instances not to claim again for now: their stamp then, and until when."""
 
@@ -198,15 +209,18 @@ def work(
 
 
 def _sources(workspace: Workspace, machines: list[Machine]) -> list[_Source]:
+    from fsm.engine.engine import Kernel
+
     found = []
     for machine in machines:
-        store = workspace.store_for(machine)
+        options = workspace.options_for(machine)
+        store = workspace.store_for(machine, options)
         claiming: Claiming
         if isinstance(store, Claiming):
             claiming = store
         else:
-            claiming = _Scan(store, machine, workspace.layout_for(machine).queue)
-        found.append(_Source(machine, store, claiming))
+            claiming = _Scan(store, machine, workspace.layout_for(machine, options).queue)
+        found.append(_Source(machine, options, store, claiming, Kernel(machine)))
     return found
 
 
@@ -251,6 +265,7 @@ def _drive(
     """Drive the claimed instance as ``fsm run`` would; None when it turned out not to be
     runnable (its claim is released)."""
     from fsm.engine.engine import Engine
+    from fsm.engine.instance import Instance
 
     machine = source.machine
     instance_id = claim.instance_id
@@ -264,12 +279,15 @@ def _drive(
 
     state.busy = True
     try:
-        instance = workspace.instance(machine, instance_id)
-        loaded = instance.load()
+        instance = Instance(
+            workspace, machine, validate_id(instance_id), store=source.store, options=source.options
+        )
+        # The document the claim read in its own statement is the run's first read.
+        loaded = instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
         if not runnable(machine, loaded.state, loaded.status):
             claim.release()
             return None
-        engine = Engine(instance, lease=claim)
+        engine = Engine(instance, lease=claim, kernel=source.kernel)
         result = engine.run(max_steps=options.max_steps, actor="worker", on_step=boundary)
         driven = Driven(
             machine.name,

@@ -151,6 +151,9 @@ class _Thread:
     lets them go until the next write takes them again)."""
     pending: bool = False
     """True while a lock is asked for and not taken yet: the next statement takes it."""
+    inline: bool = False
+    """True while a write runs that may take the lock in its own statement (see
+    :meth:`Database.inline_lock`)."""
     sessions: dict[str, int] = field(default_factory=dict)
 
 
@@ -169,6 +172,8 @@ class Database:
         self._holder: Holder | None = None
         self._holder_kind = "run"
         self._heartbeat: threading.Thread | None = None
+        self._beat_wake = threading.Event()
+        """Set to wake the heartbeat from its sleep (the holder ended: the process closes)."""
         self._listener: Any = None
 
     # --- connections -----------------------------------------------------------------------
@@ -305,6 +310,13 @@ class Database:
                 state.locked = False
                 state.conn = self._take()
             if state.locks and not state.locked and (lock or state.pending):
+                if lock and len(state.locks) == 1 and _idle(state.conn):
+                    # A write that takes its one lock in its own statement (inline_lock).
+                    state.inline = True
+                    try:
+                        return work(state.conn)
+                    finally:
+                        state.inline = False
                 # The locks are taken in the same round trip as the work's first statement.
                 with state.conn.pipeline():
                     self._take_locks(state)
@@ -326,6 +338,20 @@ class Database:
                     f"released within {timeout:.0f}s"
                 ) from exc
             raise
+
+    def inline_lock(self, conn: Any) -> dict[str, str] | None:
+        """When the write about to run on ``conn`` is to take this thread's document lock
+        itself: the parameters of the lock (``lock_key``, ``lock_timeout``) its statement takes
+        first, in its own transaction, which its commit ends (one statement instead of a
+        transaction of four: a run's step). None: run the write as it is (the lock is held
+        already, or taken by the statements before it)."""
+        state = self._thread()
+        if not state.inline or state.conn is not conn:
+            return None
+        state.inline = False
+        state.pending = False
+        ((key, timeout),) = state.locks.items()
+        return {"lock_key": key, "lock_timeout": f"{max(1, int(timeout * 1000))}ms"}
 
     def _take_locks(self, state: _Thread) -> None:
         """Begin a transaction and take the thread's document locks in it (queued: sent with
@@ -394,6 +420,11 @@ class Database:
         if state.conn is conn and state.locked:
             return True
         return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+
+    def holds_locks(self) -> bool:
+        """True while this thread holds (or is about to take) a document lock: its next
+        statement may run in the lock's transaction."""
+        return bool(self._thread().locks)
 
     def session_open(self) -> bool:
         """True while this thread keeps a connection (a run's session, a lock)."""
@@ -492,6 +523,7 @@ class Database:
         holder = Holder(holder_id, name, sent)
         with self._mutex:
             self._holder = holder
+            self._beat_wake.clear()  # a holder to renew again (after a close)
             if self._heartbeat is None or not self._heartbeat.is_alive():
                 self._heartbeat = threading.Thread(
                     target=self._beat, name="fsm-heartbeat", daemon=True
@@ -522,11 +554,11 @@ class Database:
             if holder is None or os.getpid() != self.pid:
                 return
             if holder.lost.is_set():
-                time.sleep(min(lease / 3, 1.0))
+                self._beat_wake.wait(min(lease / 3, 1.0))
                 continue
             wait = holder.renewed + lease / 3 - time.monotonic()
             if wait > 0:
-                time.sleep(min(wait, 0.5))
+                self._beat_wake.wait(min(wait, 0.5))
                 continue
             if time.monotonic() >= holder.renewed + lease:
                 holder.mark_lost()
@@ -545,7 +577,7 @@ class Database:
                     if conn is not None:
                         conn.close()
                 link[0] = None
-                time.sleep(min(lease / 10, 0.5))
+                self._beat_wake.wait(min(lease / 10, 0.5))
                 continue
             if row is None:
                 holder.mark_lost()  # it expired: the server may have handed its claims on
@@ -610,7 +642,16 @@ class Database:
                 listener.close()
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None and heartbeat is not threading.current_thread():
+            self._beat_wake.set()  # it has no holder any more: it ends now, not after its nap
             heartbeat.join(timeout=2)
+
+
+def _idle(conn: Any) -> bool:
+    """True when ``conn`` is in no transaction (nor pipeline)."""
+    return bool(
+        conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and conn.info.pipeline_status == psycopg.pq.PipelineStatus.OFF
+    )
 
 
 def _connection_lost(exc: psycopg.OperationalError) -> bool:

@@ -32,6 +32,7 @@ import contextlib
 import functools
 import json
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -79,8 +80,31 @@ _FENCED = """
                     WHERE h.id = %(holder)s AND h.expires > statement_timestamp())))
 """
 
-_SWAP = f"""
-WITH target AS (
+_ASYNC = "set_config('synchronous_commit', 'off', true)"
+"""In a claim or a release: its transaction's commit does not wait for the write-ahead log to
+reach the disk (the setting in effect when a transaction commits is the one that counts; ``true``:
+for this transaction only). Neither needs to outlive a crash of the server on its own: the log is
+written in order, so the first step the claim leads to, committed synchronously, makes the claim
+durable with it; a claim lost with the server (no step committed on it) is only an instance
+claimable again, and the writes fenced by it are refused; a release lost with the server leaves a
+claim that its holder's lease ends. Every step's commit still waits for the disk: a worker
+commits one flush per step, as the bare loop of the benchmarks does, instead of three more per
+instance."""
+
+_LOCKING = """
+fsm_lock AS MATERIALIZED (
+    SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS timeout,
+        pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0)) AS taken
+),"""
+"""A write's first part when it takes the document lock itself (see :meth:`Database.inline_lock`):
+the lock of its own transaction (the statement's), before the row is touched: ``_LOCKED`` in
+the ``UPDATE``'s condition makes the server take it first (a condition without a column is
+evaluated once, before the scan). A writer that held the lock and changed the row meanwhile
+has committed by then, and the compare-and-swap sees its version."""
+_LOCKED = "AND EXISTS (SELECT 1 FROM fsm_lock)"
+
+_SWAP = """
+WITH {lock} target AS (
     UPDATE fsm_instances AS i SET
         raw = %(raw)s, version = i.version + 1, modified = clock_timestamp(),
         state = %(state)s, status = %(status)s, runnable = %(runnable)s,
@@ -89,32 +113,94 @@ WITH target AS (
         creator = coalesce(i.creator, %(creator)s)
     WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
       AND i.version = %(version)s
-    {_FENCED}
+    {fenced} {locked}
     RETURNING i.records - %(count)s AS base, i.version, i.holder
 ), journal AS (
     INSERT INTO fsm_journal (space, machine, id, position, line)
     SELECT %(space)s, %(machine)s, %(id)s, target.base + l.n, l.line
     FROM target, json_array_elements_text(%(lines)s::json) WITH ORDINALITY AS l(line, n)
 )
-SELECT target.version, pg_notify('{CHANGES}', %(key)s),
-    CASE WHEN %(runnable)s AND target.holder IS NULL THEN pg_notify('{WORK}', %(key)s) END
+SELECT target.version {notify}
 FROM target
 """
+_SWAP_NOTIFY = """, pg_notify('{changes}', %(key)s),
+    CASE WHEN %(runnable)s AND (target.holder IS NULL OR NOT EXISTS (
+        SELECT 1 FROM fsm_holders h
+        WHERE h.id = target.holder AND h.expires > statement_timestamp()))
+    THEN pg_notify('{work}', %(key)s) END"""
 
-_APPEND = f"""
-WITH target AS (
+_APPEND = """
+WITH {lock} target AS (
     UPDATE fsm_instances AS i SET
         records = i.records + %(count)s, creator = coalesce(i.creator, %(creator)s)
     WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
-    {_FENCED}
+    {fenced} {locked}
     RETURNING i.records - %(count)s AS base
 ), journal AS (
     INSERT INTO fsm_journal (space, machine, id, position, line)
     SELECT %(space)s, %(machine)s, %(id)s, target.base + l.n, l.line
     FROM target, json_array_elements_text(%(lines)s::json) WITH ORDINALITY AS l(line, n)
 )
-SELECT target.base, pg_notify('{CHANGES}', %(key)s) FROM target
+SELECT target.base {notify} FROM target
 """
+_APPEND_NOTIFY = ", pg_notify('{changes}', %(key)s)"
+
+_NOTES = f"""pg_notify('{CHANGES}', %(key)s),
+    CASE WHEN i.runnable AND (i.holder IS NULL OR NOT EXISTS (
+        SELECT 1 FROM fsm_holders h
+        WHERE h.id = i.holder AND h.expires > statement_timestamp()))
+    THEN pg_notify('{WORK}', %(key)s) END,
+    {_ASYNC}
+FROM fsm_instances i WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
+"""
+_NOTIFIED = f"SELECT {_NOTES}"
+"""The notifications of a run's write (see :class:`_Written`), in a transaction of their own
+that commits without waiting for the disk."""
+_VERSION_NOTIFIED = f"SELECT i.version, {_NOTES}"
+"""The version at a run's step boundary, carrying the notifications of the run's last write
+(see :class:`_Written`)."""
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The statements of one kind of write (a swap, an append).
+
+    A notification holds a lock of the whole server from its transaction's commit until the
+    commit has reached the disk (the server keeps notifications in commit order): writes that
+    notify in their own transaction commit one after another, each waiting for its own flush,
+    where writes that do not are flushed together (a group commit). So the writes of runs
+    (fenced by a lease: many workers' steps) notify in a transaction of their own, committed
+    without waiting for the disk: in a run's session, the look at the version at the next step
+    boundary carries them (``_VERSION_NOTIFIED``; a moment later: the boundary follows the
+    commit at once), or the session's end when no boundary came; outside one, a statement of
+    their own sent right after the write in the same round trip (``_NOTIFIED``). A write
+    without a lease (a control command, a new instance) notifies in its own transaction, so
+    that its notification is never sent without it nor lost apart from it.
+    """
+
+    notifying: str
+    """Notifying in the statement, the lock held already (or none needed)."""
+    notifying_locking: str
+    """Notifying, taking the document lock itself (see :meth:`Database.inline_lock`)."""
+    silent: str
+    """Not notifying (a run's write), the lock held already."""
+    silent_locking: str
+    """Not notifying, taking the document lock itself."""
+
+    @classmethod
+    def of(cls, template: str, notify: str) -> _Written:
+        common = {"fenced": _FENCED}
+        notify = notify.format(changes=CHANGES, work=WORK)
+        return cls(
+            template.format(lock="", locked="", notify=notify, **common),
+            template.format(lock=_LOCKING, locked=_LOCKED, notify=notify, **common),
+            template.format(lock="", locked="", notify="", **common),
+            template.format(lock=_LOCKING, locked=_LOCKED, notify="", **common),
+        )
+
+
+_SWAPS = _Written.of(_SWAP, _SWAP_NOTIFY)
+_APPENDS = _Written.of(_APPEND, _APPEND_NOTIFY)
 
 _FREE_EXPIRED = """
 UPDATE fsm_instances SET holder = NULL
@@ -130,24 +216,30 @@ WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s AND i.ho
 RETURNING i.fence
 """
 
-_CLAIM_ANY = """
+_CLAIM_ANY = f"""
 WITH candidate AS (
-    SELECT space, machine, id FROM fsm_instances
-    WHERE space = %(space)s AND machine = %(machine)s
-      AND runnable AND raw IS NOT NULL AND holder IS NULL
-      AND (%(any)s OR queue IS NULL OR queue = ANY(%(queues)s))
-      AND NOT id = ANY(%(skip)s)
-    ORDER BY modified
+    SELECT c.space, c.machine, c.id FROM fsm_instances c
+    WHERE c.space = %(space)s AND c.machine = %(machine)s
+      AND c.runnable AND c.raw IS NOT NULL
+      AND (c.holder IS NULL OR NOT EXISTS (
+          SELECT 1 FROM fsm_holders h
+          WHERE h.id = c.holder AND h.expires > statement_timestamp()))
+      AND (%(any)s OR c.queue IS NULL OR c.queue = ANY(%(queues)s))
+      AND NOT c.id = ANY(%(skip)s)
+    ORDER BY c.modified
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF c SKIP LOCKED
 )
 UPDATE fsm_instances AS i SET holder = %(holder)s, fence = i.fence + 1
 FROM candidate
 WHERE i.space = candidate.space AND i.machine = candidate.machine AND i.id = candidate.id
   AND EXISTS (SELECT 1 FROM fsm_holders h
               WHERE h.id = %(holder)s AND h.expires > statement_timestamp())
-RETURNING i.id, i.fence
+RETURNING i.id, i.fence, i.raw, i.version, {_ASYNC}
 """
+"""Claim one runnable instance that no live holder has (one whose holder's lease expired is
+taken over in the same statement) and read its document: one round trip per claim, committed
+without waiting for the disk (see ``_ASYNC``)."""
 
 
 def _line(record: Record) -> str:
@@ -173,13 +265,22 @@ def _queue_of(records: Sequence[Record], default: str | None) -> str | None:
 
 
 class PostgresLease:
-    """A run's claim of an instance: the process's holder is the row's, with ``token``."""
+    """A run's claim of an instance: the process's holder is the row's, with ``token``;
+    ``raw``: the document the claim read in the same statement (a worker's claim)."""
 
-    def __init__(self, store: PostgresStore, instance_id: str, holder: Holder, token: int) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        instance_id: str,
+        holder: Holder,
+        token: int,
+        raw: bytes | None = None,
+    ) -> None:
         self._store = store
         self.instance_id = instance_id
         self.holder = holder
         self.token = token
+        self.raw = raw
         self._released = False
 
     def held(self) -> bool:
@@ -206,6 +307,7 @@ class PostgresLease:
             return
         self._released = True
         store = self._store
+        store.forget(self.instance_id)
         key = store.key(self.instance_id)
         sql = f"""
             WITH freed AS (
@@ -213,7 +315,7 @@ class PostgresLease:
                 WHERE space = %s AND machine = %s AND id = %s AND holder = %s AND fence = %s
                 RETURNING runnable
             )
-            SELECT CASE WHEN runnable THEN pg_notify('{WORK}', %s) END FROM freed
+            SELECT CASE WHEN runnable THEN pg_notify('{WORK}', %s) END, {_ASYNC} FROM freed
         """
         params = (store.space, store.machine, self.instance_id, self.holder.id, self.token, key)
         with contextlib.suppress(StoreError):  # unreachable: the lease expires on its own
@@ -317,11 +419,19 @@ class PostgresStore:
         """What this handle last saw of each instance: its bytes and version."""
         self._stamps: dict[str, list[int]] = {}
         self._sessions: set[str] = set()
+        self._unsent: set[str] = set()
+        """Instances whose run's last write has not notified yet (see :class:`_Written`)."""
 
     @classmethod
     def from_layout(cls, layout: Layout) -> PostgresStore:
         """The store of ``layout``'s machine in the database its settings name."""
         return cls(layout, Settings.parse(dict(layout.settings)))
+
+    def forget(self, instance_id: str) -> None:
+        """Forget what this handle knows of the instance (its run ended: a worker's store
+        handle outlives the runs of many instances, and keeps only those it runs)."""
+        self._known.pop(instance_id, None)
+        self._stamps.pop(instance_id, None)
 
     def key(self, instance_id: str) -> str:
         """``<space>/<machine>/<id>``: what locks and notifications name."""
@@ -389,9 +499,16 @@ class PostgresStore:
         known = self._known.get(instance_id)
         if known is None or known[0] != raw:
             return self.read_bytes(instance_id) == raw
-        sql = "SELECT version FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
-        params = (self.space, self.machine, validate_id(instance_id))
-        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        validate_id(instance_id)
+        if instance_id in self._unsent and not self.db.holds_locks():
+            # The boundary after a run's write: the look carries the write's notifications.
+            notes = self._notes_of(instance_id)
+            row = self.db.run(lambda conn: conn.execute(_VERSION_NOTIFIED, notes).fetchone())
+            self._unsent.discard(instance_id)
+        else:
+            sql = "SELECT version FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
+            params = (self.space, self.machine, instance_id)
+            row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
         if row is not None and int(row[0]) == known[1]:
             return True
         self._known.pop(instance_id, None)
@@ -486,20 +603,46 @@ class PostgresStore:
                     "ON CONFLICT DO NOTHING",
                     (self.space, self.machine, instance_id),
                 )
-            row = self._committed(conn, _SWAP, params)
+            row = self._committed(conn, _SWAPS, params)
             return None if row is None else int(row[0])
 
         return self.db.run(write, lock=True)
 
-    def _committed(self, conn: Any, statement: str, params: dict[str, Any]) -> Any:
-        """The first row of ``statement``, committed with the document lock's transaction when
-        it runs in one (sent together: one round trip)."""
-        if not self.db.in_transaction(conn):
-            return conn.execute(statement, params).fetchone()
+    def _committed(self, conn: Any, statements: _Written, params: dict[str, Any]) -> Any:
+        """The first row of the write ``statements``, committed, in one round trip: in the
+        transaction of the thread's document lock when one is open, else in a transaction of
+        its own that takes the lock in the write's statement when the thread holds one (a
+        run's step, see :meth:`Database.inline_lock`). A write under a lease (a run's) is
+        followed by its notifications, in a transaction of their own (see :class:`_Written`)."""
+        lock = self.db.inline_lock(conn)
+        if lock is not None:
+            params = {**params, **lock}
+        open_already = lock is None and self.db.in_transaction(conn)
+        carried = params["holder"] is not None and params["id"] in self._sessions
+        if params["holder"] is None or carried:
+            if carried:
+                self._unsent.add(params["id"])  # even if refused: a spurious note is harmless
+                locking, plain = statements.silent_locking, statements.silent
+            else:
+                locking, plain = statements.notifying_locking, statements.notifying
+            if lock is not None:
+                return conn.execute(locking, params).fetchone()
+            if not open_already:
+                return conn.execute(plain, params).fetchone()
+            with conn.pipeline():
+                cursor = conn.execute(plain, params)
+                conn.execute("COMMIT")
+            self.db.committed()
+            return cursor.fetchone()
         with conn.pipeline():
-            cursor = conn.execute(statement, params)
+            if not open_already:
+                conn.execute("BEGIN")
+            write = statements.silent_locking if lock is not None else statements.silent
+            cursor = conn.execute(write, params)
             conn.execute("COMMIT")
-        self.db.committed()
+            conn.execute(_NOTIFIED, params)
+        if open_already:
+            self.db.committed()
         return cursor.fetchone()
 
     def _commit(self, conn: Any) -> None:
@@ -584,7 +727,7 @@ class PostgresStore:
                     "ON CONFLICT DO NOTHING",
                     (self.space, self.machine, instance_id),
                 )
-            return self._committed(conn, _APPEND, params) is not None
+            return self._committed(conn, _APPENDS, params) is not None
 
         if not self.db.run(append, lock=True):
             self._refused(instance_id, holder, token)
@@ -681,6 +824,25 @@ class PostgresStore:
                 yield
             finally:
                 self._sessions.discard(instance_id)
+                self._send_notes(instance_id)
+
+    def _notes_of(self, instance_id: str) -> dict[str, str]:
+        return {
+            "space": self.space,
+            "machine": self.machine,
+            "id": instance_id,
+            "key": self.key(instance_id),
+        }
+
+    def _send_notes(self, instance_id: str) -> None:
+        """Send the notifications of the run's last write when no step boundary carried them
+        (see :class:`_Written`)."""
+        if instance_id not in self._unsent:
+            return
+        self._unsent.discard(instance_id)
+        notes = self._notes_of(instance_id)
+        with contextlib.suppress(StoreError):  # unreachable: lost, as the write would be
+            self.db.run(lambda conn: conn.execute(_NOTIFIED, notes))
 
     # --- what cannot be committed, what cannot be read -------------------------------------
 
@@ -868,8 +1030,9 @@ class PostgresStore:
         self, queues: Sequence[str] | None, skip: Collection[str] = ()
     ) -> PostgresLease | None:
         """Claim the runnable instance written longest ago that no live holder has, in one of
-        ``queues`` or none (``FOR UPDATE SKIP LOCKED``: claimers never wait for each other);
-        claims whose holder's lease expired are freed first."""
+        ``queues`` or none (``FOR UPDATE SKIP LOCKED``: claimers never wait for each other),
+        taking over one whose holder's lease expired; the lease carries the document the claim
+        read (``raw``), in the same statement."""
         self.db.name_holder("worker")
         for _ in range(3):
             holder = self.db.holder()
@@ -882,19 +1045,19 @@ class PostgresStore:
                 "skip": list(skip),
             }
 
-            found = self.db.run(functools.partial(self._claim_any, params))
-            if found is not None:
-                return PostgresLease(self, found[0], holder, found[1])
+            row = self.db.run(functools.partial(self._claim_any, params))
+            if row is not None:
+                instance_id, raw = str(row[0]), _bytes(row[2])
+                self._known[instance_id] = (raw, int(row[3]))
+                return PostgresLease(self, instance_id, holder, int(row[1]), raw)
             if self._holder_alive(holder):
                 return None
             holder.mark_lost()
         return None
 
     @staticmethod
-    def _claim_any(params: dict[str, Any], conn: Any) -> tuple[str, int] | None:
-        conn.execute(_FREE_EXPIRED.format(which=""), params)
-        row = conn.execute(_CLAIM_ANY, params).fetchone()
-        return None if row is None else (str(row[0]), int(row[1]))
+    def _claim_any(params: dict[str, Any], conn: Any) -> Any:
+        return conn.execute(_CLAIM_ANY, params).fetchone()
 
     def _holder_alive(self, holder: Holder) -> bool:
         sql = "SELECT 1 FROM fsm_holders WHERE id = %s AND expires > statement_timestamp()"

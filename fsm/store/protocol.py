@@ -227,9 +227,13 @@ class Lease(Protocol):
 
 
 class Claim(Lease, Protocol):
-    """A lease a worker claimed (:meth:`Claiming.claim`): which instance it is on."""
+    """A lease a worker claimed (:meth:`Claiming.claim`): which instance it is on and, when the
+    store read it with the claim (in the same statement), the document's bytes then."""
 
     instance_id: str
+    raw: bytes | None
+    """The document as the claim found it (None: the store did not read it; the run reads it).
+    A run takes it as its first read, at the moment of the claim: it is never kept longer."""
 
 
 @runtime_checkable
