@@ -248,6 +248,12 @@ def _history_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="only the last N records, read from the end of the journal, e.g. --tail 20",
     )
+    p.add_argument(
+        "--changes",
+        action="store_true",
+        help="under each record, the document's fields it changed (+ added, - removed, "
+        "~ replaced, with the new value)",
+    )
 
 
 def _ls_arguments(p: argparse.ArgumentParser) -> None:

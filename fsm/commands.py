@@ -300,12 +300,18 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Print the journal as it is read (or only its last ``--tail`` records, read from its end).
 
-    Each record is one line: readable text (:func:`fsm.history.history_line`), or with
-    ``--json`` the record as the journal holds it (compact JSON), characters a terminal would
-    act on escaped.
+    Each record is one line: readable text (:func:`fsm.history.history_line`), with
+    ``--changes`` followed by the fields it changed (:func:`fsm.history.change_lines`), or with
+    ``--json`` the record as the journal holds it (compact JSON, which holds its changes),
+    characters a terminal would act on escaped.
     """
-    from fsm.history import history_line
+    from fsm.history import change_lines, history_line
     from fsm.records import Record
+
+    def shown(record: Record) -> str:
+        if not getattr(args, "changes", False):
+            return history_line(record)
+        return "\n".join([history_line(record), *change_lines(record)])
 
     instance = instance_from(args, values)
     if args.tail is not None:
@@ -316,14 +322,14 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
             sys.stdout.writelines(_json_line(data) + "\n" for data in reversed(raw))
         else:
             records = list(itertools.islice(instance.journal.records_backwards(), args.tail))
-            sys.stdout.writelines(history_line(record) + "\n" for record in reversed(records))
+            sys.stdout.writelines(shown(record) + "\n" for record in reversed(records))
         return 0
     if args.json:
         return _history_json(instance)
     lines: list[str] = []
     for number, record in instance.journal.entries():
         if isinstance(record, Record):
-            lines.append(history_line(record))
+            lines.append(shown(record) if getattr(args, "changes", False) else history_line(record))
             if len(lines) < 4096:
                 continue
             _write_lines(lines)

@@ -82,6 +82,7 @@ def _external_control(
             state=their_state,
             status=their_status,
             doc_hash=their_hash,
+            core_hash=rules.core_hash(theirs),
         )
     ]
 
