@@ -49,6 +49,7 @@ from fsm.errors import (
     MissingRequirementError,
     UnwritableDocumentError,
 )
+from fsm.heartbeat import Pulse, heartbeats_of
 from fsm.instance import Instance, Loaded
 from fsm.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
@@ -227,7 +228,10 @@ class _Attempt:
         data, doc = current.data, current.doc
         last = len(transition.actions) - 1
         unchecked = False
+        pulse = engine.pulse
         for position, (name, action) in enumerate(transition.actions):
+            if pulse is not None:
+                pulse.doing(name, current.state)
             try:
                 update = action(doc, tctx)
                 if update:
@@ -261,6 +265,8 @@ class Engine:
         self.kernel = Kernel(self.machine)
         self.control = ControlPlane(instance)
         self._lock_held = False
+        self.pulse: Pulse | None = None
+        """The heartbeat of the run under way (:mod:`fsm.heartbeat`): told of each action."""
         # The context of this engine's steps and, per (transition, source), the copy its guards
         # and actions see: what they hold is fixed for the instance, so they are built once.
         self._ctx: Context | None = None
@@ -401,7 +407,14 @@ class Engine:
                 self.check_requirements(loaded)
             loaded = self.control.start_if_needed(loaded, actor=actor)
             self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
-            result = self._run_steps(max_steps, chooser, actor, on_step)
+            store = self.instance.store
+            pulse = Pulse(heartbeats_of(store), self.instance.id, actor, loaded.state)
+            with pulse.running():
+                self.pulse = pulse
+                try:
+                    result = self._run_steps(max_steps, chooser, actor, on_step)
+                finally:
+                    self.pulse = None
         self.instance.log.info(
             RUN_ENDED_EVENTS[result.outcome],
             state=result.state,
@@ -426,6 +439,8 @@ class Engine:
             if ended is not None:
                 return ended
             result = self._step(None, actor, loaded=loaded)
+            if self.pulse is not None:
+                self.pulse.doing(None, result.state)
             if result.outcome == "waiting" and chooser is not None:
                 choices = self.allowed_events()
                 event = chooser(result.state, choices) if choices else None
