@@ -79,9 +79,7 @@ class Rebuilder:
                 )
             elif record.doc_hash is not None and record.kind != "error":
                 # A failed step changes no document (unless merged, when it says so).
-                self._lose(
-                    f"record {number} was written before journal records said what changed"
-                )
+                self._lose(f"record {number} was written before journal records said what changed")
             return
         self.seen_changes = True
         first = ops[0] if ops else None

@@ -16,8 +16,8 @@ from fsm.jsonrender import render_document
 from fsm.patch import (
     PATCH_LIMIT,
     PatchError,
-    apply,
     applied,
+    apply,
     changes_of,
     diff,
     pointer,

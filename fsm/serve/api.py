@@ -320,6 +320,7 @@ def get_version_diagram(
     "/instances/{machine}/{instance_id}/changes",
     response_model=Changes,
     response_model_by_alias=True,
+    response_model_exclude_unset=True,
     tags=["time travel"],
     responses=READS,
 )
