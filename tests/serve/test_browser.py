@@ -220,6 +220,13 @@ def test_instance_page_follows_a_run_and_controls_it(
         assert page.inner_text("#status") == "running"
         page.wait_for_selector("#control-pause", timeout=WAIT_MS)
         assert buttons(page) == ["Pause", "Stop"]
+        # Who drives it: the run's heartbeat; each journal row says what its step changed.
+        driver = "() => document.getElementById('driver').innerText"
+        wait_until(page, driver, lambda text: text.startswith("driven by run (pid "))
+        changed = page.eval_on_selector_all(
+            "#journal tr.kind-transition ul.changes", "lists => lists.map(l => l.innerText)"
+        )
+        assert any("~ /count = " in text for text in changed), changed[:3]
         shot(page, "instance")
         page.click("#control-pause")
         assert run.wait(timeout=30) == 5
@@ -228,10 +235,11 @@ def test_instance_page_follows_a_run_and_controls_it(
             run.kill()
         run.communicate()
     wait_until(page, STATUS, "paused")
+    wait_until(page, driver, lambda text: text.startswith("nobody is driving this instance"))
     page.wait_for_selector("#control-resume", timeout=WAIT_MS)
     assert buttons(page) == ["Start", "Resume", "Stop"]
     rows = page.eval_on_selector_all("#journal tr", "rows => rows.map(r => r.innerText)")
-    assert any("\tpause\t" in row and "\tweb\t" in row for row in rows[:5]), rows[:5]
+    assert any("\tpause\t" in row and "\tserve\t" in row for row in rows[:5]), rows[:5]
     shot(page, "instance-paused")
     page.click("#control-resume")
     wait_until(page, STATUS, "running")

@@ -36,9 +36,33 @@ function showStatus(info) {
     ? enabled.map((e) => badge(e.auto ? e.event : `${e.event} (manual)`, "event"))
     : el("span", { class: "muted", text: "none" }));
   byId("document-path").textContent = info.document;
+  shownInfo = info;
+  showDriver(info);
   showControls(info.control);
   document.title = `${id} · ${info.state} · fsm serve`;
 }
+
+// Who drives the instance: the run's heartbeat, or the command that would drive it.
+function showDriver(info) {
+  const driver = info.driver;
+  const line = byId("driver");
+  if (driver) {
+    const doing = driver.action && driver.action_started
+      ? `, action ${driver.action} for ${Math.max(0, Math.round(Date.now() / 1000 - driver.action_started))} s`
+      : "";
+    line.dataset.since = driver.action_started || "";
+    clear(line, `driven by ${driver.driver} (pid ${driver.pid} on ${driver.host})${doing}`);
+  } else if (info.final) {
+    clear(line, el("span", { class: "muted", text: "ended: nothing to drive" }));
+  } else {
+    clear(line, el("span", { class: info.status === "running" ? "bad-text" : "muted", text: "nobody is driving this instance: " }),
+      el("code", { text: info.run_command }), " would");
+  }
+}
+
+let shownInfo = null;
+// The action's duration counts up between updates.
+setInterval(() => { if (shownInfo && shownInfo.driver) showDriver(shownInfo); }, 1000);
 
 function showControls(legal) {
   const buttons = COMMANDS.filter((c) => legal.includes(c)).map((command) =>
@@ -92,14 +116,32 @@ function agentRun(run) {
 }
 
 function guardChips(record) {
-  return (record.guards || []).map((g) => el("span", {
+  const guards = record.guards || [];
+  if (!guards.length) return [];
+  const chips = guards.map((g) => el("span", {
     class: `chip ${g.result === true ? "good" : ""}`,
     title: `transition ${g.transition} (${events[g.transition] || "?"}): ${g.result}`,
     text: `${g.result === true ? "✓" : g.result === false ? "✗" : "?"} ${g.guard}`,
   }));
+  // Guards are collapsed: the summary says how many held.
+  const held = guards.filter((g) => g.result === true).length;
+  return [el("details", { class: "guards" }, el("summary", { text: `${held}/${guards.length} guards held` }), chips)];
 }
 
-function journalRow(record) {
+// What the step changed: its patch (or the paths alone when it was large).
+function changeList(record) {
+  const ops = Array.isArray(record.changes) ? record.changes : null;
+  const paths = ops ? ops.map((op) => op.path) : Array.isArray(record.changed) ? record.changed : [];
+  if (!paths.length) return el("span", { class: "muted", text: ops ? "nothing" : "" });
+  if (ops && ops.length === 1 && ops[0].path === "") return el("span", { class: "muted", text: "the whole document" });
+  return el("ul", { class: "changes" }, (ops || paths.map((path) => ({ op: "changed", path }))).map((op) => {
+    const shown = op.value === undefined ? "" : JSON.stringify(op.value);
+    return el("li", { title: shown }, `${op.op === "add" ? "+" : op.op === "remove" ? "−" : "~"} ${op.path || "/"}`,
+      shown ? el("span", { class: "muted", text: ` = ${shown.length > 60 ? shown.slice(0, 57) + "..." : shown}` }) : null);
+  }));
+}
+
+function journalRow(record, line) {
   const kind = record.kind || "?";
   const move = record.kind === "control" && record.status_from
     ? `${record.status_from} → ${record.status_to}`
@@ -112,12 +154,15 @@ function journalRow(record) {
   if (record.reason) notes.push(el("span", { text: record.reason }));
   if (Array.isArray(record.agents)) notes.push(...record.agents.filter((r) => r && typeof r === "object").map(agentRun));
   const actions = Array.isArray(record.actions) ? record.actions.join(", ") : record.action || "";
-  return el("tr", { class: `kind-${kind.replace(/[^a-z]/g, "")}` },
+  const marks = [];
+  if (record.merged) marks.push(badge("merged with another writer", "merged"));
+  if (record.actor === "external") marks.push(badge("another program", "external"));
+  return el("tr", { class: `kind-${kind.replace(/[^a-z]/g, "")}`, "data-line": line ?? null },
     el("td", {}, when(record.time)),
-    el("td", {}, badge(kind, `kind-${kind.replace(/[^a-z]/g, "")}`)),
+    el("td", {}, badge(kind, `kind-${kind.replace(/[^a-z]/g, "")}`), marks),
     el("td", { text: record.event || "" }),
     el("td", { text: move }),
-    el("td", {}, guardChips(record)),
+    el("td", {}, changeList(record), guardChips(record)),
     el("td", { text: actions }),
     el("td", { text: record.actor || "" }),
     el("td", { class: "number", text: record.duration_ms !== undefined ? `${record.duration_ms} ms` : "" }),
@@ -125,8 +170,9 @@ function journalRow(record) {
 }
 
 function showJournal(history) {
-  const newest = [...history.records].reverse();
-  clear(byId("journal"), newest.map(journalRow));
+  const lines = history.lines || [];
+  const newest = history.records.map((record, index) => [record, lines[index]]).reverse();
+  clear(byId("journal"), newest.map(([record, line]) => journalRow(record, line)));
   byId("journal-count").textContent = `(${history.more ? "latest " : ""}${history.records.length} records, newest first${history.more ? "; fsm history shows all" : ""})`;
 }
 
