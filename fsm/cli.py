@@ -307,6 +307,21 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="read the token from FILE, readable by you only (default: a new token per start)",
     )
+    p.add_argument(
+        "--max-body",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="largest request body taken, e.g. --max-body 4194304 (default: 1 MiB); larger "
+        "ones are refused (413) unread",
+    )
+    p.add_argument(
+        "--reads",
+        choices=("private", "all", "none"),
+        default="private",
+        help="which reads need the token: private (default: instances whose document others "
+        "may not read), all, or none",
+    )
 
 
 _Arguments = Callable[[argparse.ArgumentParser], None]

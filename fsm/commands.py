@@ -414,7 +414,10 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     from fsm.serve.server import ServeOptions, run, served_machines
 
     served = served_machines(_workspace(values), args.machines)
-    run(served, ServeOptions(args.host, args.port, args.allow_remote, args.token_file))
+    options = ServeOptions(
+        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads
+    )
+    run(served, options)
     return 0
 
 

@@ -16,7 +16,7 @@ import uvicorn
 
 from fsm.errors import FsmError, InputError
 from fsm.instance import Workspace
-from fsm.serve.access import Access, check_bind, new_token, read_token_file
+from fsm.serve.access import MAX_BODY, Access, check_bind, new_token, read_token_file
 from fsm.serve.app import create_app
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
@@ -35,6 +35,8 @@ class ServeOptions:
     port: int = 8765
     allow_remote: bool = False
     token_file: Path | None = None
+    max_body: int = MAX_BODY
+    reads: str = "private"
 
 
 class _Server(uvicorn.Server):
@@ -62,7 +64,16 @@ def run(served: Served, options: ServeOptions, out: TextIO = sys.stdout) -> None
     token = read_token_file(options.token_file) if options.token_file else new_token()
     listener = _bind(options.host, options.port)
     port = int(listener.getsockname()[1])
-    access = Access(token, options.host, port, remote=options.allow_remote)
+    if options.max_body < 1:
+        raise InputError(f"--max-body {options.max_body} must be 1 or more")
+    access = Access(
+        token,
+        options.host,
+        port,
+        remote=options.allow_remote,
+        max_body=options.max_body,
+        reads=options.reads,
+    )
     feed = ChangeFeed(sources_of(served.workspace, served.machines.values()))
     app = create_app(served, access, feed)
     config = uvicorn.Config(
