@@ -57,9 +57,9 @@ def status(folder: Path, times: int) -> list[Result]:
 def listing(folder: Path, times: int) -> list[Result]:
     """`fsm ls ccw-loop --status running` over 2,000 running loops vs a plain Python process that
     parses every file; with the index of the last listing, and with no cache at all."""
-    from fsm.control import ControlPlane
-    from fsm.engine import Engine
-    from fsm.instance import Workspace
+    from fsm.engine.control import ControlPlane
+    from fsm.engine.engine import Engine
+    from fsm.engine.instance import Workspace
 
     root = folder / "loops"
     instance = Workspace(root).instance("ccw-loop", "seed")

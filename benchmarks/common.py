@@ -89,7 +89,7 @@ def command_env(folder: Path) -> dict[str, str]:
     Bytecode is cached in ``folder`` for both sides (an environment that sets
     ``PYTHONDONTWRITEBYTECODE``, as this project's sandbox does, would otherwise leave fsm's own
     modules without ``.pyc`` files while the installed dependencies of a baseline keep theirs),
-    and fsm's own cache (:mod:`fsm.cache`) is a folder of this run, filled by the warm-up runs.
+    and fsm's own cache (:mod:`fsm.base.cache`) is a folder of this run, filled by the warm-up runs.
     """
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)

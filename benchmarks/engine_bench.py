@@ -34,10 +34,10 @@ def in_memory_step(folder: Path) -> Result:
     rendering info events for a terminal is not the engine's cost."""
     from statemachine import State, StateMachine
 
-    from fsm.engine import Engine
-    from fsm.instance import Instance, Loaded, Workspace
-    from fsm.log import configure
-    from fsm.machine import load_machine
+    from fsm.base.log import configure
+    from fsm.engine.engine import Engine
+    from fsm.engine.instance import Instance, Loaded, Workspace
+    from fsm.model.machine import load_machine
 
     configure("console", "warning")
 
@@ -75,12 +75,12 @@ def in_memory_step(folder: Path) -> Result:
 def persisted_step(folder: Path) -> list[Result]:
     """A real step on disk vs an atomic write of the same bytes plus a journal append; and the
     CPU time of each, which waiting for the disk does not blur (for information)."""
-    from fsm.control import ControlPlane
-    from fsm.engine import Engine
-    from fsm.instance import Workspace
-    from fsm.journal import Journal
-    from fsm.machine import load_machine
-    from fsm.store import atomic_write_text
+    from fsm.engine.control import ControlPlane
+    from fsm.engine.engine import Engine
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import load_machine
+    from fsm.store.file_store import atomic_write_text
+    from fsm.store.journal import Journal
 
     machine = load_machine(COUNTER)
     instance = Workspace(folder / "persisted").instance(machine, "disk")
@@ -123,10 +123,10 @@ def build_large(folder: Path) -> Result:
     """Resolve and build the kernel of a 1,000-state machine vs 100 ms."""
     from pydantic import BaseModel
 
-    from fsm.definition import MachineSpec
-    from fsm.engine import Kernel
-    from fsm.machine import resolve
-    from fsm.registry import Registry
+    from fsm.engine.engine import Kernel
+    from fsm.model.definition import MachineSpec
+    from fsm.model.machine import resolve
+    from fsm.model.registry import Registry
 
     registry = Registry()
 
@@ -168,10 +168,10 @@ def list_api(folder: Path) -> list[Result]:
     documents another program wrote (no journal beside them), then the same documents each
     with the journal fsm would have started (for information: its first line is read to tell
     apart machines sharing a folder)."""
-    from fsm.instance import Workspace
-    from fsm.listing import list_instances
-    from fsm.machine import load_machine
-    from fsm.store import FileStore
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import load_machine
+    from fsm.store.file_store import FileStore
+    from fsm.view.listing import list_instances
 
     machine = load_machine(COUNTER)
     workspace = Workspace(folder / "many")

@@ -79,8 +79,8 @@ def _rate(steps: int, seconds: float) -> str:
 
 def _counters(workspace: Path, count: int) -> Path:
     """``count`` new counters (limit 3: three counting steps and the finish) in ``workspace``."""
-    from fsm.instance import Workspace
-    from fsm.machine import load_machine
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import load_machine
 
     machine = load_machine(COUNTER)
     space = Workspace(workspace)

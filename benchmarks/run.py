@@ -1,4 +1,4 @@
-"""Performance benchmarks (SPEC section 7 and issue 14), run on demand::
+"""Performance benchmarks, run on demand::
 
     .venv/bin/pip install -e '.[bench]' && .venv/bin/python benchmarks/run.py [--quick]
     .venv/bin/python benchmarks/run.py --repeat 3 --write-docs   # medians, into the README
@@ -24,7 +24,7 @@ to its budget, so that it means the same on a fast laptop and on a loaded CI box
   ``fsm ls --json`` as a command (1.0x), and vs 300 ms.
 
 Fairness of the command-line figures: both sides run with bytecode caches, and fsm's own cache
-(:mod:`fsm.cache`: checked definitions, the index of ``fsm ls``) lives in a folder of this run,
+(:mod:`fsm.base.cache`: checked definitions, the index of ``fsm ls``) lives in a folder of this run,
 filled by the untimed warm-up runs; every command is timed several times, interleaved with its
 baseline, and the medians are compared. ``--repeat K`` runs it all K times and shows, for each
 figure, the run with the median ratio. Benchmarks inform, they do not gate: nothing here

@@ -2,14 +2,15 @@
 
 Each scenario copies a sample workspace from ``examples/workspaces/`` into ``demo-output/``
 (recreated on every run), creates an instance with the Python API, runs it to the end, and
-prints where it ended. Finally the diagrams of every registered machine are written to
-``diagrams/``. Run it with ``bash scripts/demo.sh`` (which sets up the virtual environment).
+prints where it ended. Finally ``fsm diagram`` writes the diagrams of every registered machine
+to ``diagrams/``. Run it with ``bash scripts/demo.sh`` (which sets up the virtual environment).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,10 +20,7 @@ from typing import Any
 import structlog
 
 from fsm import Engine, Workspace
-from fsm.diagram import write_diagrams
-from fsm.discovery import open_machine, registered_machines
 from fsm.log import configure
-from fsm.machine import load_machine
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "examples" / "workspaces"
@@ -153,11 +151,7 @@ def drive(scenario: Scenario, out: Path) -> bool:
     if scenario.prepare is not None:
         scenario.prepare(folder)
     workspace = Workspace(folder, options=scenario.options)
-    machine = (
-        load_machine(Path(scenario.machine))
-        if scenario.machine.endswith(".yaml")
-        else workspace.machine(scenario.machine)
-    )
+    machine = workspace.machine(scenario.machine)  # a registered name, or a machine file
     instance = workspace.instance(machine, workspace.new_id(machine))
     instance.create(scenario.inputs)
     result = Engine(instance).run(max_steps=200)
@@ -175,6 +169,23 @@ def drive(scenario: Scenario, out: Path) -> bool:
     return ok
 
 
+def _write_diagrams(folder: Path) -> bool:
+    """Write every registered machine's diagrams with ``fsm diagram``, as a user would; say
+    which files were written. False when the command failed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "fsm", "diagram", "-o", str(folder)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    written = [Path(line).name for line in done.stdout.splitlines() if line.strip()]
+    print(f"[{'ok ' if done.returncode == 0 else 'UNEXPECTED'}] diagrams: {', '.join(written)}")
+    if done.stderr:
+        print(done.stderr, end="")
+    return done.returncode == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every scenario and write the diagrams; exit 1 when a scenario ends unexpectedly."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -187,20 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
     results = [drive(s, args.out) for s in scenarios()]
-    args.diagrams.mkdir(parents=True, exist_ok=True)
-    for name in sorted(registered_machines()):
-        report = write_diagrams(open_machine(name), args.diagrams)
-        written = ", ".join(p.name for p in report.written)
-        print(f"[ok ] diagrams of {name}: {written}")
-        for fmt, reason in report.skipped:
-            print(f"[warn] {name}.{fmt} not written: {reason}")
     structlog.reset_defaults()
+    diagrams = _write_diagrams(args.diagrams)
     failed = results.count(False)
     print(
         f"\n{len(results) - failed} of {len(results)} scenarios ended as expected; "
         f"outputs in {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
     )
-    return 1 if failed else 0
+    return 1 if failed or not diagrams else 0
 
 
 if __name__ == "__main__":

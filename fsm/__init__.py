@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fsm.clock import Clock, SimulatedClock, SystemClock
-from fsm.context import Context, TransitionInfo
-from fsm.errors import (
+from fsm.base.clock import Clock, SimulatedClock, SystemClock
+from fsm.base.errors import (
     ControlRefusedError,
     CorruptDocumentError,
     DefinitionError,
@@ -42,6 +41,7 @@ from fsm.errors import (
     MissingRequirementError,
     NotARegularFileError,
     OptionsError,
+    PatchError,
     RefusedError,
     StoreError,
     UnknownInstanceError,
@@ -49,15 +49,17 @@ from fsm.errors import (
     UnsafePathError,
     UnwritableDocumentError,
 )
-from fsm.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
-from fsm.registry import Recovery, Registry, Reopening, Update
+from fsm.model.context import Context, TransitionInfo
+from fsm.model.registry import Recovery, Registry, Reopening, Update
+from fsm.process.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
 
 if TYPE_CHECKING:
-    from fsm.control import ControlPlane
-    from fsm.engine import Engine
-    from fsm.instance import Instance, Workspace
-    from fsm.machine import Machine
-    from fsm.outcome import RunResult, StepResult, Verdict
+    from fsm.engine.control import ControlPlane
+    from fsm.engine.engine import Engine
+    from fsm.engine.instance import Instance, Workspace
+    from fsm.engine.retry import retry
+    from fsm.model.machine import Machine
+    from fsm.model.outcome import RunResult, StepResult, Verdict
 
 __all__ = [
     "AgentCommand",
@@ -88,6 +90,7 @@ __all__ = [
     "MissingRequirementError",
     "NotARegularFileError",
     "OptionsError",
+    "PatchError",
     "Recovery",
     "RefusedError",
     "Registry",
@@ -106,17 +109,19 @@ __all__ = [
     "Update",
     "Verdict",
     "Workspace",
+    "retry",
 ]
 
 _LAZY = {
-    "ControlPlane": "fsm.control",
-    "Engine": "fsm.engine",
-    "RunResult": "fsm.outcome",
-    "StepResult": "fsm.outcome",
-    "Verdict": "fsm.outcome",
-    "Instance": "fsm.instance",
-    "Workspace": "fsm.instance",
-    "Machine": "fsm.machine",
+    "ControlPlane": "fsm.engine.control",
+    "Engine": "fsm.engine.engine",
+    "RunResult": "fsm.model.outcome",
+    "StepResult": "fsm.model.outcome",
+    "Verdict": "fsm.model.outcome",
+    "Instance": "fsm.engine.instance",
+    "Workspace": "fsm.engine.instance",
+    "Machine": "fsm.model.machine",
+    "retry": "fsm.engine.retry",
 }
 
 

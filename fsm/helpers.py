@@ -1,4 +1,4 @@
-"""What machines use besides their :class:`~fsm.context.Context`: writing their side files in
+"""What machines use besides their :class:`~fsm.model.context.Context`: writing their side files in
 the workspace, and checking ids.
 
 Whatever store keeps the instance documents, a machine's side files (progress files, reports,
@@ -14,14 +14,14 @@ is. These functions write them safely:
 None of them writes through a symbolic link, and while the engine runs a machine's guards,
 actions and hooks (:func:`confined_to`), a write given no ``root`` that lies inside the workspace
 is confined to it: a folder that is a link leading out of the workspace is refused with
-:class:`~fsm.errors.UnsafePathError`. :func:`validate_id` checks an id (an instance's, or one a
+:class:`~fsm.base.errors.UnsafePathError`. :func:`validate_id` checks an id (an instance's, or one a
 machine makes a file name of: a task id, an issue id) before it becomes part of a path.
 """
 
 from __future__ import annotations
 
-from fsm.errors import InvalidIdError, UnsafePathError
-from fsm.files import (
+from fsm.base.errors import InvalidIdError, UnsafePathError
+from fsm.base.files import (
     append_text,
     atomic_write_bytes,
     atomic_write_text,
@@ -30,7 +30,7 @@ from fsm.files import (
     ensure_folder,
     read_file,
 )
-from fsm.ids import is_valid_id, validate_id
+from fsm.base.ids import is_valid_id, validate_id
 
 __all__ = [
     "InvalidIdError",

@@ -43,10 +43,10 @@ cd "$root"
 if FSM_AGENT_CLIS="$prefix" FSM_AGENT_CLIS_NEWEST=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/test_agent_clis.py "$@"; then
   echo "check-agents-newest: fsm's invocations pass with the newest releases"
   if [ -n "$changed" ]; then
-    echo "check-agents-newest: to adopt them, update scripts/agent-clis.versions and 'tested' in fsm/agents.py"
+    echo "check-agents-newest: to adopt them, update scripts/agent-clis.versions and 'tested' in fsm/process/agents.py"
   fi
   exit 0
 fi
-echo "check-agents-newest: DRIFT: a newest release refuses an invocation of fsm (above); add a profile in fsm/agents.py" >&2
+echo "check-agents-newest: DRIFT: a newest release refuses an invocation of fsm (above); add a profile in fsm/process/agents.py" >&2
 [ "$report_only" = 1 ] && exit 0
 exit 1

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import structlog
 
+from fsm.base.clock import SimulatedClock
 from fsm.cli import main
-from fsm.clock import SimulatedClock
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine, load_machine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine, load_machine
 
 ENGINE_MACHINES = Path(__file__).parent / "engine_machines"
 COUNTER = ENGINE_MACHINES / "counter" / "machine.yaml"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from fsm.agent_check import inspect_agent, version_of
-from fsm.agents import KNOWN, shown_version
-from fsm.executor import SubprocessExecutor
+from fsm.process.agent_check import inspect_agent, version_of
+from fsm.process.agents import KNOWN, shown_version
+from fsm.process.executor import SubprocessExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = Path(os.environ.get("FSM_AGENT_CLIS") or ROOT / ".agent-clis")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from fsm.agent_output import error_line, read_output
-from fsm.agents import OutputFormat
+from fsm.process.agent_output import error_line, read_output
+from fsm.process.agents import OutputFormat
 
 TRANSCRIPTS = Path(__file__).parent / "agent_transcripts"
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from fsm.agent_check import check_invocation, help_command, inspect_agent, parse_help
-from fsm.agents import KNOWN, Version, parse_version, shown_version
-from fsm.config import load_config
-from fsm.errors import OptionsError
-from fsm.executor import AgentCommand, ExecResult, SubprocessExecutor, agent_problem
+from fsm.base.errors import OptionsError
+from fsm.model.config import load_config
+from fsm.process.agent_check import check_invocation, help_command, inspect_agent, parse_help
+from fsm.process.agents import KNOWN, Version, parse_version, shown_version
+from fsm.process.executor import AgentCommand, ExecResult, SubprocessExecutor, agent_problem
 from fsm.testing import ScriptedExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,7 +252,7 @@ def test_the_newest_profiles_are_the_documented_invocations() -> None:
 
 
 def test_the_tested_versions_are_the_ones_the_install_script_pins() -> None:
-    """scripts/agent-clis.versions (what CI installs) and fsm/agents.py name the same
+    """scripts/agent-clis.versions (what CI installs) and fsm/process/agents.py name the same
     versions."""
     pinned = {}
     for line in (ROOT / "scripts" / "agent-clis.versions").read_text().splitlines():
@@ -447,7 +447,7 @@ def test_an_executor_that_cannot_tell_falls_back_on_has_agent() -> None:
 def test_a_failed_result_names_the_agents_own_error() -> None:
     """A run whose events say it failed is not ok even when it exited 0, and its description
     quotes the agent's error rather than its last line."""
-    from fsm.agent_output import AgentReport
+    from fsm.process.agent_output import AgentReport
 
     report = AgentReport("codex-json", exit_reason="quota exceeded", failed=True, events=3)
     result = ExecResult(("codex", "exec", "{prompt}"), 0, "", "last line", report=report)

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from fsm.clock import SimulatedClock
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.inspect import replay
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine
-from fsm.patch import PATCH_LIMIT
-from fsm.rebuild import Rebuilder
-from fsm.records import Record, changed_paths, record_changes
+from fsm.base.clock import SimulatedClock
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine
+from fsm.model.patch import PATCH_LIMIT
+from fsm.model.rebuild import Rebuilder
+from fsm.model.records import Record, changed_paths, record_changes
 from fsm.testing import MemoryStorage
+from fsm.view.inspect import replay
 from tests.conftest import COUNTER, Cli
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm import discovery
-from fsm._check_graph import finding_line
-from fsm.check import CheckReport, Finding, check_all, check_machine, check_target
-from fsm.discovery import MachineEntry
-from fsm.machine import load_machine
+from fsm.model import discovery
+from fsm.model._check_graph import finding_line
+from fsm.model.check import CheckReport, Finding, check_all, check_machine, check_target
+from fsm.model.discovery import MachineEntry
+from fsm.model.machine import load_machine
 
 COUNTER = Path(__file__).parent / "engine_machines" / "counter"
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from fsm.registry import Registry
+from fsm.model.registry import Registry
 
 registry = Registry()
 
@@ -627,7 +627,7 @@ def test_check_all_checks_every_registered_machine(
 def test_importing_the_checks_loads_no_heavy_module() -> None:
     """``fsm check`` needs neither Graphviz bindings nor the engine's kernel."""
     code = (
-        "import sys, fsm.check; "
+        "import sys, fsm.model.check; "
         "print(sorted(m for m in ('pygraphviz', 'transitions') if m in sys.modules))"
     )
     result = subprocess.run(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fsm.cli.table import COMMANDS
 from tests.conftest import BARE, COUNTER, Cli
 
 C = str(COUNTER)
@@ -246,12 +247,14 @@ def test_usage_error_exits_2(cli: Cli) -> None:
 
 def test_internal_error_is_one_line(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """An unexpected exception becomes one line on stderr and exit 1, no traceback."""
-    from fsm import commands
+    import dataclasses
+
+    from fsm.cli.table import COMMANDS
 
     def explode(*args: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(commands._HANDLERS, "ls", explode)
+    monkeypatch.setitem(COMMANDS, "ls", dataclasses.replace(COMMANDS["ls"], handler=explode))
     result = cli("ls")
     assert result.code == 1
     assert (
@@ -360,3 +363,51 @@ def test_storage_options_cannot_lead_outside_the_workspace(cli: Cli, folder: str
     result = cli("-o", f"folder={folder}", "new", C, "--id", "x1")
     assert result.code == 2
     assert "leads outside the workspace" in result.err
+
+
+def test_help_lists_the_command_table_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fsm --help` lists exactly the commands of the one command table, in its order, each
+    with the help line declared there."""
+    from fsm.cli import main
+
+    assert main(["--help"]) == 0
+    shown = capsys.readouterr().out.split("  COMMAND\n", 1)[1].split("\n\n", 1)[0]
+    names = [line.split()[0] for line in shown.splitlines() if line[4:5].strip()]
+    assert names == list(COMMANDS)  # a command's line starts 4 spaces in; wrapped help deeper
+    for name, command in COMMANDS.items():
+        assert command.help in " ".join(shown.split()), name
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_command_runs_the_handler_declared_with_it(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command a command line names runs the handler declared with it in the table, given
+    the parsed arguments: one declaration drives both the parser and the dispatch."""
+    import argparse
+    import dataclasses
+
+    from fsm.cli import main
+    from fsm.cli.program import build_parser
+
+    ran: list[argparse.Namespace] = []
+
+    def record(args: argparse.Namespace, values: dict[str, object]) -> int:
+        ran.append(args)
+        return 0
+
+    monkeypatch.setitem(COMMANDS, name, dataclasses.replace(COMMANDS[name], handler=record))
+    sub = next(a for a in build_parser(name)._actions if a.dest == "command")
+    parser = sub.choices[name]  # type: ignore[index]
+    words = [name]
+    while True:  # a command with subcommands (fsm x y ...): the first of each level
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        required = [a for a in parser._actions if not a.option_strings and a.nargs is None]
+        words += ["x"] * len(required)
+        if not nested:
+            break
+        first = next(iter(nested[0].choices))
+        words.append(first)
+        parser = nested[0].choices[first]
+    assert main(words) == 0
+    assert [args.command for args in ran] == [name]

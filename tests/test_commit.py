@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from fsm import file_swap as commit_module
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.file_swap import FileSwap
-from fsm.inspect import check_replay
-from fsm.instance import Instance
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance
+from fsm.store import file_swap as commit_module
+from fsm.store.file_swap import FileSwap
+from fsm.view.inspect import check_replay
 
 Make = Callable[..., Instance]
 

@@ -6,9 +6,9 @@ import json
 import time
 from pathlib import Path
 
-from fsm.inspect import replay
-from fsm.instance import Workspace
-from fsm.machine import Machine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine
+from fsm.view.inspect import replay
 from tests.conftest import COUNTER, fsm_process
 from tests.guarantees.waiting import is_running
 
@@ -96,7 +96,7 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     """SIGTERM to `fsm run` kills the command its step runs; the document stays as it was."""
     import signal
 
-    from fsm.machine import load_machine
+    from fsm.model.machine import load_machine
     from tests.conftest import ENGINE_MACHINES
 
     machine = load_machine(ENGINE_MACHINES / "slow" / "machine.yaml")
@@ -121,8 +121,8 @@ def test_command_left_by_a_killed_run_is_killed_by_the_next_one(tmp_path: Path) 
     import os
     import signal
 
-    from fsm.engine import Engine
-    from fsm.machine import load_machine
+    from fsm.engine.engine import Engine
+    from fsm.model.machine import load_machine
     from tests.conftest import ENGINE_MACHINES
 
     slow = ENGINE_MACHINES / "slow" / "machine.yaml"

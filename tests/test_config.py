@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from fsm.config import NoOptions, load_config, parse_assignments, parse_value, resolve_options
-from fsm.errors import DocumentInputError, OptionsError
-from fsm.executor import AgentCommand
+from fsm.base.errors import DocumentInputError, OptionsError
+from fsm.model.config import NoOptions, load_config, parse_assignments, parse_value, resolve_options
+from fsm.process.executor import AgentCommand
 
 VALID_TOML = """\
 [machine.counter]
@@ -204,7 +204,7 @@ def test_option_text_wins_when_the_json_value_is_refused() -> None:
     """`-o name=true` for a text option keeps the text typed; numbers still parse as numbers."""
     from pydantic import BaseModel, ConfigDict
 
-    from fsm.config import assignment_texts, parse_assignments, resolve_options
+    from fsm.model.config import assignment_texts, parse_assignments, resolve_options
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.errors import ControlRefusedError
-from fsm.instance import Instance
+from fsm.base.errors import ControlRefusedError
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance
 
 MakeCounter = Callable[..., Instance]
 
@@ -130,8 +130,8 @@ def test_run_of_a_stopped_instance_reports_failure(make_counter: MakeCounter) ->
 
 def test_machine_without_control_refuses_commands(workspace: object, bare: object) -> None:
     """A machine with no control block has no control commands."""
-    from fsm.instance import Workspace
-    from fsm.machine import Machine
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import Machine
 
     assert isinstance(workspace, Workspace) and isinstance(bare, Machine)
     instance = workspace.instance(bare, "t")

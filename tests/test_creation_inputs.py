@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm import jsonio
-from fsm.check import check_target
-from fsm.errors import DocumentInputError, InputTooLargeError
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.base import jsonio
+from fsm.base.errors import DocumentInputError, InputTooLargeError
+from fsm.engine.instance import Workspace
+from fsm.model.check import check_target
+from fsm.model.machine import load_machine
 from tests.conftest import COUNTER, ENGINE_MACHINES, Cli
 from tests.test_check import FUNCTIONS, HEADER, STATES, TRANSITIONS, write_machine
 

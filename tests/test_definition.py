@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.definition import (
+from fsm.base.errors import DefinitionError
+from fsm.model.definition import (
     Problem,
     did_you_mean,
     format_location,
@@ -14,7 +15,6 @@ from fsm.definition import (
     parse_definition,
     read_definition,
 )
-from fsm.errors import DefinitionError
 
 COUNTER = Path(__file__).parent / "engine_machines" / "counter" / "machine.yaml"
 
@@ -284,8 +284,8 @@ def test_did_you_mean_suggests_only_close_words() -> None:
 def test_a_name_registered_twice_is_refused() -> None:
     """Registering a second, different guard under a taken name is an error (it would silently
     replace the first); registering the same one again is harmless."""
-    from fsm.errors import DefinitionError
-    from fsm.registry import Registry
+    from fsm.base.errors import DefinitionError
+    from fsm.model.registry import Registry
 
     registry = Registry()
 
@@ -303,7 +303,7 @@ def test_a_name_registered_twice_is_refused() -> None:
 
 def test_the_hooks_a_file_may_name_are_the_typed_hooks() -> None:
     """machine.yaml's `hooks:` table accepts exactly the hooks the engine calls, typed."""
-    from fsm.definition import HooksSpec
-    from fsm.registry import HOOK_NAMES
+    from fsm.model.definition import HooksSpec
+    from fsm.model.registry import HOOK_NAMES
 
     assert tuple(HooksSpec.model_fields) == HOOK_NAMES

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from fsm.diagram import (
+from fsm.base.errors import FsmError, InputError
+from fsm.model.machine import Machine, load_machine
+from fsm.model.records import ControlRecord, CreateRecord, ErrorRecord, Record, TransitionRecord
+from fsm.view.diagram import (
     DiagramRenderError,
     RunOverlay,
     diagram_model,
@@ -21,9 +24,6 @@ from fsm.diagram import (
     to_mermaid,
     write_diagrams,
 )
-from fsm.errors import FsmError, InputError
-from fsm.machine import Machine, load_machine
-from fsm.records import ControlRecord, CreateRecord, ErrorRecord, Record, TransitionRecord
 
 COUNTER_DIR = Path(__file__).parent / "engine_machines" / "counter"
 COUNTER_STATES = ("idle", "counting", "done", "failed")
@@ -325,8 +325,9 @@ def test_write_diagrams_refuses_unknown_formats(
 
 
 def test_import_does_not_load_pygraphviz() -> None:
-    """Importing fsm.diagram leaves pygraphviz unloaded, so commands that never draw stay fast."""
-    code = "import sys, fsm.diagram; print('pygraphviz' in sys.modules)"
+    """Importing fsm.view.diagram leaves pygraphviz unloaded, so commands that never draw stay
+    fast."""
+    code = "import sys, fsm.view.diagram; print('pygraphviz' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
@@ -426,9 +427,9 @@ def test_overlay_without_per_source_counts_uses_totals(counter: Machine) -> None
 
 def test_overlay_counts_match_a_real_run(counter: Machine, tmp_path: Path) -> None:
     """A run's journal gives the counts a person expects: each step once, on its own edge."""
-    from fsm.clock import SimulatedClock
-    from fsm.engine import Engine
-    from fsm.instance import Workspace
+    from fsm.base.clock import SimulatedClock
+    from fsm.engine.engine import Engine
+    from fsm.engine.instance import Workspace
 
     workspace = Workspace(tmp_path, clock=SimulatedClock(tick=0.001))
     instance = workspace.instance(counter, "run1")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from fsm.diagram import RunOverlay, diagram_model, render, to_dot
-from fsm.diagram_render import state_groups
-from fsm.discovery import open_machine, registered_machines
+from fsm.model.discovery import open_machine, registered_machines
+from fsm.view.diagram import RunOverlay, diagram_model, render, to_dot
+from fsm.view.diagram_render import state_groups
 
 PAGE_WIDTH_PT = 900
 """A page of 1,200 CSS pixels (96 per inch) is 900 points wide."""
@@ -71,7 +71,7 @@ def test_boxed_states_keep_their_own_transitions() -> None:
     leaves counting alone, stays an edge of counting."""
     from pathlib import Path
 
-    from fsm.machine import load_machine
+    from fsm.model.machine import load_machine
 
     counter = load_machine(Path(__file__).parent / "engine_machines" / "counter" / "machine.yaml")
     groups = state_groups(diagram_model(counter))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.diagram import to_dot, to_mermaid
-from fsm.discovery import open_machine, registered_machines
+from fsm.model.discovery import open_machine, registered_machines
+from fsm.view.diagram import to_dot, to_mermaid
 
 DIAGRAMS = Path(__file__).parent.parent / "diagrams"
 MACHINES = sorted(registered_machines())
@@ -32,7 +32,7 @@ def test_committed_images_exist(name: str) -> None:
 
 def test_every_bundled_machine_is_checked_clean() -> None:
     """`fsm check` finds nothing in any registered machine."""
-    from fsm.check import check_all
+    from fsm.model.check import check_all
 
     findings = [f.render() for report in check_all() for f in report.findings]
     assert findings == []

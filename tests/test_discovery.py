@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.discovery import find_machine, open_machine, registered_machines
-from fsm.errors import DefinitionError, UnknownMachineError
+from fsm.base.errors import DefinitionError, UnknownMachineError
+from fsm.model.discovery import find_machine, open_machine, registered_machines
 from tests.conftest import COUNTER, Cli
 
 
@@ -93,7 +93,7 @@ def test_a_plugin_cannot_take_a_bundled_machines_name(
 ) -> None:
     """An entry point registering `ccw-loop` is ignored (the bundled machine stays what the
     name means), and `fsm check` and `fsm machines` say so."""
-    from fsm.check import check_all
+    from fsm.model.check import check_all
 
     _distribution(tmp_path, "impostor", "ccw-loop = my_counter_pkg")
     entry = find_machine("ccw-loop")

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from fsm.engine import Engine
-from fsm.errors import (
+from fsm.base.errors import (
     CorruptDocumentError,
     DocumentInputError,
     EventNotAllowedError,
     GuardRejectedError,
     InputError,
 )
-from fsm.inspect import replay
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine
-from fsm.records import ControlRecord, TransitionRecord
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine
+from fsm.model.records import ControlRecord, TransitionRecord
+from fsm.view.inspect import replay
 
 COUNT_STEP = TransitionRecord(event="count", transition=0, source="idle", dest="counting")
 """A step record for commits made by hand."""
@@ -35,7 +35,7 @@ def doc_of(instance: Instance) -> dict[str, object]:
 
 def started(instance: Instance) -> Instance:
     """Start a created counter."""
-    from fsm.control import ControlPlane
+    from fsm.engine.control import ControlPlane
 
     ControlPlane(instance).apply("start")
     return instance
@@ -313,7 +313,7 @@ def test_status_changed_by_another_program_is_journaled(make_counter: MakeCounte
 
 def test_fsm_control_during_a_step_is_not_journaled_twice(make_counter: MakeCounter) -> None:
     """A pause given through the control plane during a step is journaled once, by it."""
-    from fsm.control import ControlPlane
+    from fsm.engine.control import ControlPlane
 
     instance = started(make_counter(limit=3))
     base = instance.load()
@@ -363,7 +363,7 @@ def test_unwritable_update_is_a_failed_step(
 
 def test_paused_run_reports_the_last_error(make_counter: MakeCounter) -> None:
     """A run that finds the instance paused after a failure says what failed last."""
-    from fsm.control import ControlPlane
+    from fsm.engine.control import ControlPlane
 
     instance = started(make_counter(limit=3, fail_at=0, max_errors=5))
     Engine(instance).step()
@@ -417,7 +417,7 @@ def test_commit_that_cannot_take_the_lock_parks_the_result(
     make_counter: MakeCounter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A step whose commit fails on the store keeps its result in the meta folder."""
-    from fsm.errors import LockHeldError, StoreError
+    from fsm.base.errors import LockHeldError, StoreError
 
     instance = started(make_counter(limit=3))
     base = instance.load()
@@ -435,9 +435,9 @@ def test_commit_that_cannot_take_the_lock_parks_the_result(
 def test_a_status_the_model_defaults_is_written_at_creation(tmp_path: Path) -> None:
     """A create hook that leaves the control status to the model's default still gives an
     instance that can be started: the default is written into the file."""
-    from fsm.control import ControlPlane
-    from fsm.instance import Workspace
-    from fsm.machine import load_machine
+    from fsm.engine.control import ControlPlane
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import load_machine
     from tests.conftest import ENGINE_MACHINES
 
     machine = load_machine(ENGINE_MACHINES / "judged" / "machine.yaml")

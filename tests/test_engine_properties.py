@@ -11,13 +11,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from fsm.clock import SimulatedClock
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.errors import RefusedError
-from fsm.inspect import replay
-from fsm.instance import Instance, Workspace
-from fsm.machine import load_machine
+from fsm.base.clock import SimulatedClock
+from fsm.base.errors import RefusedError
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import load_machine
+from fsm.view.inspect import replay
 from tests.conftest import COUNTER
 
 MACHINE = load_machine(COUNTER)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.executor import KNOWN_AGENTS, AgentCommand, SubprocessExecutor
-from fsm.redaction import redacted_command
+from fsm.process.executor import KNOWN_AGENTS, AgentCommand, SubprocessExecutor
+from fsm.process.redaction import redacted_command
 
 # Records its arguments (after the output path) as JSON, so tests see exactly what arrived.
 ARGV_SCRIPT = """\
@@ -246,7 +246,7 @@ def test_reap_kills_recorded_groups_but_never_a_reused_pid(tmp_path: Path) -> No
     import json
     import subprocess
 
-    from fsm import orphans
+    from fsm.process import orphans
 
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
@@ -367,7 +367,7 @@ def test_each_instance_gets_an_executor_recording_its_commands(tmp_path: Path) -
     it is."""
     from dataclasses import dataclass
 
-    from fsm.instance import Workspace
+    from fsm.engine.instance import Workspace
     from tests.conftest import COUNTER
 
     @dataclass

@@ -55,7 +55,7 @@ def test_library_use_prints_nothing(tmp_path: Path) -> None:
     """Used as a library without configuring logging, fsm writes nothing to stdout or stderr."""
     code = (
         "from fsm import Engine, Workspace\n"
-        "from fsm.machine import load_machine\n"
+        "from fsm.model.machine import load_machine\n"
         f"ws = Workspace({str(tmp_path)!r})\n"
         f"machine = load_machine({C!r})\n"
         "instance = ws.instance(machine, 'c1')\n"
@@ -87,9 +87,10 @@ def test_a_mistyped_command_gets_a_did_you_mean(cli: Cli, typed: str, meant: str
 
 def test_every_flag_has_help_text() -> None:
     """Every option of every command says what it is for."""
-    from fsm.cli import _COMMANDS, build_parser
+    from fsm.cli.program import build_parser
+    from fsm.cli.table import COMMANDS
 
-    for name in _COMMANDS:
+    for name in COMMANDS:
         parser = build_parser(name)
         sub = next(a for a in parser._actions if a.dest == "command")
         command = sub.choices[name]  # type: ignore[index]
@@ -211,8 +212,8 @@ def test_live_progress_redraws_one_line(make_counter: Callable[..., Any]) -> Non
     machine, instance, step, state and the machine's summary; it stays when the run ends."""
     import io
 
-    from fsm.engine import Engine
-    from fsm.progress import RunProgress
+    from fsm.engine.engine import Engine
+    from fsm.view.progress import RunProgress
 
     instance = make_counter(limit=2)
     stream = io.StringIO()

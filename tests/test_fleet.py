@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.files import FileLock
-from fsm.fleet import Driven, exit_code
+from fsm.base.files import FileLock
+from fsm.cli.fleet import Driven, exit_code
 from tests.conftest import COUNTER, Cli, CliResult, fsm_process
 
 C = str(COUNTER)
@@ -227,7 +227,7 @@ def test_an_interrupt_just_after_the_document_is_replaced_keeps_its_record(
 ) -> None:
     """SIGTERM may land while the folder is synced after the replace: the document is then
     written, and its journal record must stay (the replay check still passes)."""
-    from fsm import file_swap as commit
+    from fsm.store import file_swap as commit
 
     _new(cli, "c1", "limit=3")
     assert cli("start", C, "c1").code == 0
@@ -266,9 +266,9 @@ def test_an_interrupted_fleet_leaves_no_pool_thread_or_worker_behind(
     import threading
     from concurrent.futures import process
 
-    from fsm.fleet import drive_all
-    from fsm.instance import Workspace
-    from fsm.machine import load_machine
+    from fsm.cli.fleet import drive_all
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import load_machine
 
     (tmp_path / "fsm.toml").write_text("[machine.counter]\ndelay = 0.1\n")
     for number in range(4):

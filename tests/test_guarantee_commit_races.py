@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from fsm import file_swap as commit_module
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.file_swap import FileSwap
-from fsm.inspect import check_replay
-from fsm.instance import Instance
-from fsm.transaction import Transaction
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance
+from fsm.engine.transaction import Transaction
+from fsm.store import file_swap as commit_module
+from fsm.store.file_swap import FileSwap
+from fsm.view.inspect import check_replay
 
 Make = Callable[..., Instance]
 
@@ -257,7 +257,7 @@ def test_without_renameat2_other_writers_are_still_merged(
     rename: writes in place, into the replaced file or onto a newer version are still merged
     (only a rename landing in the microseconds between the last check and the replace is not
     seen there)."""
-    from fsm import files
+    from fsm.base import files
 
     monkeypatch.setattr(files, "_renameat2", lambda: None)
     assert not files.exchange(Path("a"), Path("b"))

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from fsm import file_swap as commit_module
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.files import atomic_write_text, write_temporary
-from fsm.inspect import check_replay
-from fsm.instance import Instance
+from fsm.base.files import atomic_write_text, write_temporary
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance
+from fsm.store import file_swap as commit_module
+from fsm.view.inspect import check_replay
 
 Make = Callable[..., Instance]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fsm.files import append_bytes
-from fsm.inspect import check_replay
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.base.files import append_bytes
+from fsm.engine.instance import Workspace
+from fsm.model.machine import load_machine
+from fsm.view.inspect import check_replay
 from tests.conftest import COUNTER, fsm_process
 
 C = str(COUNTER)

@@ -2,8 +2,8 @@
 
 ``fsm run`` turns SIGTERM and Ctrl-C into an interrupt; a command it started runs in its own
 session, so only fsm can take it down. The interrupt may land at any moment after the command
-started, including while fsm records it for :mod:`fsm.orphans` (found: a SIGTERM in that moment
-left the command running and unrecorded, so not even the next run could reap it; it made
+started, including while fsm records it for :mod:`fsm.process.orphans` (found: a SIGTERM in that
+moment left the command running and unrecorded, so not even the next run could reap it; it made
 ``test_terminated_run_takes_its_running_command_down`` fail under load).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fsm import orphans
-from fsm.executor import SubprocessExecutor
+from fsm.process import orphans
+from fsm.process.executor import SubprocessExecutor
 from tests.guarantees.waiting import is_running, wait_until
 
 

@@ -24,7 +24,7 @@ read no ``running``) does not count. What *lost* means, checked once the run has
 * a **key update** is lost likewise for ``dashboard_note``, a key the counter's model does not
   define, which the dashboard added in an earlier round of the same instance;
 * **fsm's own work** is lost when the journal does not replay to the document
-  (:func:`fsm.inspect.check_replay`) or the document's ``count`` is not the number of counting
+  (:func:`fsm.view.inspect.check_replay`) or the document's ``count`` is not the number of counting
   steps journaled, or a temporary file is left behind.
 
 The budget is 0 for each, over at least 500 rounds. The test also requires that the dashboard
@@ -47,9 +47,9 @@ from typing import Any
 
 import pytest
 
-from fsm.inspect import check_replay
-from fsm.instance import Workspace
-from fsm.machine import Machine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine
+from fsm.view.inspect import check_replay
 from tests.conftest import COUNTER
 from tests.guarantees import dashboard
 from tests.guarantees.forked import fork_fsm, wait_child

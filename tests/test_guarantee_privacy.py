@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fsm.instance import Instance, Workspace
+from fsm.engine.instance import Instance, Workspace
 from tests.guarantees.forked import fork_fsm, wait_child
 from tests.guarantees.scenarios import SCENARIOS, Scenario
 from tests.guarantees.waiting import DEADLINE, memory_folder
@@ -139,7 +139,7 @@ def test_a_next_version_has_the_documents_mode_from_its_creation(
     takes bits away, they are put back (the mode is kept on rewrite whatever the umask)."""
     import os
 
-    from fsm import files
+    from fsm.base import files
 
     document = tmp_path / "doc.json"
     document.write_text("{}")
@@ -167,7 +167,7 @@ def test_a_new_documents_first_version_honours_the_umask(tmp_path: Path) -> None
     """No document yet: the file is created as any new file is (0666 less the umask)."""
     import os
 
-    from fsm import files
+    from fsm.base import files
 
     old_umask = os.umask(0o027)
     try:

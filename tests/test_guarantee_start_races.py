@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fsm.inspect import check_replay
-from fsm.instance import Workspace
-from fsm.machine import Machine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine
+from fsm.view.inspect import check_replay
 from tests.conftest import COUNTER
 from tests.guarantees.forked import fork_fsm, wait_child
 from tests.guarantees.waiting import DEADLINE

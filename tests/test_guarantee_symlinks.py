@@ -112,11 +112,11 @@ def test_no_link_takes_a_write_out_of_the_workspace(tmp_path: Path, name: str) -
 
 
 def test_machine_writes_are_confined_to_the_workspace_while_fsm_runs_them(tmp_path: Path) -> None:
-    """Within :func:`fsm.files.confined_to` (the engine wraps machine code in it), side-file
+    """Within :func:`fsm.base.files.confined_to` (the engine wraps machine code in it), side-file
     writes that name no root get the workspace's checks: a folder linking out is refused, for
     whole-file writes and appends; paths outside the workspace are left to the caller."""
-    from fsm.errors import UnsafePathError
-    from fsm.files import append_text, atomic_write_text, confined_to
+    from fsm.base.errors import UnsafePathError
+    from fsm.base.files import append_text, atomic_write_text, confined_to
 
     workspace, outside = tmp_path / "ws", tmp_path / "outside"
     workspace.mkdir()

@@ -61,7 +61,7 @@ def test_document_larger_than_the_limit_is_a_store_error(
 ) -> None:
     """A document over the size limit is refused as corrupt (exit 6), not parsed."""
     _new(cli)
-    monkeypatch.setattr("fsm.jsonio.MAX_BYTES", 64)
+    monkeypatch.setattr("fsm.base.jsonio.MAX_BYTES", 64)
     path = tmp_path / ".counters" / "c1.json"
     path.write_text(json.dumps({"status": "created", "title": "x" * 100}))
     result = cli("status", C, "c1")
@@ -189,7 +189,7 @@ def test_endless_first_journal_line_is_read_only_to_the_limit(
     """A journal that is one endless line (here /dev/zero) does not stop `fsm ls`: its first
     line is read only up to the JSON size limit, and the instance is listed."""
     _new(cli)
-    monkeypatch.setattr("fsm.jsonio.MAX_BYTES", 64 * 1024)
+    monkeypatch.setattr("fsm.base.jsonio.MAX_BYTES", 64 * 1024)
     journal = tmp_path / ".counters" / "c1.fsm" / "journal.ndjson"
     journal.unlink()
     journal.symlink_to("/dev/zero")

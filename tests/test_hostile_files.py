@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fsm.reading import FileTooLargeError, NotARegularFileError, read_limited
+from fsm.base.reading import FileTooLargeError, NotARegularFileError, read_limited
 from tests.conftest import COUNTER
 
 Make = Callable[[Path], None]

@@ -187,6 +187,6 @@ def test_fsm_toml_larger_than_the_limit_is_refused(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An fsm.toml over the size limit is refused before it is parsed."""
-    monkeypatch.setattr("fsm.config.MAX_TOML_BYTES", 100)
+    monkeypatch.setattr("fsm.model.config.MAX_TOML_BYTES", 100)
     (tmp_path / "fsm.toml").write_text("# " + "x" * 200 + "\n")
     _assert_bad_input(cli("ls"), "fsm.toml: larger than the limit of 100 bytes")

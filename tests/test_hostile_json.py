@@ -1,4 +1,5 @@
-"""Bounded JSON reading (fsm.jsonio): hostile texts are refused with a reason, never a crash."""
+"""Bounded JSON reading (fsm.base.jsonio): hostile texts are refused with a reason, never a
+crash."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm.jsonio import MAX_DEPTH, JsonError, _depth_exceeds, loads
+from fsm.base.jsonio import MAX_DEPTH, JsonError, _depth_exceeds, loads
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fsm.terminal import json_text, one_line, printable
+from fsm.view.terminal import json_text, one_line, printable
 from tests.conftest import COUNTER, Cli
 
 C = str(COUNTER)

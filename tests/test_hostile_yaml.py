@@ -13,7 +13,7 @@ from types import FrameType
 
 import pytest
 
-from fsm.yaml_loader import MAX_ALIAS_NODES, MAX_DEPTH, YamlProblem, load_yaml
+from fsm.model.yaml_loader import MAX_ALIAS_NODES, MAX_DEPTH, YamlProblem, load_yaml
 from tests.conftest import COUNTER, Cli
 
 LOL = "".join(
@@ -226,7 +226,7 @@ def test_machine_file_larger_than_the_limit_is_refused_unread(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, reader: str
 ) -> None:
     """A machine file over the size limit is bad input (exit 2) before it is parsed."""
-    monkeypatch.setattr("fsm.yaml_loader.MAX_BYTES", 1000)
+    monkeypatch.setattr("fsm.model.yaml_loader.MAX_BYTES", 1000)
     path, _ = _machine_with(tmp_path, name, "\n# " + "x" * 2000 + "\n")
     result = cli(reader, str(path))
     assert result.code == 2
@@ -273,6 +273,6 @@ def test_flow_nesting_is_judged_by_fsm_not_by_the_parser(
 ) -> None:
     """The bracket scan that names a too-deep file in fsm's words (whatever the parser's own
     limit says) counts brackets outside quoted text and comments, and gives the line."""
-    from fsm._yaml_limits import flow_nesting_problem
+    from fsm.model._yaml_limits import flow_nesting_problem
 
     assert flow_nesting_problem(text) == expected

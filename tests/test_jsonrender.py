@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fsm.jsonrender import dumps_indented
+from fsm.base.jsonrender import dumps_indented
 
 _json = st.recursive(
     st.none()

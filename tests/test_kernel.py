@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from fsm.definition import MachineSpec
-from fsm.engine import Engine, Kernel
-from fsm.errors import FsmError
-from fsm.instance import Instance
-from fsm.machine import GuardRef, Machine, Transition, resolve
-from fsm.registry import Registry
+from fsm.base.errors import FsmError
+from fsm.engine.engine import Engine, Kernel
+from fsm.engine.instance import Instance
+from fsm.model.definition import MachineSpec
+from fsm.model.machine import GuardRef, Machine, Transition, resolve
+from fsm.model.registry import Registry
 
 GUARDS = ["g0", "g1", "g2"]
 EVENTS = ["go", "skip", "halt"]
@@ -168,7 +168,7 @@ def test_an_action_that_raises_leaves_the_kernel_where_it_was(
 
 def test_the_engine_step_is_the_kernel_s_move(make_counter: Any) -> None:
     """After a step, the engine's kernel is in the state the step wrote: the kernel took it."""
-    from fsm.control import ControlPlane
+    from fsm.engine.control import ControlPlane
 
     instance: Instance = make_counter(limit=2)
     ControlPlane(instance).apply("start")
@@ -183,7 +183,7 @@ def test_the_engine_step_is_the_kernel_s_move(make_counter: Any) -> None:
 def test_the_engine_takes_only_what_the_kernel_chooses(make_counter: Any) -> None:
     """A kernel that finds no enabled transition makes the step wait, whatever the guards
     would say: the engine does not choose on its own."""
-    from fsm.control import ControlPlane
+    from fsm.engine.control import ControlPlane
 
     instance: Instance = make_counter(limit=2)
     ControlPlane(instance).apply("start")

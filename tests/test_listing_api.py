@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fsm.clock import iso_utc
-from fsm.instance import Workspace
-from fsm.jsonio import JsonError, loads, loads_quick
-from fsm.listing import _updated, list_instances
-from fsm.machine import Machine, load_machine
+from fsm.base.clock import iso_utc
+from fsm.base.jsonio import JsonError, loads, loads_quick
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine, load_machine
+from fsm.view.listing import _updated, list_instances
 from tests.conftest import COUNTER
 
 
@@ -66,7 +66,7 @@ def test_machines_sharing_a_layout_list_their_own_and_journal_less_documents(
     ],
 )
 def test_quick_reading_agrees_with_the_careful_one(text: bytes) -> None:
-    """Same value, or the same refusal with the same reason, as :func:`fsm.jsonio.loads`."""
+    """Same value, or the same refusal with the same reason, as :func:`fsm.base.jsonio.loads`."""
     assert _reading(loads_quick, text) == _reading(loads, text)
     decoded = text.decode("utf-8", errors="replace")
     assert _reading(loads_quick, decoded) == _reading(loads, decoded)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.errors import DefinitionError
-from fsm.machine import load_machine
+from fsm.base.errors import DefinitionError
+from fsm.model.machine import load_machine
 from tests.conftest import COUNTER
 
 MODEL = '''\
@@ -25,7 +25,7 @@ class Tally(BaseModel):
 '''
 
 FUNCTIONS = """\
-from fsm.registry import Registry
+from fsm.model.registry import Registry
 
 {import_line}
 

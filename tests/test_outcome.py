@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from fsm.engine import Engine
-from fsm.errors import MissingRequirementError
-from fsm.executor import AgentCommand, SubprocessExecutor
-from fsm.instance import Instance, Workspace
-from fsm.journal import Journal
-from fsm.machine import Machine, load_machine
-from fsm.records import ControlRecord, ErrorRecord, TransitionRecord
+from fsm.base.errors import MissingRequirementError
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine, load_machine
+from fsm.model.records import ControlRecord, ErrorRecord, TransitionRecord
+from fsm.process.executor import AgentCommand, SubprocessExecutor
+from fsm.store.journal import Journal
 from tests.conftest import ENGINE_MACHINES, Cli
 
 JUDGED = ENGINE_MACHINES / "judged" / "machine.yaml"
@@ -151,7 +151,7 @@ def test_preflight_is_not_asked_when_the_run_will_do_nothing(
 ) -> None:
     """A paused instance is not driven by run, so a missing program does not refuse it: the
     run reports the pause (exit 5) as before."""
-    from fsm.control import ControlPlane
+    from fsm.engine.control import ControlPlane
 
     instance = workspace.instance(judged, "b1")
     instance.create({"parts": [{"name": "a", "program": "nope"}]})
@@ -222,8 +222,8 @@ def test_last_error_is_only_an_error_not_followed_by_a_working_step(tmp_path: Pa
 
 def test_paused_status_names_the_last_error(make_counter: Callable[..., Instance]) -> None:
     """`status` of an instance that is not final shows the failure that stopped it."""
-    from fsm.control import ControlPlane
-    from fsm.inspect import status
+    from fsm.engine.control import ControlPlane
+    from fsm.view.inspect import status
 
     instance = make_counter(limit=3, fail_at=0, max_errors=5)
     engine = Engine(instance)

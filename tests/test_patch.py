@@ -1,4 +1,4 @@
-"""JSON Patches between versions of a document (fsm.patch): exact enough to rebuild the bytes,
+"""JSON Patches between versions of a document (fsm.model.patch): exact enough to rebuild the bytes,
 checked against an independent RFC 6902 implementation (jsonpatch)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm.jsonrender import render_document
-from fsm.patch import (
+from fsm.base.jsonrender import render_document
+from fsm.model.patch import (
     PATCH_LIMIT,
     PatchError,
     applied,

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm import cache, listing_index
-from fsm import store as store_module
-from fsm.definition import read_definition
-from fsm.listing import row_of
+from fsm.base import cache
+from fsm.model.definition import read_definition
+from fsm.store import file_store as store_module
+from fsm.view import listing_index
+from fsm.view.listing import row_of
 from tests.conftest import COUNTER, Cli
 
 
@@ -38,7 +39,7 @@ def machine_copy(tmp_path: Path) -> Path:
 def test_a_definition_is_parsed_once_then_read_back(cache_dir: Path, machine_copy: Path) -> None:
     """The second process to read a machine file needs no YAML parser: it reads the check."""
     code = (
-        "import sys; from pathlib import Path; from fsm.definition import read_definition; "
+        "import sys; from pathlib import Path; from fsm.model.definition import read_definition; "
         f"spec, _ = read_definition(Path({str(machine_copy)!r})); "
         "print(spec.name, 'yaml' in sys.modules)"
     )

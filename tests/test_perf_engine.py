@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fsm.clock import SimulatedClock
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.instance import Instance, Workspace
-from fsm.machine import load_machine
-from fsm.records import ErrorRecord
+from fsm.base.clock import SimulatedClock
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import load_machine
+from fsm.model.records import ErrorRecord
 
 MACHINE = """\
 name: strict
@@ -44,7 +44,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from fsm.registry import Registry
+from fsm.model.registry import Registry
 
 registry = Registry()
 SEEN = []
@@ -149,7 +149,7 @@ def test_the_system_clock_text_is_iso_utc_of_each_moment(monkeypatch: pytest.Mon
     import time
     from datetime import UTC, datetime, timedelta
 
-    from fsm.clock import SystemClock, iso_utc
+    from fsm.base.clock import SystemClock, iso_utc
 
     clock = SystemClock()
     moments = [

@@ -72,9 +72,9 @@ def test_ls_of_unchanged_documents_imports_neither_pydantic_nor_the_machine(
 
 def test_history_imports_neither_the_control_plane_nor_the_replay_check(tmp_path: Path) -> None:
     """`fsm history` (whole, or its tail) needs the instance and its journal: not the control
-    plane and replay check of fsm.inspect, nor anything `fsm status` avoids."""
+    plane and replay check of fsm.view.inspect, nor anything `fsm status` avoids."""
     _imported(tmp_path, ["new", str(COUNTER), "--id", "i1"], ())
     _imported(tmp_path, ["run", str(COUNTER), "i1"], ())
-    watched = (*NEVER, "yaml", "fsm.control", "fsm.inspect")
+    watched = (*NEVER, "yaml", "fsm.engine.control", "fsm.view.inspect")
     assert _imported(tmp_path, ["history", str(COUNTER), "i1"], watched) == []
     assert _imported(tmp_path, ["history", str(COUNTER), "i1", "--tail", "2"], watched) == []

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm import journal as journal_module
-from fsm.inspect import MAX_REPORTED, replay
-from fsm.instance import Workspace
-from fsm.journal import Journal, TypedRecords
-from fsm.records import TransitionRecord
+from fsm.engine.instance import Workspace
+from fsm.model.records import TransitionRecord
+from fsm.store import journal as journal_module
+from fsm.store.journal import Journal, TypedRecords
+from fsm.view.inspect import MAX_REPORTED, replay
 from tests.conftest import COUNTER, Cli
 
 C = str(COUNTER)
@@ -30,11 +30,12 @@ def _journal(tmp_path: Path) -> Path:
 
 
 def _lengthen(path: Path, copies: int) -> None:
-    """Repeat the journal's middle record (a counting -> counting step) ``copies`` times, so the
-    chain still holds and the last record still describes the document."""
+    """Repeat the journal's first counting -> counting step ``copies`` times right after it, so
+    the chain still holds and every version still rebuilds: each copy applies the same change
+    to the same document, and the records after them are as they were."""
     lines = path.read_bytes().splitlines(keepends=True)
-    counting = next(line for line in lines if b'"source":"counting","dest":"counting"' in line)
-    path.write_bytes(b"".join([*lines[:-1], counting * copies, lines[-1]]))
+    at = next(i for i, line in enumerate(lines) if b'"source":"counting","dest":"counting"' in line)
+    path.write_bytes(b"".join([*lines[: at + 1], lines[at] * copies, *lines[at + 1 :]]))
 
 
 def test_history_tail_prints_the_last_records_in_order(cli: Cli, tmp_path: Path) -> None:
@@ -149,7 +150,7 @@ def test_history_shows_each_repeated_step_with_its_own_time_and_actor(
 ) -> None:
     """The text of a repeated step is made once and reused: each line still shows its own
     record's time, actor and escapes, also when the kept texts are forgotten for new ones."""
-    monkeypatch.setattr("fsm.history._MAX_STEP_TEXTS", kept)
+    monkeypatch.setattr("fsm.view.history._MAX_STEP_TEXTS", kept)
     _counted(cli)
     path = _journal(tmp_path)
     step = {"kind": "transition", "event": "count", "source": "counting", "dest": "counting"}

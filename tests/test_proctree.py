@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fsm import orphans
-from fsm.executor import SubprocessExecutor
-from fsm.proctree import ProcessTree, start_time
+from fsm.process import orphans
+from fsm.process.executor import SubprocessExecutor
+from fsm.process.proctree import ProcessTree, start_time
 from tests.guarantees.waiting import is_running, wait_until
 
 LONG = 300

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 import fsm
-from fsm import errors
+from fsm.base import errors
 
 
 def test_all_is_sorted_and_every_name_resolves() -> None:
@@ -71,12 +71,12 @@ def test_lazy_exports_do_not_import_the_engine_until_used() -> None:
         "fsm.Engine; assert 'transitions' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    assert importlib.import_module("fsm.engine").Engine is fsm.Engine
+    assert importlib.import_module("fsm.engine.engine").Engine is fsm.Engine
 
 
 def test_every_error_class_lives_in_the_errors_module() -> None:
     """One exception tree: no module of fsm defines an exception class of its own outside
-    fsm/errors.py (jsonio's JsonError is a ValueError its callers turn into fsm errors)."""
+    fsm/base/errors.py (jsonio's JsonError is a ValueError its callers turn into fsm errors)."""
     import ast
     from pathlib import Path
 

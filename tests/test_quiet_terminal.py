@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from fsm.engine import Engine
-from fsm.progress import FIRST_STEPS, INTERVAL, RunProgress
+from fsm.engine.engine import Engine
+from fsm.view.progress import FIRST_STEPS, INTERVAL, RunProgress
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def test_fontconfig_warnings_are_dropped_and_other_output_kept(
 ) -> None:
     """While Graphviz draws, what C code writes on stderr passes, except fontconfig's
     warnings about the system's configuration."""
-    from fsm.diagram_render import quiet_fontconfig
+    from fsm.view.diagram_render import quiet_fontconfig
 
     with quiet_fontconfig():
         os.write(2, b'Fontconfig warning: "/etc/fonts/x.conf", line 6: unknown element "x"\n')

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fsm.config import load_config
+from fsm.model.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -11,13 +11,10 @@ from typing import Any
 
 import pytest
 
-from fsm.diagram import overlay_from_journal
-from fsm.errors import JournalMismatchError, JournalRecordError
-from fsm.inspect import check_replay, replay, status
-from fsm.instance import Instance, Workspace
-from fsm.journal import Journal
-from fsm.machine import load_machine
-from fsm.records import (
+from fsm.base.errors import JournalMismatchError, JournalRecordError
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import load_machine
+from fsm.model.records import (
     FORMAT,
     ControlRecord,
     CreateRecord,
@@ -31,7 +28,10 @@ from fsm.records import (
     UnknownRecord,
     parse_record,
 )
+from fsm.store.journal import Journal
 from fsm.testing import Driver
+from fsm.view.diagram import overlay_from_journal
+from fsm.view.inspect import check_replay, replay, status
 from tests.conftest import COUNTER, Cli
 
 OLD = Path(__file__).parent / "journal_v1"

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from fsm.errors import FsmError, LockHeldError
-from fsm.instance import Instance
-from fsm.recovery import recover
-from fsm.registry import Recovery
+from fsm.base.errors import FsmError, LockHeldError
+from fsm.engine.instance import Instance
+from fsm.engine.recovery import recover
+from fsm.model.registry import Recovery
 
 MakeCounter = Callable[..., Instance]
 

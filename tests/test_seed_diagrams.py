@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from fsm.diagram import diagram_model
-from fsm.discovery import open_machine
+from fsm.model.discovery import open_machine
+from fsm.view.diagram import diagram_model
 
 # (machine, seed edge, layer, source, dest): layer "status" for the lifecycle, "state" for phases.
 SEED_EDGES = [

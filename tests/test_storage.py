@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from fsm.clock import SimulatedClock
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.errors import LockHeldError
-from fsm.inspect import replay, status
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine
-from fsm.records import TransitionRecord
+from fsm.base.clock import SimulatedClock
+from fsm.base.errors import LockHeldError
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine
+from fsm.model.records import TransitionRecord
 from fsm.testing import MemoryStorage, MemoryStore
+from fsm.view.inspect import replay, status
 
 
 def _memory_workspace(folder: Path, storage: MemoryStorage) -> Workspace:

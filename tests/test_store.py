@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from fsm.errors import (
+from fsm.base.errors import (
     CorruptDocumentError,
     InvalidIdError,
     LockHeldError,
     OptionsError,
     UnknownInstanceError,
 )
-from fsm.store import FileLock, FileStore, atomic_write_text, validate_id
+from fsm.store.file_store import FileLock, FileStore, atomic_write_text, validate_id
 
 SCRATCHPAD = ".workflow/.scratchpad/{id}/state.json"
 

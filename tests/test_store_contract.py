@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fsm.storage import Store, StoreFactory
-from fsm.store import FileStore
+from fsm.store.file_store import FileStore
+from fsm.store.protocol import Store, StoreFactory
 from fsm.testing import MemoryStorage, MemoryStore
 from fsm.testing.contract import StoreContract
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from fsm import stores
-from fsm.errors import OptionsError
-from fsm.instance import Workspace
-from fsm.machine import Machine
-from fsm.store import FileStore
+from fsm.base.errors import OptionsError
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine
+from fsm.store import selection as stores
+from fsm.store.file_store import FileStore
+from fsm.store.memory import shared_storage
 from fsm.testing import MemoryStore
-from fsm.testing._memory import shared_storage
 from tests.conftest import COUNTER, Cli
 
 C = str(COUNTER)
@@ -123,7 +123,7 @@ def test_a_store_registered_by_entry_point_is_found(
 ) -> None:
     """A store another package registers in the group ``fsm.stores`` can be chosen by name,
     and is listed among the stores available."""
-    points = [_Point("elsewhere", "fsm.testing._memory:shared_store")]
+    points = [_Point("elsewhere", "fsm.store.memory:shared_store")]
     monkeypatch.setattr(stores, "_entry_points", lambda: points)
     monkeypatch.setenv(stores.ENVIRONMENT, "elsewhere")
     assert isinstance(Workspace(tmp_path).store_for(counter), MemoryStore)

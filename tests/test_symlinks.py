@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fsm.errors import UnsafePathError
-from fsm.files import atomic_write_text, ensure_folder
+from fsm.base.errors import UnsafePathError
+from fsm.base.files import atomic_write_text, ensure_folder
 from tests.conftest import COUNTER, ENGINE_MACHINES, Cli
 
 C = str(COUNTER)
@@ -132,9 +132,9 @@ def test_ensure_folder_refuses_a_path_outside_its_root(tmp_path: Path, outside: 
 
 def test_a_workspace_that_does_not_exist_yet_is_created(tmp_path: Path) -> None:
     """The Python API may name a workspace folder that is not there yet: it is created."""
-    from fsm.engine import Engine
-    from fsm.instance import Workspace
-    from fsm.machine import load_machine
+    from fsm.engine.engine import Engine
+    from fsm.engine.instance import Workspace
+    from fsm.model.machine import load_machine
 
     workspace = Workspace(tmp_path / "new" / "project")
     instance = workspace.instance(load_machine(COUNTER), "c1")

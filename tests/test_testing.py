@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from fsm.config import load_config
-from fsm.errors import MissingRequirementError
-from fsm.executor import AgentCommand, SubprocessExecutor
-from fsm.machine import load_machine
+from fsm.base.errors import MissingRequirementError
+from fsm.model.config import load_config
+from fsm.model.machine import load_machine
+from fsm.process.executor import AgentCommand, SubprocessExecutor
 from fsm.testing import Call, Harness, MemoryStorage, Reply, ScriptedExecutor, applied
 from tests.conftest import COUNTER, ENGINE_MACHINES
 
@@ -280,9 +280,9 @@ from typing import assert_type
 
 from pydantic import BaseModel
 
-from fsm.context import Context
-from fsm.executor import ExecResult
-from fsm.outcome import RunResult, Verdict
+from fsm.model.context import Context
+from fsm.process.executor import ExecResult
+from fsm.model.outcome import RunResult, Verdict
 from fsm.testing import Call, Driver, Harness, Reply, ScriptedExecutor, applied
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from fsm.update import (
+from fsm.base.update import (
     MISSING,
     apply_update,
     canonical_hash,

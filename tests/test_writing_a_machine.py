@@ -157,8 +157,9 @@ def _schema_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 def test_every_key_of_the_definition_schema_is_documented() -> None:
     """The reference of docs/writing-a-machine.md names every key of the machine-file schema
-    (fsm.definition.MachineSpec and the models it nests), so a new key cannot go undocumented."""
-    from fsm.definition import MachineSpec
+    (fsm.model.definition.MachineSpec and the models it nests), so a new key cannot go
+    undocumented."""
+    from fsm.model.definition import MachineSpec
 
     text = TUTORIAL.read_text()
     reference = text[text.index("### Every key of machine.yaml") :]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fsm.yaml_loader import LoadedYaml, YamlProblem, load_yaml
+from fsm.model.yaml_loader import LoadedYaml, YamlProblem, load_yaml
 
 
 def _load(text: str) -> LoadedYaml:

@@ -36,7 +36,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fsm.errors import InputError
+from fsm.base.errors import InputError
 
 __all__ = [
     "MAX_BODY",

@@ -15,10 +15,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from fsm import diagram
-from fsm.control import ControlPlane
-from fsm.heartbeat import heartbeats_of
-from fsm.instance import Instance
+from fsm.engine.control import ControlPlane
+from fsm.engine.instance import Instance
 from fsm.serve import events
 from fsm.serve.models import (
     Changes,
@@ -41,6 +39,8 @@ from fsm.serve.views import (
     instance_status,
     machine_view,
 )
+from fsm.store.heartbeat import heartbeats_of
+from fsm.view import diagram
 
 __all__ = ["router"]
 

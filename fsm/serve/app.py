@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from fsm.errors import (
+from fsm.base.errors import (
     FsmError,
     InputError,
     InputTooLargeError,
@@ -35,7 +35,7 @@ from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
-from fsm.terminal import one_line
+from fsm.view.terminal import one_line
 
 __all__ = ["STATIC", "create_app", "http_status"]
 

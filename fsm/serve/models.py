@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fsm.view.listing import ListedInstance
 
 __all__ = [
     "Changes",
@@ -31,18 +34,12 @@ class ErrorBody(BaseModel):
     exit_code: int
 
 
-class Row(BaseModel):
-    """One instance of the listing (``fsm ls --json`` plus progress lines)."""
+@dataclass(frozen=True)
+class Row(ListedInstance):
+    """One instance of the listing: the fields of ``fsm ls --json``, declared once in
+    :class:`fsm.view.listing.ListedInstance`, plus the machine's progress lines."""
 
-    machine: str
-    id: str
-    status: str | None
-    state: str | None
-    updated: str
-    error: str | None = None
-    outcome: str | None = None
-    reason: str | None = None
-    progress: dict[str, str] = Field(default_factory=dict)
+    progress: dict[str, str] = field(default_factory=dict)
     private: bool = False
     """Shown without its details: its document others may not read, and this client has no
     token."""

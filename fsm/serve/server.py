@@ -14,13 +14,13 @@ from typing import TextIO
 
 import uvicorn
 
-from fsm.errors import FsmError, InputError
-from fsm.instance import Workspace
+from fsm.base.errors import FsmError, InputError
+from fsm.engine.instance import Workspace
 from fsm.serve.access import MAX_BODY, Access, check_bind, new_token, read_token_file
 from fsm.serve.app import create_app
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
-from fsm.terminal import one_line
+from fsm.view.terminal import one_line
 
 __all__ = ["ServeOptions", "run", "served_machines"]
 
@@ -106,7 +106,7 @@ def served_machines(workspace: Workspace, targets: Sequence[str]) -> Served:
     A machine named on purpose that does not load is an error; one of the registered machines
     that does not load is left out with a warning, so the others can still be watched.
     """
-    from fsm.discovery import open_machine, registered_machines
+    from fsm.model.discovery import open_machine, registered_machines
 
     served = Served(workspace, {})
     for target in targets or sorted(registered_machines()):

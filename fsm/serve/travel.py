@@ -1,8 +1,9 @@
 """The journal as the page shows it, and time travel: the document and the diagram as of any
-record, rebuilt from the journal's patches (:mod:`fsm.rebuild`), and the changes between two.
+record, rebuilt from the journal's patches (:mod:`fsm.model.rebuild`), and the changes between two.
 
-Records are named by their journal line (the number :meth:`~fsm.storage.JournalLog.scan` gives
-them): stable while the journal grows, as a link to a record must be.
+Records are named by their journal line (the number
+:meth:`~fsm.store.protocol.JournalLog.scan` gives them): stable while the journal grows, as a
+link to a record must be.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from fsm.errors import InputError
-from fsm.files import open_nofollow
-from fsm.instance import Instance
-from fsm.journal import LineLog
-from fsm.patch import diff, paths_of
-from fsm.rebuild import Check, Rebuilder
-from fsm.records import Record, parse_record
+from fsm.base.errors import InputError
+from fsm.base.files import open_nofollow
+from fsm.engine.instance import Instance
+from fsm.model.patch import diff, paths_of
+from fsm.model.rebuild import Check, Rebuilder
+from fsm.model.records import Record, parse_record
+from fsm.store.journal import LineLog
 
 __all__ = ["Version", "changes_between", "latest_records", "version_at"]
 
@@ -42,7 +43,7 @@ def latest_records(instance: Instance, limit: int) -> tuple[list[tuple[int, dict
 
 
 def _file_tail(journal: LineLog, limit: int) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
-    from fsm.journal import _parse
+    from fsm.store.journal import _parse
 
     try:
         fd = open_nofollow(journal.path, os.O_RDONLY)

@@ -16,18 +16,19 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from fsm import diagram, jsonio
-from fsm.clock import iso_utc
-from fsm.definition import did_you_mean
-from fsm.errors import FsmError, InputError, UnknownInstanceError, UnknownMachineError
-from fsm.inspect import status
-from fsm.instance import Instance, Workspace
-from fsm.listing import ListedInstance, list_instances, matches
-from fsm.listing_filters import declared_statuses
-from fsm.machine import Machine
+from fsm.base import jsonio
+from fsm.base.clock import iso_utc
+from fsm.base.errors import FsmError, InputError, UnknownInstanceError, UnknownMachineError
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.definition import did_you_mean
+from fsm.model.machine import Machine
+from fsm.model.settings import input_settings, option_settings
 from fsm.serve.travel import latest_records
-from fsm.settings import input_settings, option_settings
-from fsm.storage import Store
+from fsm.store.protocol import Store
+from fsm.view import diagram
+from fsm.view.inspect import status
+from fsm.view.listing import ListedInstance, list_instances, matches
+from fsm.view.listing_filters import declared_statuses
 
 __all__ = ["Filters", "Served", "history", "instance_rows", "instance_status", "machine_view"]
 

@@ -1,7 +1,7 @@
 """The change feed: which instances changed, told to every open page.
 
 Each served machine's store tells which of its instances changed
-(:meth:`fsm.storage.Store.changes`: the file store follows its folders with a file watcher,
+(:meth:`fsm.store.protocol.Store.changes`: the file store follows its folders with a file watcher,
 whoever writes there: ``fsm run`` in a terminal, the CCW dashboard, another ``fsm serve``), and
 every change is published to every subscriber (one queue per open event stream). A store that
 cannot tell which instances changed (a folder that appeared, a watch that restarted) makes the
@@ -17,10 +17,10 @@ from typing import Any
 
 import structlog
 
-from fsm.errors import FsmError
-from fsm.instance import Workspace
-from fsm.machine import Machine
-from fsm.storage import Store
+from fsm.base.errors import FsmError
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine
+from fsm.store.protocol import Store
 
 __all__ = ["Change", "ChangeFeed", "sources_of"]
 

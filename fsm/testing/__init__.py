@@ -17,8 +17,8 @@ actions call with a :class:`ScriptedExecutor` (every call is recorded)::
 
 Without a folder, ``with Harness(MACHINE) as harness:`` works in a temporary one. The clock is
 simulated; calls no rule answers run for real (through a
-:class:`~fsm.executor.SubprocessExecutor` with the harness's agent tables), unless the harness
-is given ``executor=ScriptedExecutor()``, which refuses them.
+:class:`~fsm.process.executor.SubprocessExecutor` with the harness's agent tables), unless the
+harness is given ``executor=ScriptedExecutor()``, which refuses them.
 
 For stores: :class:`MemoryStorage` keeps documents and journals in memory (``Harness(...,
 storage=MemoryStorage())``, ``Workspace(..., storage=MemoryStorage())``), and
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fsm.store.memory import MemoryJournal, MemoryLease, MemoryStorage, MemoryStore
 from fsm.testing._driver import Driver, applied
 from fsm.testing._harness import Harness
-from fsm.testing._memory import MemoryJournal, MemoryLease, MemoryStorage, MemoryStore
 from fsm.testing._scripted import Answer, Call, Matcher, Reply, ScriptedExecutor
 
 __all__ = [

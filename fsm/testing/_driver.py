@@ -10,14 +10,15 @@ from typing import Any, Generic, Literal
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
-from fsm.context import Context
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.inspect import replay
-from fsm.instance import Instance, Loaded, Workspace
-from fsm.machine import Machine
-from fsm.outcome import Chooser, RunResult, StepResult, Verdict
-from fsm.records import (
+from fsm.base.update import apply_update
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Loaded, Workspace
+from fsm.engine.retry import RetryReport, retry
+from fsm.model.context import Context
+from fsm.model.machine import Machine
+from fsm.model.outcome import Chooser, RunResult, StepResult, Verdict
+from fsm.model.records import (
     ControlRecord,
     CreateRecord,
     ErrorRecord,
@@ -26,8 +27,7 @@ from fsm.records import (
     RetryRecord,
     TransitionRecord,
 )
-from fsm.retry import RetryReport, retry
-from fsm.update import apply_update
+from fsm.view.inspect import replay
 
 __all__ = ["Driver", "RecordingInstance", "applied"]
 
@@ -58,7 +58,7 @@ class RecordingInstance(Instance):
 
 
 class Driver(Generic[DocT]):
-    """One instance driven by the real engine (:class:`fsm.engine.Engine`), as ``fsm run``,
+    """One instance driven by the real engine (:class:`fsm.engine.engine.Engine`), as ``fsm run``,
     ``fsm step``, ``fsm fire`` and the control commands drive it, with what a test reads.
 
     ``doc`` is the document validated with the harness's document model; :meth:`path`,
@@ -156,7 +156,7 @@ class Driver(Generic[DocT]):
         return list(self.instance.journal.read().records)
 
     def records(self) -> list[Record]:
-        """The journal's typed records (:mod:`fsm.records`), oldest first."""
+        """The journal's typed records (:mod:`fsm.model.records`), oldest first."""
         return self.instance.journal.records()
 
     def events(self) -> list[str]:

@@ -10,14 +10,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, cast
 
-from fsm.clock import Clock, SimulatedClock
-from fsm.config import load_config
-from fsm.discovery import open_machine
-from fsm.executor import AgentCommand, SubprocessExecutor
-from fsm.ids import validate_id
-from fsm.instance import Workspace
-from fsm.machine import Machine
-from fsm.storage import StoreFactory
+from fsm.base.clock import Clock, SimulatedClock
+from fsm.base.ids import validate_id
+from fsm.engine.instance import Workspace
+from fsm.model.config import load_config
+from fsm.model.discovery import open_machine
+from fsm.model.machine import Machine
+from fsm.process.executor import AgentCommand, SubprocessExecutor
+from fsm.store.protocol import StoreFactory
 from fsm.testing._driver import DocT, Driver, RecordingInstance
 from fsm.testing._scripted import ScriptedExecutor
 
@@ -42,7 +42,7 @@ class Harness(Generic[DocT]):
     (``ScriptedExecutor(fallback=SubprocessExecutor(root, agents))``); ``clock`` the default
     ``SimulatedClock(tick=1.0)``, which moves one second each time it is read. ``storage``
     gives the workspace another store than files (:class:`fsm.testing.MemoryStorage`, or
-    your own :class:`fsm.storage.Store`), to test a machine against it.
+    your own :class:`fsm.store.protocol.Store`), to test a machine against it.
     """
 
     def __init__(

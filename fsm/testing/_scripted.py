@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from fsm.agents import OutputFormat
-from fsm.executor import AgentMode, ExecResult, Executor, agent_problem, read_agent_result
+from fsm.process.agents import OutputFormat
+from fsm.process.executor import AgentMode, ExecResult, Executor, agent_problem, read_agent_result
 
 __all__ = ["Answer", "Call", "Matcher", "Reply", "ScriptedExecutor"]
 
@@ -44,7 +44,7 @@ class Reply:
     """What a scripted agent or command answers: an exit code and its output.
 
     ``output`` is the format an agent's ``stdout`` is in (``codex-json`` and the other formats
-    of :mod:`fsm.agent_output`): its result is read as the real executor reads a configured
+    of :mod:`fsm.process.agent_output`): its result is read as the real executor reads a configured
     agent's, its ``stdout`` becoming the final message and its ``report`` what the events say.
     """
 
@@ -90,13 +90,13 @@ class _Rule:
 
 @dataclass
 class ScriptedExecutor:
-    """An :class:`~fsm.executor.Executor` whose agents and commands are scripted by pattern.
+    """An :class:`~fsm.process.executor.Executor` whose agents and commands are scripted by pattern.
 
     Rules are added with :meth:`on_agent`, :meth:`on_shell` and :meth:`on_run`; each answers
     the calls it matches with its replies in turn (the last one repeats). When several rules
     match a call, the one added last answers, so a test can add a general rule and then the
     exceptions. A call no rule matches goes to ``fallback`` (a real
-    :class:`~fsm.executor.SubprocessExecutor` runs the test suite an action starts, say) or,
+    :class:`~fsm.process.executor.SubprocessExecutor` runs the test suite an action starts, say) or,
     without one, fails with an ``error`` naming it. Every call is recorded in :attr:`calls`::
 
         executor = ScriptedExecutor()
@@ -189,7 +189,7 @@ class ScriptedExecutor:
 
     def agent_problem(self, tool: str) -> str | None:
         """None for a scripted agent, else what the fallback says (see
-        :func:`fsm.executor.agent_problem`)."""
+        :func:`fsm.process.executor.agent_problem`)."""
         if any(r.kind == "agent" and r.tool in (None, tool) for r in self._rules):
             return None
         if self.fallback is not None:

@@ -2,7 +2,7 @@
 
 A store proves itself by running these tests. Its test module subclasses :class:`StoreContract`
 (the class name must start with ``Test`` for pytest to collect it) and gives the fixture
-``storage``, the factory of its stores (:data:`fsm.storage.StoreFactory`)::
+``storage``, the factory of its stores (:data:`fsm.store.protocol.StoreFactory`)::
 
     import pytest
     from fsm.testing.contract import StoreContract
@@ -46,22 +46,22 @@ from typing import Any, ClassVar
 
 import pytest
 
-from fsm.clock import SimulatedClock
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.errors import (
+from fsm.base.clock import SimulatedClock
+from fsm.base.errors import (
     InvalidIdError,
     LeaseLostError,
     LockHeldError,
     UnknownInstanceError,
 )
-from fsm.inspect import check_replay
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine, load_machine
-from fsm.records import ControlRecord, TransitionRecord
-from fsm.rules import Loaded
-from fsm.storage import Layout, Proposal, Snapshot, Store, StoreFactory
-from fsm.update import bytes_hash
+from fsm.base.update import bytes_hash
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Instance, Workspace
+from fsm.engine.rules import Loaded
+from fsm.model.machine import Machine, load_machine
+from fsm.model.records import ControlRecord, TransitionRecord
+from fsm.store.protocol import Layout, Proposal, Snapshot, Store, StoreFactory
+from fsm.view.inspect import check_replay
 
 __all__ = ["CONTRACT_MACHINE", "StoreContract"]
 

@@ -1,10 +1,10 @@
-"""ccw-loop: the CCW develop/debug/validate loop as an explicit machine (SPEC section 4.1).
+"""ccw-loop: the CCW develop/debug/validate loop as an explicit machine.
 
 ``machine.yaml`` holds the states and the ordered phase rules; ``functions.py`` names the guards,
 actions and hooks; ``model.py`` is the ``LoopState`` document the CCW dashboard shares.
 
-Decisions (issue 9 and the parts of issue 10 about task lists and secrets). Where the SPEC or a
-seed says otherwise, what the user sees must be true, so these win:
+Decisions. Where CCW's original loop behaves otherwise, what the user sees must be true, so these
+win:
 
 * **Success means the work was done.** A loop ends ``completed`` (exit 0) only when every task
   of its task list is done and a validation passed after the last change (``failed == 0 and
@@ -39,7 +39,7 @@ seed says otherwise, what the user sees must be true, so these win:
   loop unchanged; a missing ``fix_tool`` names ``-o fix_tool=NAME`` and ``-o fix_tool=none`` as
   ways out. ``fsm step`` and ``fsm fire`` do not check: a missing agent there is a failed task,
   as above.
-* **A loop may have no fix agent (``fix_tool = "none"``; issue 13).** A newcomer without any
+* **A loop may have no fix agent (``fix_tool = "none"``).** A newcomer without any
   agent CLI can then run a loop whose tasks are bash commands: the preflight asks for no agent
   for fixes, and a pending task that names no tool (it would run on ``fix_tool``) is a problem
   line of its own (``task T in tasks.jsonl names no tool and fix_tool is none: ...``; for a loop
@@ -53,7 +53,7 @@ seed says otherwise, what the user sees must be true, so these win:
   them alone (see .workflow/.loop/<id>.progress/debug.md); no fix agent is configured (fix_tool
   none): fix them by hand or set fix_tool``, which the outcome hook returns. A debug round then
   reserves 2 iterations (itself and a validation), not 3, and the menu offers no fix. The
-  default stays ``codex``, as the SPEC says: the loop exists to get failing tests fixed, a loop
+  default stays ``codex``, as in CCW's loop: the loop exists to get failing tests fixed, a loop
   without task list needs an agent for its description, and a missing codex costs nothing (the
   run is refused before it starts, naming ``fix_tool=none``), whereas a default of none would
   turn every failing test into a failed loop without saying an agent could have fixed it.
@@ -115,7 +115,7 @@ seed says otherwise, what the user sees must be true, so these win:
   validation. After ``max_fix_attempts`` (option, default 3, persisted at init in
   ``skill_state.max_fix_attempts``) the loop ends ``failed`` (``abandon``): ``Gave up on <test>
   after 3 fix attempts (H1); it still fails: <error>``. ``confirmed_hypothesis`` names the
-  hypothesis the next (or current) fix is for. The seeds' debug.log instrumentation and
+  hypothesis the next (or current) fix is for. CCW's skills' debug.log instrumentation and
   ``WAITING_INPUT`` are not reproduced.
 * **Order of the endings.** ``complete``, then ``abort`` (failed task), ``abandon`` (fix
   attempts spent), ``hand_over`` (tests fail, no fix agent), ``halt`` (a failed validation
@@ -127,12 +127,12 @@ seed says otherwise, what the user sees must be true, so these win:
   ``task_list`` option. Before every decision the rules look for ids the document does not hold
   yet; develop loads them (at the end of the list) before taking the next task, and a loop
   never completes while such a task waits. Edits to tasks already loaded are not applied.
-* **``validate.coverage`` is null until a run measured it** (the Claude seed's ``|| null``;
-  the Codex seed's initial 0 would claim an unmeasured suite covers nothing).
+* **``validate.coverage`` is null until a run measured it** (the Claude skill's ``|| null``;
+  the Codex skill's initial 0 would claim an unmeasured suite covers nothing).
 * **Secrets in agent commands are never recorded.** The loop records an agent task by its tool,
-  the command as the executor shows it (``fsm.redaction``: program, option names, ``{prompt}``,
-  every other argument ``***``) and an outcome line built from that; the executor also scrubs
-  hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
+  the command as the executor shows it (``fsm.process.redaction``: program, option names,
+  ``{prompt}``, every other argument ``***``) and an outcome line built from that; the executor also
+  scrubs hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
   reaches the document, changes.log, debug.log, the progress files or the instance log.
 * **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
   counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.files import atomic_write_text
+from fsm.helpers import atomic_write_text
 
 from .changes import Snapshot
 from .model import DevelopTask, SkillState

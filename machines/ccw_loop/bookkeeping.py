@@ -1,7 +1,7 @@
 """What every action writes besides its own result: iteration, action log, errors, timestamps.
 
 ``current_iteration`` is incremented here and nowhere else, once per develop, debug or validate
-action (the seeds count it twice: once in the orchestrator pass and once in the action). A
+action (CCW's skills count it twice: once in the orchestrator pass and once in the action). A
 failed action appends ``{action, message, timestamp}`` to ``skill_state.errors`` and extends the
 ``consecutive_errors`` streak that ``max_errors`` bounds; a successful one ends the streak.
 """

@@ -6,7 +6,8 @@ A task's ``files_changed`` is the difference between two snapshots taken before 
   files that became dirty, dirty files whose content changed again, and dirty files that became
   clean (reverted). Content is compared by hash, so a file that was already modified before the
   task is reported only if the task modified it again; ignored files are not changes; files of
-  commits the task made count.
+  commits the task made count. Only the workspace's own files are looked at: in a workspace
+  that is a folder of a larger repository, changes elsewhere in it are not the task's.
 * Outside a repository the snapshot is the size and modification time of every file of the
   workspace, except fsm's own state folders (``.workflow``, the loop's state folder), version
   control folders and caches that running tests rewrite (``__pycache__``, ``.pytest_cache``, ...)
@@ -92,8 +93,12 @@ def take_snapshot(executor: Executor, workspace: Path, exclude: Path | None = No
         return _file_snapshot(workspace, exclude)
     top = executor.run(["git", "rev-parse", "--show-toplevel"], cwd=workspace, timeout=30)
     root = Path(top.stdout.strip()) if top.ok and top.stdout.strip() else workspace
+    # "-- .": the workspace's own changes; a workspace inside a larger repository (a folder of
+    # a monorepo, a home folder kept in git) must not count the rest of it.
     status = executor.run(
-        ["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=workspace, timeout=60
+        ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--", "."],
+        cwd=workspace,
+        timeout=60,
     )
     if not status.ok:
         return Snapshot("unknown")
@@ -127,7 +132,7 @@ def changed_files(
     changed |= set(before.files) - set(after.files)
     if executor is not None and before.head and after.head and before.head != after.head:
         diff = executor.run(
-            ["git", "diff", "--name-only", "-z", before.head, after.head],
+            ["git", "diff", "--name-only", "-z", before.head, after.head, "--", "."],
             cwd=workspace,
             timeout=60,
         )

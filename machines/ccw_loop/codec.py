@@ -14,7 +14,7 @@ current_action null (Claude orchestrator)   the phase of ``last_action``
 ==========================================  ==============
 
 ``paused`` and ``running`` are not FSM states: they are the control layer, which the engine
-checks before every step (the seeds' ``checkControlSignals``).
+checks before every step (CCW's skills' ``checkControlSignals``).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ interrupted or a collection error, 4: usage error such as an unknown node id, 5:
 
 @dataclass(frozen=True)
 class Location:
-    """Where a failure was raised: ``file:func:line`` as the seed's ``logging_point``."""
+    """Where a failure was raised: ``file:func:line`` as the original skill's ``logging_point``."""
 
     file: str
     line: int

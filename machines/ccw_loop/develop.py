@@ -15,7 +15,7 @@ only. What a task changed is recorded even when it then failed or timed out (``f
 ``changes_unknown`` when the workspace could not be compared), so the work is validated. Agent
 attempts are recorded while they run (:mod:`fsm_machines.ccw_loop.attempts`), so that changes of
 an attempt interrupted by a killed or crashed run still count. Agent runs are recorded by tool
-and the command as the executor redacted it (:mod:`fsm.redaction`).
+and the command as the executor redacted it (:mod:`fsm.process.redaction`).
 
 Before taking the next task, develop loads the tasks added to the task-list file since init (the
 dashboard's add-task button) at the end of the list. A failed task with ``on_error: pause``
@@ -269,7 +269,7 @@ def _run(
         result = ctx.executor.shell(command, cwd=ctx.workspace, timeout=timeout)
         output = result.stdout + "\n" + result.stderr
         return output, None if result.ok else _failure(result), {}
-    # the executor redacts agent results (fsm.redaction): the argv shows option names and
+    # the executor redacts agent results (fsm.process.redaction): the argv shows option names and
     # {prompt}, never a token configured in fsm.toml, and hidden values are scrubbed from the
     # output; only that form is recorded
     prompt = task_prompt(doc, task)

@@ -9,7 +9,7 @@ Without a fix agent (``fix_tool`` none) a failing test that debug did not find f
 *unexplained* (:func:`unexplained_tests`): the loop hands it over to a person, with
 :func:`hand_over_reason` as its ``failure_reason``.
 
-Documents written without those links (by the seeds' skills, or fsm before it kept them) still
+Documents written without those links (by CCW's skills, or fsm before it kept them) still
 work: their ``confirmed_hypothesis`` is fixed once, as they expect.
 """
 
@@ -95,7 +95,7 @@ def fix_attempts(state: SkillState, hypothesis_id: str) -> list[DevelopTask]:
 
 
 def _legacy_target(state: SkillState) -> Hypothesis | None:
-    """A confirmed hypothesis of a document written without test links (the seeds' skills, older
+    """A confirmed hypothesis of a document written without test links (CCW's skills, older
     fsm): it is fixed once, as those documents expect."""
     confirmed = state.debug.confirmed_hypothesis
     found = next((h for h in state.debug.hypotheses if h.id == confirmed), None)

@@ -1,25 +1,26 @@
-"""``LoopState``: the ccw-loop document shared with the CCW dashboard, exactly as the seed has it.
+"""``LoopState``: the ccw-loop document shared with the CCW dashboard, exactly as the original skill
+has it.
 
 The master file ``{state_dir}/{loop_id}.json`` is owned by two programs: the dashboard API writes
 the top-level fields (``title``, ``status``, ...) and the loop writes ``skill_state``. Both must be
 able to read what the other wrote, so every model here allows unknown fields (they are kept, never
-dropped) and fields the seed marks optional get defaults (the seed's own "After Skill
-Initialization" example has a task with only ``id``, ``description`` and ``status``).
+dropped) and fields the original skill marks optional get defaults (the original skill's own "After
+Skill Initialization" example has a task with only ``id``, ``description`` and ``status``).
 
-Where the Claude version of the seed differs from the Codex one, the Claude names are accepted on
-input (``total_count``/``completed_count``, ``current_task_id``, ``current_bug``, the
+Where the Claude version of the original skill differs from the Codex one, the Claude names are
+accepted on input (``total_count``/``completed_count``, ``current_task_id``, ``current_bug``, the
 ``current_action`` value ``paused``) and mapped to the Codex form, which is what gets written.
 
-Some fields are fsm extensions, not in the seed: ``SkillState.consecutive_errors`` (the streak
-the ``max_errors`` limit counts; the seed has no ``error_count``), ``SkillState.max_errors`` and
-``SkillState.max_fix_attempts`` (limits persisted at init like ``max_iterations``, so that they
-survive restarts), the ``fixes`` and ``attempt`` keys of a fix task (the hypothesis it implements
-and which attempt at it this is), and the ``test``, ``suite`` and ``fix_attempts`` keys of a
-hypothesis (the failing test it explains, which keeps its id across debug rounds, and how many fix
-tasks were made for it).
+Some fields are fsm extensions, not in the original skill: ``SkillState.consecutive_errors`` (the
+streak the ``max_errors`` limit counts; the original skill has no ``error_count``),
+``SkillState.max_errors`` and ``SkillState.max_fix_attempts`` (limits persisted at init like
+``max_iterations``, so that they survive restarts), the ``fixes`` and ``attempt`` keys of a fix task
+(the hypothesis it implements and which attempt at it this is), and the ``test``, ``suite`` and
+``fix_attempts`` keys of a hypothesis (the failing test it explains, which keeps its id across debug
+rounds, and how many fix tasks were made for it).
 
-``validate.coverage`` is null until a run measured it (the Claude seed's ``|| null``): the Codex
-seed's 0 would claim an unmeasured suite covers nothing.
+``validate.coverage`` is null until a run measured it (the Claude skill's ``|| null``): the Codex
+skill's 0 would claim an unmeasured suite covers nothing.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ __all__ = [
 LoopStatus = Literal["created", "running", "paused", "completed", "failed", "user_exit"]
 Phase = Literal["init", "develop", "debug", "validate", "complete"]
 TaskTool = Literal["gemini", "qwen", "codex", "bash", "claude"]
-"""The seed lists gemini, qwen, codex and bash; the dashboard also accepts claude."""
+"""The original skill lists gemini, qwen, codex and bash; the dashboard also accepts claude."""
 AGENT_TOOLS: tuple[str, ...] = ("gemini", "qwen", "codex", "claude")
 TaskMode = Literal["analysis", "write"]
 TaskStatus = Literal["pending", "in_progress", "completed", "failed"]
@@ -212,7 +213,7 @@ class SkillState(_Open):
     summary: Summary | None = None
     consecutive_errors: int = 0
     max_errors: int | None = Field(default=None, ge=1)
-    """None in documents written before fsm (or by the seeds' skills): the option applies."""
+    """None in documents written before fsm (or by CCW's skills): the option applies."""
     max_fix_attempts: int | None = Field(default=None, ge=1)
     """Fix tasks made for one failing test before the loop gives up on it (None: the option)."""
 

@@ -38,7 +38,7 @@ class LoopOptions(BaseModel):
     """The agent that implements fix tasks and tasks that name no tool. ``none``: no fix agent, so
     a loop whose tasks are all bash commands needs no agent CLI; a failing test (unless debug finds
     it flaky) then ends the loop failed for you to fix, and a task that names no tool cannot run.
-    The default stays codex (the SPEC's): a loop is there to get failing tests fixed, and a
+    The default stays codex (CCW's loop's): a loop is there to get failing tests fixed, and a
     missing codex is refused before the run starts, naming this option and ``none``."""
     state_dir: str = Field(default=".workflow/.loop", min_length=1)
     """Where master files, task lists and progress folders live (``.loop`` is the Claude layout)."""
@@ -48,7 +48,7 @@ class LoopOptions(BaseModel):
     task_timeout: Seconds = 600.0
     """Seconds one develop task (a bash command or an agent run) may take."""
     test_timeout: Seconds = 300.0
-    """Seconds one test run may take (the seed's five minutes)."""
+    """Seconds one test run may take (the original skill's five minutes)."""
     max_hypotheses: int = Field(default=5, ge=1)
     """Failing tests turned into hypotheses (and re-run alone) per debug round."""
     max_fix_attempts: int = Field(default=3, ge=1)

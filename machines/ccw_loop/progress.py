@@ -1,4 +1,5 @@
-"""The progress files of a loop, ``{state_dir}/{loop_id}.progress/``, as the seed's File Sync table.
+"""The progress files of a loop, ``{state_dir}/{loop_id}.progress/``, as the original skill's File
+Sync table.
 
 Markdown for people (``develop.md``, ``debug.md``, ``validate.md``, ``summary.md``), NDJSON logs
 appended one record per event (``changes.log``, ``debug.log``), and the JSON records of the

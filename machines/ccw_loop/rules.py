@@ -1,6 +1,6 @@
 """The phase rules of the loop as pure functions of the document: what the next work is.
 
-These are the seeds' documented intent, not their literal selectors (which never reach validate
+These are CCW's skills' documented intent, not their literal selectors (which never reach validate
 after the last task, re-validate forever once a hypothesis is confirmed, and count iterations
 twice). :func:`next_work` decides, in this order:
 
@@ -27,7 +27,7 @@ the next work is ``hand_over``, ending the loop for a person to fix the tests; o
 found every failure flaky (it passes alone) leads to another validation.
 
 Whether tests are due is read from the order of ``completed_actions``, the append-only log of
-work actions, not from timestamps (two actions may share a timestamp). Action names of both seed
+work actions, not from timestamps (two actions may share a timestamp). Action names of both skill
 versions are understood: ``DEVELOP`` (Codex), ``action-develop-with-file`` (Claude) and
 ``develop`` (the executor role).
 
@@ -133,7 +133,7 @@ class Next:
 
 
 def phase_of_action(name: str | None) -> Phase | None:
-    """The phase an action name of either seed version belongs to (None when it is no phase)."""
+    """The phase an action name of either skill version belongs to (None when it is no phase)."""
     if not name:
         return None
     if name in _CLAUDE_IDS:

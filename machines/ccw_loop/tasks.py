@@ -1,6 +1,6 @@
 """The loop's task list: read from the dashboard's JSONL file, or one task from the description.
 
-The dashboard keeps tasks at ``{state_dir}/{loop_id}/tasks.jsonl``; the seeds document
+The dashboard keeps tasks at ``{state_dir}/{loop_id}/tasks.jsonl``; CCW's skills document
 ``{state_dir}/{loop_id}.tasks.jsonl``. The loop's task list is both (the documented file's tasks
 first, then the dashboard file's tasks it does not already hold), else the workspace's standing
 task list named by the ``task_list`` option, if any. One JSON object per line::

@@ -5,7 +5,7 @@ of the command (:mod:`~fsm_machines.ccw_loop.testrun`): zero tests is not a pass
 not count, and a non-zero exit is never a pass. A run that cannot be judged at all (the command
 is missing, timed out, wrote no report, ran no tests) is a failed *action* (an error entry, part
 of the ``max_errors`` streak), while a run whose tests fail is a successful action with a failed
-validation. Besides the seed's fields, ``skill_state.validate`` keeps the command's
+validation. Besides the original skill's fields, ``skill_state.validate`` keeps the command's
 ``exit_code``, the ``counts`` (passed, failed, skipped, total, and their ``source``: the JUnit
 report or the output's summary lines) and the one-line ``verdict``.
 """

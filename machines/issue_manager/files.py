@@ -22,7 +22,8 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as 2-space JSON (as the seed's ``JSON.stringify(state, null, 2)``)."""
+    """Write ``data`` as 2-space JSON (as the original skill's ``JSON.stringify(state, null,
+    2)``)."""
     write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 

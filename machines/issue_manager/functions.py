@@ -2,12 +2,12 @@
 
 Guards and actions are defined here; the hooks are defined in :mod:`.hooks` and registered here.
 
-Each action does one stage of the seed's flow and returns the update of the document; the domain
-work lives in :mod:`.planning`, :mod:`.execution`, :mod:`.issues_file` and :mod:`.report`.
-Planning and execution take one issue or one queue item per step, so a pause or stop lands
-between items and a resumed run continues with the next unfinished one.
+Each action does one stage of the original skill's flow and returns the update of the document; the
+domain work lives in :mod:`.planning`, :mod:`.execution`, :mod:`.issues_file` and :mod:`.report`.
+Planning and execution take one issue or one queue item per step, so a pause or stop lands between
+items and a resumed run continues with the next unfinished one.
 
-``completed_actions`` gets the seed's action id (``action-init``, ``action-list``,
+``completed_actions`` gets the original skill's action id (``action-init``, ``action-list``,
 ``action-plan``, ``action-execute``, ``action-complete``) each time an action completes.
 
 An issue that fails (unsafe id, planning, execution) is a successful step that records a failure:

@@ -34,7 +34,8 @@ __all__ = [
 
 
 def create_instance(inputs: dict[str, Any], ctx: IssueManagerContext) -> IssueManagerState:
-    """The seed's template, with the inputs merged in and the work_dir and times filled."""
+    """The original skill's template, with the inputs merged in and the work_dir and times
+    filled."""
     # The engine has refused every key the inputs model (IssueManagerInputs) does not name.
     _check_context(inputs.get("context", {}))
     document = _merged(initial_template(), inputs)
@@ -57,7 +58,7 @@ def _check_context(given: object) -> None:
 
 
 def record_history(doc: IssueManagerState, ctx: IssueManagerContext) -> None:
-    """Append this save to ``state-history.json``, as the seed's ``saveState`` does."""
+    """Append this save to ``state-history.json``, as the original skill's ``saveState`` does."""
     append_history(ctx.instance_dir, doc, ctx.clock.iso())
 
 
@@ -67,8 +68,8 @@ def record_error(doc: IssueManagerState, ctx: IssueManagerContext, error: BaseEx
     Actions raise only when something outside the issues needs a person (a malformed issues
     file, a disk error): retrying cannot help, and completing would end the instance with its
     issues unprocessed. Paused, it keeps its queue; fix the cause and ``fsm resume`` (which
-    resets the count), then ``fsm run``. This replaces the seed's "complete when the error limit
-    is reached".
+    resets the count), then ``fsm run``. This replaces the original skill's "complete when the error
+    limit is reached".
     """
     event = ctx.transition.event if ctx.transition else "step"
     entry = {

@@ -7,9 +7,9 @@ line, field and line ending is kept as it was. The write is atomic, and if someo
 the file between our read and our replace (a person appending an issue), the write starts over
 from their version instead of dropping their change.
 
-A missing issues file is an error naming the path that was looked for: the seed's "0 issues, stop"
-made a typo in a path, or a run in the wrong folder, look like a finished backlog. An existing
-file without issues is a backlog with nothing to do.
+A missing issues file is an error naming the path that was looked for: the original skill's "0
+issues, stop" made a typo in a path, or a run in the wrong folder, look like a finished backlog. An
+existing file without issues is a backlog with nothing to do.
 
 Dependencies between issues: CCW's issue exports (the roadmap and spec-generator skills) write
 them as ``extended_context.notes.depends_on_issues``, and its queue items as ``depends_on``; an

@@ -1,33 +1,34 @@
-"""The issue-manager state document (seed 003), as a draft and as a saved document.
+"""The issue-manager state document (CCW's ``codex-issue-plan-execute`` skill's), as a draft and
+as a saved document.
 
-The seed gives an *initial template* whose ``work_dir`` is ``""`` and whose timestamps are the
-placeholder text ``"ISO-8601"``, and a ``validateState`` that rejects an empty ``work_dir``. Both
-hold because they describe different things:
+The original skill gives an *initial template* whose ``work_dir`` is ``""`` and whose timestamps are
+the placeholder text ``"ISO-8601"``, and a ``validateState`` that rejects an empty ``work_dir``.
+Both hold because they describe different things:
 
-* :class:`IssueManagerDraft` is the shape of the document. The seed's template parses as a draft
-  unchanged: it has the right fields and types, but it is not yet an instance.
-* :class:`IssueManagerState` is a document fit to be saved: the draft plus the seed's
+* :class:`IssueManagerDraft` is the shape of the document. The original skill's template parses as a
+  draft unchanged: it has the right fields and types, but it is not yet an instance.
+* :class:`IssueManagerState` is a document fit to be saved: the draft plus the original skill's
   ``validateState`` rules (non-empty ``status``, ``phase`` and ``work_dir``; ``issues`` an object;
   ``queue`` an array) and a few that follow from them (issue keys equal issue ids, queue item ids
   unique, queue items name known issues, timestamps are real ISO-8601 times). It is the model the
   engine validates at every save; the ``create`` hook turns the template into one.
 
-Status. The seed's status enum is ``pending|running|completed`` and has no word for an instance a
-person has paused or stopped. ``status`` is also the control field of the machine, so pause and stop
-must be visible there: the enum is extended with ``paused`` (held between steps by a person, or
-by the machine itself after ``context.max_errors`` failed steps in a row; ``resume`` continues)
-and ``stopped`` (ended by a person; ``fsm run`` will not restart it, but ``resume`` continues with
-the next unfinished queue item). Neither is final: a stopped backlog is still a backlog.
-Documents written by the original system only ever hold the seed's three values, so they still
-validate.
+Status. The original skill's status enum is ``pending|running|completed`` and has no word for an
+instance a person has paused or stopped. ``status`` is also the control field of the machine, so
+pause and stop must be visible there: the enum is extended with ``paused`` (held between steps by a
+person, or by the machine itself after ``context.max_errors`` failed steps in a row; ``resume``
+continues) and ``stopped`` (ended by a person; ``fsm run`` will not restart it, but ``resume``
+continues with the next unfinished queue item). Neither is final: a stopped backlog is still a
+backlog. Documents written by the original system only ever hold the original skill's three values,
+so they still validate.
 
-Outcome. The seed ends every instance ``completed``, even one whose issues all failed; a dashboard
-reading such a file would see success for work that was not done. So the enum also has
-``failed`` (and ``phase`` the matching final state ``failed``): an instance ends ``completed``
-only when every issue it listed is completed, else ``failed`` with ``failure_reason`` saying
-what was achieved and what went wrong (``"2 of 4 issues done; ISS-3 failed: ..."``). Every
-failed issue also has an entry in ``errors`` (with its ``issue_id``), so the seed's error log
-holds the cause of every failure, not only the failed steps.
+Outcome. The original skill ends every instance ``completed``, even one whose issues all failed; a
+dashboard reading such a file would see success for work that was not done. So the enum also has
+``failed`` (and ``phase`` the matching final state ``failed``): an instance ends ``completed`` only
+when every issue it listed is completed, else ``failed`` with ``failure_reason`` saying what was
+achieved and what went wrong (``"2 of 4 issues done; ISS-3 failed: ..."``). Every failed issue also
+has an entry in ``errors`` (with its ``issue_id``), so the original skill's error log holds the
+cause of every failure, not only the failed steps.
 
 Every model keeps keys it does not know (``extra="allow"``): documents written by other tools
 carry fields such as ``summary`` and must survive a round trip.
@@ -90,18 +91,18 @@ class IssueState(_Open):
     Lifecycle: ``registered`` (listed, awaiting a plan) -> ``planning`` (selected) -> ``planned``
     (a solution is bound) -> ``executing`` -> ``completed`` | ``failed``. ``failed`` is reached
     from any stage, with the cause in ``error``: an unsafe id when listed, a planning failure
-    (then ``solution_id`` and ``planned_at`` stay null), or a failed task. The seed returns an
-    issue whose planning failed to ``registered``; that left it looking untouched ("pending" in
-    the report) while it had failed, so here it is ``failed``. An issue registered with an
-    ``error`` (written by older versions) is not selected again either.
+    (then ``solution_id`` and ``planned_at`` stay null), or a failed task. The original skill
+    returns an issue whose planning failed to ``registered``; that left it looking untouched
+    ("pending" in the report) while it had failed, so here it is ``failed``. An issue registered
+    with an ``error`` (written by older versions) is not selected again either.
 
-    Two more ends, not in the seed, for issues the instance settles without running them, the
-    cause in ``error``: ``blocked`` (an issue it depends on failed, is blocked or unplanned, is
-    not completed outside this instance, or the dependencies form a cycle) and ``unplanned``
-    (no solution file, and option ``plan_tool`` is ``"none"``). ``failed_before`` marks an issue
-    the issues file already called ``failed`` when it was listed (an earlier run failed it): it
-    is counted as failed, not run. ``depends_on`` holds the ids of the issues that must be
-    completed before this one runs, as the issues file gives them.
+    Two more ends, not in the original skill, for issues the instance settles without running them,
+    the cause in ``error``: ``blocked`` (an issue it depends on failed, is blocked or unplanned, is
+    not completed outside this instance, or the dependencies form a cycle) and ``unplanned`` (no
+    solution file, and option ``plan_tool`` is ``"none"``). ``failed_before`` marks an issue the
+    issues file already called ``failed`` when it was listed (an earlier run failed it): it is
+    counted as failed, not run. ``depends_on`` holds the ids of the issues that must be completed
+    before this one runs, as the issues file gives them.
     """
 
     id: str = Field(min_length=1)
@@ -139,7 +140,7 @@ class QueueItem(_Open):
 
 
 class ManagerContext(_Open):
-    """The seed's counters plus the persisted loop limits (they must survive restarts).
+    """The original skill's counters plus the persisted loop limits (they must survive restarts).
 
     ``rounds`` counts list passes and is bounded by ``max_rounds`` (new issues may keep arriving);
     ``round_limit_reached`` is set when the run ended because that bound forbade another list
@@ -172,7 +173,7 @@ class ErrorEntry(_Open):
 
 
 class IssueManagerDraft(_Open):
-    """The shape of the document; the seed's initial template parses as it is."""
+    """The shape of the document; the original skill's initial template parses as it is."""
 
     status: Status
     phase: Phase
@@ -189,7 +190,7 @@ class IssueManagerDraft(_Open):
 
 
 class IssueManagerState(IssueManagerDraft):
-    """A document fit to be saved: the draft plus the seed's ``validateState`` rules."""
+    """A document fit to be saved: the draft plus the original skill's ``validateState`` rules."""
 
     @model_validator(mode="after")
     def _validate_state(self) -> Self:
@@ -208,7 +209,8 @@ class IssueManagerState(IssueManagerDraft):
 
 
 def _state_problems(doc: IssueManagerDraft) -> list[str]:
-    """Every rule of the seed's validateState (and its consequences) that ``doc`` breaks."""
+    """Every rule of the original skill's validateState (and its consequences) that ``doc``
+    breaks."""
     problems: list[str] = []
     # Literal types already reject unknown status/phase values; empty text is what is left.
     if not doc.work_dir:
@@ -243,7 +245,7 @@ def _is_iso(value: str) -> bool:
 
 
 def initial_template() -> dict[str, object]:
-    """The seed's initial state, exactly as it is written there."""
+    """The original skill's initial state, exactly as it is written there."""
     return {
         "status": "pending",
         "phase": "init",

@@ -2,7 +2,7 @@
 
 ``state.json`` itself is written by the engine; everything here sits beside it::
 
-    state-history.json                       one entry per save (the seed's saveState)
+    state-history.json                       one entry per save (the original skill's saveState)
     snapshots/snapshot-before-execute-{n}.json   the document before queue item S-n ran
     solutions/{issue_id}-plan.json           the solution bound to the issue when it was planned
     solutions/{issue_id}-execution.json      per-task progress of the issue's execution
@@ -33,7 +33,7 @@ def append_history(work_dir: Path, doc: IssueManagerState, timestamp: str) -> No
     """Append one ``{timestamp, phase, completed_actions, issues_count}`` entry.
 
     A history file that does not parse is kept aside (``state-history.json.corrupt``) rather than
-    silently replaced, as the seed's ``.catch(() => [])`` would.
+    silently replaced, as the original skill's ``.catch(() => [])`` would.
     """
     path = work_dir / "state-history.json"
     try:

@@ -1,7 +1,7 @@
 """How the machine names an agent run in issue errors, execution records and the report.
 
 The executor already hands out agent results with the command redacted and the hidden values
-scrubbed from the output (:mod:`fsm.redaction`): a token in an fsm.toml agent command never
+scrubbed from the output (:mod:`fsm.process.redaction`): a token in an fsm.toml agent command never
 reaches these files. This module only words the line.
 """
 

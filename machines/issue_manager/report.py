@@ -1,11 +1,11 @@
 """The numbers of a run, its verdict, and the files that report them.
 
 ``success_rate`` is completed issues over all issues, in percent, to one decimal (``"66.7"``;
-``"0.0"`` when there are no issues), as the seed's ``action-complete`` computes it. Failed issues
-are those whose id was unsafe, whose planning failed or whose execution failed, and those an
+``"0.0"`` when there are no issues), as the original skill's ``action-complete`` computes it. Failed
+issues are those whose id was unsafe, whose planning failed or whose execution failed, and those an
 earlier run failed (the issues file says ``failed``); blocked issues are those a dependency kept
-from running; unplanned ones had no solution file while ``plan_tool`` is ``"none"``; pending
-issues are the rest of the unfinished ones (left by a limit).
+from running; unplanned ones had no solution file while ``plan_tool`` is ``"none"``; pending issues
+are the rest of the unfinished ones (left by a limit).
 
 The verdict (:func:`run_verdict`) is what the run achieved, in one line: success only when every
 listed issue is completed (``"4 of 4 issues done"``), or when there was nothing to do; otherwise
@@ -168,8 +168,8 @@ def _clipped(text: str) -> str:
 def summary_file(
     doc: IssueManagerState, report_path: Path, reason: str, completed_at: str
 ) -> dict[str, Any]:
-    """``summary.json``: the seed's ``{status, stats, report_file, work_dir, completed_at}``,
-    with the verdict's reason and the number of errors."""
+    """``summary.json``: the original skill's ``{status, stats, report_file, work_dir,
+    completed_at}``, with the verdict's reason and the number of errors."""
     stats = run_stats(doc)
     success = all_issues_done(doc)
     return {

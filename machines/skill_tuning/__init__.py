@@ -1,20 +1,20 @@
 """The skill-tuning machine: diagnose an agent skill, fix it with backups, verify, report.
 
-Decisions (issue 9: outcomes that tell the truth; where the SPEC or seed 004 says otherwise, the
-issue wins):
+Decisions (outcomes that tell the truth; where CCW's original skill-tuning skill behaves
+otherwise, these win):
 
-* **Only a passed gate is a success.** SPEC 4.3 completes a run when the iteration limit is
-  reached; the issue requires exit 0 only when the quality gate passed. So ``finish`` (limit
+* **Only a passed gate is a success.** The original skill completes a run when the iteration
+  limit is reached; here exit 0 means the quality gate passed. So ``finish`` (limit
   reached) leads to ``completed`` only with ``gate_passed``; ``exhaust`` (limit reached, gate
   not passed) and ``give_up`` (gate not passed, no fix left to apply) lead to ``failed``
   (exit 4). The ``outcome`` hook (:func:`.verdict.verdict`) says success only for a completed
   run with gate ``pass``, with a reason that is specific for success too.
 * **The document says so itself.** A failing end sets ``status: failed`` and
-  ``failure_reason`` (the field of the same name in ccw-loop's ``LoopState``; seed 004 has
-  none) to the one-line reason, e.g. ``quality gate review: 70/100, 2 high; 2 issues left
-  unfixed after 1 iteration (2 need judgement: ...)``; a failed gate is also appended to the
-  seed's ``errors`` (``action-complete``, not recoverable). The report's Outcome line, ``fsm
-  run``'s last line and ``fsm status`` show the same text.
+  ``failure_reason`` (the field of the same name in ccw-loop's ``LoopState``; the original
+  document has none) to the one-line reason, e.g. ``quality gate review: 70/100, 2 high; 2 issues
+  left unfixed after 1 iteration (2 need judgement: ...)``; a failed gate is also appended to the
+  original skill's ``errors`` (``action-complete``, not recoverable). The report's Outcome line,
+  ``fsm run``'s last line and ``fsm status`` show the same text.
 * **A fix is verified when it is applied**, not in the next round: right after writing it,
   the whole skill is diagnosed again with every rule of every area (``focus_areas`` narrows
   the report, never the verification) and compared with the skill just before the fix. It is
@@ -26,7 +26,7 @@ issue wins):
   fences are closed. Otherwise its backup is restored byte for byte and the record says
   ``rolled_back`` with ``failure_reason`` naming each failed check. Verifying at once makes
   each verdict exact even when a batch holds several fixes; the next round's diagnosis then
-  scores the skill (the ``verify`` action keeps the seed's name for scoring and gating).
+  scores the skill (the ``verify`` action keeps the original skill's name for scoring and gating).
 * **Fixes introduce no names.** The mechanical fixes only reuse names of the line they fix;
   the checkpoint section names a run folder (``{workDir}``) only when the skill defines that
   variable. A name counts as the skill's when it is defined (``const``, parameters, loop
@@ -82,5 +82,5 @@ issue wins):
 * **Preflight** checks the one outside requirement: the ``fix_tool`` agent, when set, must be
   configured or on PATH. The target skill folder is not a preflight requirement: ``fsm new``
   already refuses a missing one, and one that disappears later is an action failure counted
-  towards ``max_errors``, as the seed describes.
+  towards ``max_errors``, as the original skill describes.
 """

@@ -31,7 +31,7 @@ from pathlib import Path
 from fsm.helpers import atomic_write_text, current_umask
 
 __all__ = [
-    "UnsafePathError",
+    "OutsideSkillError",
     "current_umask",
     "ensure_inside",
     "restore",
@@ -42,18 +42,23 @@ __all__ = [
 ]
 
 
-class UnsafePathError(Exception):
-    """A path that would take a write outside the folders the machine may change."""
+class OutsideSkillError(Exception):
+    """A fix names a path outside the folders the machine may change (the skill, its backups).
+
+    Not fsm's :class:`~fsm.errors.UnsafePathError`, which says the workspace itself refuses a
+    write (a folder that is a link out of it) and ends the run: this is one fix the machine
+    rejects; the failure is recorded and the tuning goes on with the others."""
 
 
 def ensure_inside(path: Path, *roots: Path) -> Path:
-    """``path`` resolved, if it lies inside one of ``roots``; else raise UnsafePathError."""
+    """``path`` resolved, if it lies inside one of ``roots``; else raise
+    :class:`OutsideSkillError`."""
     resolved = path.resolve()
     for root in roots:
         if resolved == root.resolve() or resolved.is_relative_to(root.resolve()):
             return resolved
     shown = ", ".join(str(r) for r in roots)
-    raise UnsafePathError(f"refusing to write {path}: it is outside {shown}")
+    raise OutsideSkillError(f"refusing to write {path}: it is outside {shown}")
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

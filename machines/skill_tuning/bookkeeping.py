@@ -1,11 +1,11 @@
 """The bookkeeping every action's update carries: history, completed actions, errors, time.
 
-The seed's update rules say every change stamps ``updated_at``; its orchestrator records each
-action in ``action_history`` (start, end, result, output files) and in ``completed_actions``, and
-each failure in ``errors`` (the last five are kept, as CCW does) while ``error_count`` keeps
+The original skill's update rules say every change stamps ``updated_at``; its orchestrator records
+each action in ``action_history`` (start, end, result, output files) and in ``completed_actions``,
+and each failure in ``errors`` (the last five are kept, as CCW does) while ``error_count`` keeps
 counting. The engine makes the step atomic and validated; these helpers make the update whole.
-``current_action`` is always null in a saved document: a step is one transaction, so no action
-is ever half-way through when the document is read.
+``current_action`` is always null in a saved document: a step is one transaction, so no action is
+ever half-way through when the document is read.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from .backup import UnsafePathError
+from fsm.helpers import UnsafePathError
+
+from .backup import OutsideSkillError
 from .model import ActionHistoryEntry, ErrorEntry, TuningState
 from .options import TuningContext
 from .skill import TargetSkillError
@@ -90,7 +92,7 @@ def failed(doc: TuningState, ctx: TuningContext, name: str, error: BaseException
         action=recorded,
         message=message,
         timestamp=now,
-        recoverable=not isinstance(error, TargetSkillError | UnsafePathError),
+        recoverable=not isinstance(error, TargetSkillError | OutsideSkillError | UnsafePathError),
     )
     errors = [*doc.errors, entry][-KEPT_ERRORS:]
     history = ActionHistoryEntry(

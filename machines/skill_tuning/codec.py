@@ -1,12 +1,12 @@
 """How the FSM state is stored in a ``TuningState`` document.
 
-The seed's ``status`` (pending|running|completed|failed, plus ``paused`` and ``user_exit``) is the
-lifecycle layer the control plane owns; it cannot also say where in the tuning loop an instance
-is. So the codec reads two fields:
+The original skill's ``status`` (pending|running|completed|failed, plus ``paused`` and
+``user_exit``) is the lifecycle layer the control plane owns; it cannot also say where in the tuning
+loop an instance is. So the codec reads two fields:
 
 * a final status (``completed``, ``failed``, ``user_exit``) *is* the FSM state;
 * otherwise ``phase`` is the FSM state (``running``, ``context_diagnosed``, ... ``verified``,
-  ``fix_applied``), and a document without one (the seed's template) is in ``pending``.
+  ``fix_applied``), and a document without one (the original skill's template) is in ``pending``.
 
 Writing a state sets ``phase``, and for a final state ``status`` too, so the two never disagree.
 A paused instance keeps its ``phase``: resuming continues where it stopped. ``current_action``

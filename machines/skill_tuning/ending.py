@@ -3,8 +3,8 @@
 Every end writes ``tuning-report.md`` and sets ``status``, ``completed_at`` and ``final_report``;
 every end but a passed gate also sets ``failure_reason`` to the same line the report's Outcome
 and ``fsm run`` show (:mod:`.verdict`). A gate that did not pass is recorded in ``errors`` too
-(action ``action-complete``, not recoverable), so a reader of the seed's fields alone sees why
-the run failed; an abort already has its errors there and also writes ``errors.json``.
+(action ``action-complete``, not recoverable), so a reader of the original skill's fields alone sees
+why the run failed; an abort already has its errors there and also writes ``errors.json``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _end(
         "final_report": written,
         "failure_reason": None if success else reason,
     }
-    if name == "give_up":  # the gate failed: the seed's own error list says so too
+    if name == "give_up":  # the gate failed: the original skill's own error list says so too
         entry = ErrorEntry(
             action="action-complete", message=reason, timestamp=started, recoverable=False
         )

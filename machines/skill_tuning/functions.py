@@ -113,8 +113,9 @@ def _nested(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 @registry.hook
 def create(inputs: Mapping[str, Any], ctx: TuningContext) -> dict[str, Any]:
-    """A new instance for the skill at ``target_skill.path``: the seed's whole template with
-    the inputs merged in; its work dir is the instance folder, its backups go to ``backups/``."""
+    """A new instance for the skill at ``target_skill.path``: the original skill's whole template
+    with the inputs merged in; its work dir is the instance folder, its backups go to
+    ``backups/``."""
     # The engine has refused every key the inputs model (TuningInputs) does not name.
     values = _nested(inputs)
     target = values.get("target_skill", {})

@@ -1,10 +1,12 @@
-"""The document a new instance starts with: seed 004's Initial State Template, filled in.
+"""The document a new instance starts with: the original skill-tuning skill's
+initial state template, filled in.
 
 The engine writes a model returned by ``create`` sparsely (only the fields that were set), but
 the readers of ``state.json`` (CCW's orchestrator and dashboards, people) expect every key of
-the seed's template from the first write on. So ``create`` returns a plain dict: the template,
-with the validated inputs and the instance's paths merged into it. The fields this machine adds
-to the seed (``phase``, ``completed_at``, ``final_report``) appear when an action sets them.
+the original skill's template from the first write on. So ``create`` returns a plain dict: the
+template, with the validated inputs and the instance's paths merged into it. The fields this machine
+adds to the original skill (``phase``, ``completed_at``, ``final_report``) appear when an action
+sets them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ __all__ = ["initial_document", "seed_template"]
 
 
 def seed_template() -> dict[str, Any]:
-    """A fresh copy of the seed's Initial State Template."""
+    """A fresh copy of the original skill's Initial State Template."""
     return {
         "status": "pending",
         "started_at": None,

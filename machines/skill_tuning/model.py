@@ -1,7 +1,9 @@
-"""The skill-tuning document: ``TuningState`` and every nested type of seed 004's state schema.
+"""The skill-tuning document: ``TuningState`` and every nested type of the original
+skill-tuning skill's state schema.
 
-The field names, enums and nullability follow the seed (``phases/state-schema.md`` of CCW's
-skill-tuning skill), so its Initial State Template validates unchanged. Additions, all optional:
+The field names, enums and nullability follow the original skill (``phases/state-schema.md`` of
+CCW's skill-tuning skill), so its Initial State Template validates unchanged. Additions, all
+optional:
 
 * ``status`` also takes ``paused`` (the control plane's pause needs a non-active status to park
   an instance in) and ``user_exit`` (CCW's orchestrator already stops on it although its enum

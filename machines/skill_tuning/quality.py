@@ -1,9 +1,9 @@
-"""The quality score and gate of SPEC 4.3, and the one way to write a new list of issues.
+"""The quality score and gate, and the one way to write a new list of issues.
 
 Score: ``max(0, 100 - 25*critical - 15*high - 5*medium - 1*low)``. Gate: ``fail`` with any
 critical issue, more than 5 high ones, or a score under 60; ``review`` with more than 2 high
-ones or a score under 80; else ``pass``. (CCW's actions used a different, laxer rule; the spec
-settles on this one.)
+ones or a score under 80; else ``pass``. (CCW's actions used a different, laxer rule; this
+stricter one is fsm's.)
 """
 
 from __future__ import annotations

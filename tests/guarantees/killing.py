@@ -10,7 +10,8 @@ on (how many versions the journal records), the call, and how many times that ca
 since. An uninterrupted run lists every point it passes (the *dry run*); a run continuing an
 instance after a kill passes the same points for the same versions, so a kill can target any
 point of the dry run. Points inside the crash repair of
-:meth:`fsm.transaction.Transaction.repair` are named ``repair|<call>|<n>`` and targeted by number.
+:meth:`fsm.engine.transaction.Transaction.repair` are named ``repair|<call>|<n>`` and targeted by
+number.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm import engine, file_swap, files, instance, journal, progress
+from fsm.base import files
 from fsm.cli import main
-from fsm.executor import SubprocessExecutor
-from fsm.transaction import Transaction
+from fsm.engine import engine, instance
+from fsm.engine.transaction import Transaction
+from fsm.process.executor import SubprocessExecutor
+from fsm.store import file_swap, journal
+from fsm.view import progress
 from tests.guarantees.forked import fork_call
 
 __all__ = ["POINTS", "Target", "run_killed"]

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fsm.instance import Instance, Workspace
-from fsm.machine import Machine, load_machine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.machine import Machine, load_machine
 from tests.conftest import COUNTER
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import psycopg
+from typing import Any
+
 import pytest
 
 from fsm.testing.postgres_cluster import TemporaryCluster
@@ -10,8 +11,16 @@ from fsm.testing.postgres_cluster import TemporaryCluster
 pytestmark = pytest.mark.slow
 
 
+def _psycopg() -> Any:
+    """psycopg, imported once a test runs (the fixtures say what is missing before that)."""
+    import psycopg
+
+    return psycopg
+
+
 def test_each_test_gets_an_empty_database_of_its_own(postgres_cluster: TemporaryCluster) -> None:
     """Two databases of one cluster do not see each other's tables."""
+    psycopg = _psycopg()
     first, second = postgres_cluster.new_database(), postgres_cluster.new_database()
     with psycopg.connect(first, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (x int)")
@@ -23,6 +32,7 @@ def test_each_test_gets_an_empty_database_of_its_own(postgres_cluster: Temporary
 def test_committed_rows_survive_an_immediate_stop(postgres_cluster: TemporaryCluster) -> None:
     """A commit is kept through a crash of the server (pg_ctl -m immediate) and its recovery,
     while an open transaction is lost: the cluster behaves as a real server does."""
+    psycopg = _psycopg()
     url = postgres_cluster.new_database()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (x int)")

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from fsm.discovery import open_machine
-from fsm.instance import Instance, Workspace
-from fsm.machine import load_machine
+from fsm.engine.instance import Instance, Workspace
+from fsm.model.discovery import open_machine
+from fsm.model.machine import load_machine
 from fsm.serve import Access, Served, create_app
 from tests.conftest import COUNTER
 

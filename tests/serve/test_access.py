@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fsm.errors import InputError
+from fsm.base.errors import InputError
 from fsm.serve import Access, create_app
 from fsm.serve.access import check_bind, read_token_file
 from tests.conftest import CliResult

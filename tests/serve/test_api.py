@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.inspect import list_instances, status
-from fsm.records import ControlRecord
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.model.records import ControlRecord
 from fsm.serve import views
+from fsm.view.inspect import list_instances, status
 from tests.serve.conftest import AGENT_RUN, Api, with_agent_run
 
 
@@ -382,6 +382,27 @@ def test_openapi_describes_the_api_and_no_page_loads_from_elsewhere(api: Api) ->
     page = api.client.get("/")
     assert page.status_code == 200
     assert '<script type="module" src="/static/instances.js">' in page.text
+
+
+def test_a_listing_row_has_the_fields_of_fsm_ls_json_and_progress(api: Api) -> None:
+    """The API's listing rows, as its OpenAPI document describes them and as it answers them,
+    have exactly the fields of `fsm ls --json` (declared once, in the listing) plus the
+    machine's progress lines and whether the row is shown without its details."""
+    import dataclasses
+
+    from fsm.view.listing import ListedInstance
+
+    fields = [f.name for f in dataclasses.fields(ListedInstance)]
+    spec = api.client.get("/api/openapi.json").json()
+    assert list(spec["components"]["schemas"]["Row"]["properties"]) == [
+        *fields,
+        "progress",
+        "private",
+    ]
+    api.counter("c1")
+    rows = api.client.get("/api/instances").json()["rows"]
+    assert [list(row) for row in rows] == [[*fields, "progress", "private"]]
+    assert rows[0]["private"] is False
 
 
 def test_pages_refuse_unknown_machines_and_unsafe_ids(api: Api) -> None:

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import load_machine
 from tests.conftest import COUNTER
 from tests.serve.conftest import (
     ROOT,

@@ -16,13 +16,13 @@ import pytest
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.heartbeat import FileHeartbeats, Heartbeat
-from fsm.instance import Workspace
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Workspace
 from fsm.serve import Access, create_app
 from fsm.serve.server import served_machines
 from fsm.serve.views import instance_rows
+from fsm.store.heartbeat import FileHeartbeats, Heartbeat
 from tests.serve.conftest import PORT, TOKEN, Api
 
 # --- limits before work: nothing of a refused body is read ---------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fsm import jsonio
+from fsm.base import jsonio
 from tests.serve.conftest import Api
 
 

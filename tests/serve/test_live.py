@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fsm.discovery import registered_machines
+from fsm.model.discovery import registered_machines
 from tests.conftest import COUNTER
 from tests.serve.conftest import ROOT, ServeProcess, fsm_env, launch_serve, stop_serve
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fsm.discovery import open_machine
-from fsm.file_watch import ids_of
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.engine.instance import Workspace
+from fsm.model.discovery import open_machine
+from fsm.model.machine import load_machine
 from fsm.serve.watch import Change, ChangeFeed, sources_of
-from fsm.store import FileStore
+from fsm.store.file_store import FileStore
+from fsm.store.file_watch import ids_of
 from tests.conftest import COUNTER
 
 

@@ -1,6 +1,6 @@
 """Agent-failure rules: how a skill's calls to sub-agents go wrong.
 
-SPEC 4.3's symptoms: agent calls with no error handling (one failing agent ends the whole
+The symptoms looked for: agent calls with no error handling (one failing agent ends the whole
 workflow), agent results used without checking them, and agents told to start further agents
 (nesting that hides failures and multiplies cost).
 """
@@ -19,7 +19,7 @@ __all__ = ["AGENT_CALL", "RULES", "AgentCall", "agent_calls", "call_handling"]
 AGENT_CALL = re.compile(
     r"\b(?:Task|spawn_agent|Agent)\s*\(|\bccw cli\b|\bcodex exec\b|\bclaude -p\b|\bgemini -p\b"
 )
-"""How the skills of the seeds start an agent: the Task tool, spawn_agent, or an agent CLI."""
+"""How CCW's skills start an agent: the Task tool, spawn_agent, or an agent CLI."""
 _TOOL_CALL = re.compile(r"(?<![\w.])(?:Task|spawn_agent|Agent)\s*\((?!\s*\))")
 """The tool forms of :data:`AGENT_CALL`, as code (outside strings and comments, with
 arguments: ``Agent()`` in a sentence names the tool, it does not call it)."""

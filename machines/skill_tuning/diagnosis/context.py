@@ -1,6 +1,6 @@
 """Context-explosion rules: what makes the prompt of a skill grow without bound.
 
-SPEC 4.3's symptoms: history that grows every turn and is never trimmed, whole files read and
+The symptoms looked for: history that grows every turn and is never trimmed, whole files read and
 pasted into prompts (and whole state documents serialised into them), and phase files so large
 that reading one fills the context on its own.
 """

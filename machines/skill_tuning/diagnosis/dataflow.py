@@ -1,6 +1,6 @@
 """Dataflow-break rules: where the data passed between phases goes astray.
 
-SPEC 4.3's symptoms: the state is written to several places (which one is the truth?), the same
+The symptoms looked for: the state is written to several places (which one is the truth?), the same
 field is spelled differently in different places (``iteration_count`` here, ``iterationCount``
 there), and JSON is parsed and used without any validation.
 
@@ -113,7 +113,7 @@ def mapped_concepts(skill: Skill) -> set[str]:
 
 def canonical(spellings: Counter[str], pinned: frozenset[str] = frozenset()) -> str | None:
     """The spelling to keep: the one the skill's JSON data uses (``pinned``), else the most
-    used one, ties going to snake_case (the seeds' style); None when the data itself uses
+    used one, ties going to snake_case (CCW's style); None when the data itself uses
     several spellings (nothing can be renamed without breaking a read)."""
     fixed = sorted(set(spellings) & pinned)
     if len(fixed) > 1:

@@ -1,6 +1,6 @@
 """Memory-loss rules: what makes a long skill forget what it was told at the start.
 
-SPEC 4.3's symptoms: the constraints the first phase states are not carried into the later
+The symptoms looked for: the constraints the first phase states are not carried into the later
 phases (an agent running phase 4 never sees them), and a multi-phase workflow keeps no
 checkpoints, so an interruption loses everything done so far.
 """

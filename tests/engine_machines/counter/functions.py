@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fsm.context import Context
-from fsm.registry import Recovery, Registry, Update
+from fsm.model.context import Context
+from fsm.model.registry import Recovery, Registry, Update
 
 registry = Registry()
 

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fsm.context import Context
-from fsm.errors import InputError, RefusedError
-from fsm.outcome import Verdict
-from fsm.registry import Registry, Reopening, Update
+from fsm.base.errors import InputError, RefusedError
+from fsm.model.context import Context
+from fsm.model.outcome import Verdict
+from fsm.model.registry import Registry, Reopening, Update
 
 registry = Registry()
 

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fsm.context import Context
-from fsm.registry import Registry, Update
+from fsm.model.context import Context
+from fsm.model.registry import Registry, Update
 
 registry = Registry()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from fsm.context import Context
-from fsm.registry import Registry, Update
+from fsm.model.context import Context
+from fsm.model.registry import Registry, Update
 
 registry = Registry()
 

@@ -25,13 +25,13 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import LoopState
 from fsm_machines.ccw_loop.options import LoopOptions
 
-from fsm.clock import SimulatedClock
-from fsm.context import Context
-from fsm.executor import AgentCommand
-from fsm.inspect import status
-from fsm.instance import Workspace
-from fsm.machine import Machine, load_machine
+from fsm.base.clock import SimulatedClock
+from fsm.engine.instance import Workspace
+from fsm.model.context import Context
+from fsm.model.machine import Machine, load_machine
+from fsm.process.executor import AgentCommand
 from fsm.testing import Answer, Call, Driver, Harness, Reply
+from fsm.view.inspect import status
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 LOOP_ID = "loop-v2-20260101T000000-0a1b2c3d"

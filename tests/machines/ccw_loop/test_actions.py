@@ -103,6 +103,20 @@ def test_files_changed_in_a_workspace_its_repository_ignores(loop_ws: Any, start
     assert (done.status, done.files_changed) == ("completed", ["calc.py"])
 
 
+def test_files_changed_in_a_folder_of_a_larger_repository(loop_ws: Any, started: Any) -> None:
+    """A workspace that is a folder of a larger repository counts its own changes only: a file
+    dirty elsewhere in the repository (changed meanwhile, too) is not the task's."""
+    parent = loop_ws.root.parent
+    subprocess.run(["git", "init", "-q"], cwd=parent, check=True)
+    elsewhere = parent / "elsewhere.txt"
+    elsewhere.write_text("dirty before\n")
+    loop_ws.write_project(git=False)
+    loop_ws.write_tasks([{**BASH, "command": f"echo x >> calc.py && echo more >> {elsewhere}"}])
+    done, _ = _developed(started())
+    assert done.status == "completed"
+    assert done.files_changed == [f"{loop_ws.root.name}/calc.py"]
+
+
 def test_each_task_appends_one_change_line(loop_ws: Any, started: Any) -> None:
     """changes.log gets one NDJSON record per developed task."""
     loop_ws.write_tasks(

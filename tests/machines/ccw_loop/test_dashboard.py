@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop.model import LoopState
 
-from fsm.executor import AgentCommand
-from fsm.inspect import replay
+from fsm.process.executor import AgentCommand
+from fsm.view.inspect import replay
 from tests.conftest import fsm_process
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID, MACHINE_YAML
 
@@ -171,40 +171,54 @@ def test_dashboard_edits_during_a_step_are_kept(loop_ws: Any, tmp_path: Path) ->
 
 
 HALF_WRITER = """\
-import json, subprocess, sys
+import json, sys
 from pathlib import Path
 
-master = Path(sys.argv[1])
+master, go, whole = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 loop = json.loads(master.read_text())
 loop["title"] = "Edited while half-written"
 text = json.dumps(loop, indent=2)
-# the completing write starts first, so the file stays half-written for ~100 ms only
-completer = subprocess.Popen(
-    [sys.executable, "-c",
-     "import sys, time; sys.stdin.readline(); time.sleep(0.1); "
-     "open(sys.argv[1], 'w').write(sys.argv[2])", str(master), text],
-    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    start_new_session=True, text=True,
-)
+whole.write_text(text)
 with master.open("w") as handle:
     handle.write(text[: len(text) // 2])
-completer.stdin.write("go\\n")
-completer.stdin.close()
+go.write_text("go")
+"""
+
+COMPLETER = """\
+import sys, time
+from pathlib import Path
+
+master, go, whole = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+while not go.exists():
+    time.sleep(0.005)
+time.sleep(0.1)
+master.write_text(whole.read_text())
 """
 
 
 def test_half_written_master_file_is_reread(loop_ws: Any, tmp_path: Path) -> None:
     """A master file caught half-written (truncated JSON for ~100 ms) is read again until it is
-    whole, not called corrupt, and the dashboard's edit in it is kept."""
+    whole, not called corrupt, and the dashboard's edit in it is kept. The task writes the first
+    half; the dashboard (a process of its own, as the real one is, not one the task left behind,
+    which fsm would end with the task) writes the whole file 100 ms later."""
     writer = tmp_path / "half_writer.py"
     writer.write_text(HALF_WRITER)
+    completer_script = tmp_path / "completer.py"
+    completer_script.write_text(COMPLETER)
     master = loop_ws.state_dir / f"{LOOP_ID}.json"
-    command = f"{sys.executable} {writer} {master}"
+    go, whole = tmp_path / "go", tmp_path / "whole.json"
+    command = f"{sys.executable} {writer} {master} {go} {whole}"
     loop_ws.write_project()
     loop_ws.write_tasks([{**ADD_MUL, "command": command}])
     loop_ws.new_loop()
-    loop = loop_ws.open()
-    result = loop.run()
+    completer = subprocess.Popen(
+        [sys.executable, str(completer_script), str(master), str(go), str(whole)]
+    )
+    try:
+        loop = loop_ws.open()
+        result = loop.run()
+    finally:
+        completer.wait(timeout=60)
     assert result.outcome == "completed", result.message
     assert [s.outcome for s in result.steps] == ["applied"] * 4
     assert loop.doc.title == "Edited while half-written"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fsm_machines.ccw_loop import functions
 
-from fsm.definition import MachineSpec, guard_name, parse_definition
+from fsm.model.definition import MachineSpec, guard_name, parse_definition
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 WORK_EVENTS = {"develop", "fix", "validate", "debug"}

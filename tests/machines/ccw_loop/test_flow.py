@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from fsm_machines.ccw_loop.model import LoopState
 
-from fsm.errors import EventNotAllowedError
-from fsm.outcome import Choice
+from fsm.base.errors import EventNotAllowedError
+from fsm.model.outcome import Choice
 from tests.machines.ccw_loop.conftest import FILE_SYNC, LOOP_ID
 
 ADD_MUL = {

@@ -13,7 +13,7 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import LoopState
 from fsm_machines.ccw_loop.options import LoopOptions
 
-from fsm.errors import DocumentInputError
+from fsm.base.errors import DocumentInputError
 from tests.machines.ccw_loop.conftest import LOOP_ID, MACHINE_YAML, ccw_loop
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}

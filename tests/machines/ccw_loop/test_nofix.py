@@ -13,9 +13,9 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import AGENT_TOOLS
 from fsm_machines.ccw_loop.options import LoopOptions
 
-from fsm.errors import MissingRequirementError
-from fsm.inspect import status
-from fsm.outcome import Choice, Verdict
+from fsm.base.errors import MissingRequirementError
+from fsm.model.outcome import Choice, Verdict
+from fsm.view.inspect import status
 from tests.machines.ccw_loop.conftest import IDLE_AGENT, LOOP_ID
 
 ADD_MUL = {

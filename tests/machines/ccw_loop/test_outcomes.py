@@ -16,7 +16,7 @@ import pytest
 from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.verdict import loop_outcome
 
-from fsm.executor import AgentCommand
+from fsm.process.executor import AgentCommand
 from tests.guarantees.waiting import is_running, wait_until
 from tests.machines.ccw_loop.conftest import PYTEST
 

@@ -11,7 +11,7 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.options import LoopOptions
 from fsm_machines.ccw_loop.recovery import salvage_api_fields
 
-from fsm.recovery import recover
+from fsm.engine.recovery import recover
 from tests.machines.ccw_loop.conftest import LoopWorkspace
 
 TASK = {

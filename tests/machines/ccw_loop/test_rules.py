@@ -8,7 +8,7 @@ import pytest
 from fsm_machines.ccw_loop.codec import LoopCodec
 from fsm_machines.ccw_loop.model import LoopState
 
-from fsm.inspect import status
+from fsm.view.inspect import status
 from tests.machines.ccw_loop.conftest import ccw_loop
 
 NOW = "2026-01-01T00:00:00.000Z"

@@ -15,9 +15,9 @@ import pytest
 from fsm_machines.ccw_loop.model import LoopState
 
 from fsm.cli import main
-from fsm.control import ControlPlane
-from fsm.engine import Engine
-from fsm.executor import AgentCommand
+from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
+from fsm.process.executor import AgentCommand
 from tests.conftest import fsm_process
 from tests.guarantees.waiting import DEADLINE, is_running, wait_until
 from tests.machines.ccw_loop.conftest import LOOP_ID, MACHINE_YAML

@@ -16,8 +16,8 @@ import pytest
 from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.verdict import loop_outcome
 
-from fsm.errors import MissingRequirementError
-from fsm.executor import AgentCommand
+from fsm.base.errors import MissingRequirementError
+from fsm.process.executor import AgentCommand
 from tests.machines.ccw_loop.conftest import LOOP_ID
 
 TEST_ADD = "tests/test_calc.py::test_add"

@@ -14,8 +14,8 @@ from fsm_machines.ccw_loop.model import LoopState
 from fsm_machines.ccw_loop.options import LoopOptions
 from fsm_machines.ccw_loop.verdict import program_of
 
-from fsm.errors import MissingRequirementError
-from fsm.inspect import status
+from fsm.base.errors import MissingRequirementError
+from fsm.view.inspect import status
 from tests.machines.ccw_loop.conftest import LOOP_ID
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}

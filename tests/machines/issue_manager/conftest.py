@@ -20,11 +20,11 @@ from fsm_machines.issue_manager import functions
 from fsm_machines.issue_manager.model import IssueManagerState
 from fsm_machines.issue_manager.options import IssueManagerOptions
 
-from fsm.clock import SystemClock
-from fsm.context import Context
-from fsm.executor import AgentCommand
-from fsm.inspect import replay
+from fsm.base.clock import SystemClock
+from fsm.model.context import Context
+from fsm.process.executor import AgentCommand
 from fsm.testing import Driver, Harness, applied
+from fsm.view.inspect import replay
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 INSTANCE_ID = "issue-manager-20260101T000000-0a1b2c3d"

@@ -50,9 +50,9 @@ def test_create_takes_dotted_inputs(make_ctx: Any) -> None:
 def test_create_refuses_machine_owned_inputs(key: str) -> None:
     """Fields the machine sets cannot be given as inputs: the engine refuses them by the
     machine's inputs model before its create hook runs."""
-    from fsm.errors import DocumentInputError
-    from fsm.machine import load_machine
-    from fsm.settings import check_input_keys
+    from fsm.base.errors import DocumentInputError
+    from fsm.model.machine import load_machine
+    from fsm.model.settings import check_input_keys
     from tests.machines.issue_manager.conftest import MACHINE_YAML
 
     with pytest.raises(DocumentInputError, match=f"'{key}' cannot be set: the machine sets it"):

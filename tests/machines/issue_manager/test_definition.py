@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fsm_machines.issue_manager import functions
 
-from fsm.definition import MachineSpec, guard_name, parse_definition
+from fsm.model.definition import MachineSpec, guard_name, parse_definition
 
 MACHINE_YAML = Path(functions.__file__).with_name("machine.yaml")
 

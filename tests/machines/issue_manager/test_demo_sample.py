@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fsm.engine import Engine
-from fsm.inspect import replay
-from fsm.instance import Workspace
-from fsm.retry import retry
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Workspace
+from fsm.engine.retry import retry
+from fsm.view.inspect import replay
 
 SAMPLE = Path(__file__).resolve().parents[3] / "examples" / "workspaces" / "issue-manager"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fsm.inspect import status
+from fsm.view.inspect import status
 from tests.machines.issue_manager.conftest import RETRY_HINT, command_task
 
 

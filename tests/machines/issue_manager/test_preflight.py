@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fsm_machines.issue_manager.model import IssueManagerState
 
-from fsm.errors import MissingRequirementError
-from fsm.instance import Workspace
+from fsm.base.errors import MissingRequirementError
+from fsm.engine.instance import Workspace
 from tests.machines.issue_manager.conftest import Launched, agent_task, command_task
 
 

@@ -11,7 +11,7 @@ import pytest
 from fsm_machines.issue_manager.options import IssueManagerOptions
 from fsm_machines.issue_manager.preflight import missing_requirements
 
-from fsm.errors import InputError, RefusedError
+from fsm.base.errors import InputError, RefusedError
 from tests.machines.issue_manager.conftest import INSTANCE_ID, RETRY_HINT, command_task
 
 OTHER_ID = "issue-manager-20260102T000000-0e0f0a0b"

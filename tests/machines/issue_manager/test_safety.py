@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fsm.executor import AgentCommand
+from fsm.process.executor import AgentCommand
 from tests.machines.issue_manager.conftest import RETRY_HINT, command_task
 
 SECRET = "s3cret-token-0123456789"

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from fsm_machines.issue_manager.model import IssueManagerState
 
-from fsm.engine import Engine
-from fsm.errors import MissingRequirementError
-from fsm.inspect import status
+from fsm.base.errors import MissingRequirementError
+from fsm.engine.engine import Engine
+from fsm.view.inspect import status
 from tests.machines.issue_manager.conftest import RETRY_HINT, agent_task, command_task
 
 

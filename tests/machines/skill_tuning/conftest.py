@@ -19,8 +19,8 @@ import pytest
 from fsm_machines.skill_tuning.model import TuningState
 from fsm_machines.skill_tuning.options import TuningOptions
 
-from fsm.context import Context
-from fsm.executor import AgentCommand
+from fsm.model.context import Context
+from fsm.process.executor import AgentCommand
 from fsm.testing import Driver, Harness
 
 MACHINE_YAML = Path(__file__).parents[3] / "machines" / "skill_tuning" / "machine.yaml"

@@ -10,15 +10,16 @@ from types import SimpleNamespace
 
 import pytest
 from fsm_machines.skill_tuning.actions import active_areas
-from fsm_machines.skill_tuning.backup import tree_bytes
+from fsm_machines.skill_tuning.backup import OutsideSkillError, tree_bytes
 from fsm_machines.skill_tuning.codec import TuningCodec
 from fsm_machines.skill_tuning.functions import registry
 from fsm_machines.skill_tuning.model import TuningState
 from fsm_machines.skill_tuning.options import TuningOptions
 from fsm_machines.skill_tuning.skill import TargetSkillError
 
-from fsm.context import Context
-from fsm.errors import DocumentInputError
+from fsm.base.errors import DocumentInputError
+from fsm.errors import UnsafePathError
+from fsm.model.context import Context
 from fsm.testing import applied
 from tests.machines.skill_tuning.conftest import Tuning, context, tune
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE
@@ -209,15 +210,23 @@ def test_on_error_counts_every_failure_and_keeps_the_last_five(
     assert doc.action_history[-1].result == "failure"
 
 
-def test_a_missing_target_is_recorded_as_not_recoverable(
-    started: tuple[TuningState, Context, Path], tuning: Tuning
+@pytest.mark.parametrize(
+    "error",
+    [
+        TargetSkillError("gone"),
+        OutsideSkillError("refusing to write /etc/x: it is outside /s"),
+        UnsafePathError("a link out of the workspace"),
+    ],
+    ids=["missing-target", "fix-outside-the-skill", "workspace-refuses"],
+)
+def test_a_missing_target_or_an_unsafe_write_is_recorded_as_not_recoverable(
+    started: tuple[TuningState, Context, Path], tuning: Tuning, error: Exception
 ) -> None:
-    """A TargetSkillError is recorded with recoverable false."""
+    """A TargetSkillError, a fix outside the skill, and fsm's UnsafePathError (the workspace
+    refuses a write) are recorded with recoverable false: running again would fail the same
+    way."""
     doc, ctx, _root = started
-    doc = applied(
-        doc,
-        ON_ERROR(doc, ctx.for_transition("init", "pending", "running"), TargetSkillError("gone")),
-    )
+    doc = applied(doc, ON_ERROR(doc, ctx.for_transition("init", "pending", "running"), error))
     assert (doc.errors[-1].action, doc.errors[-1].recoverable) == ("action-init", False)
 
 

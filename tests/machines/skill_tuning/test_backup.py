@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from fsm_machines.skill_tuning.backup import (
-    UnsafePathError,
+    OutsideSkillError,
     ensure_inside,
     restore,
     restore_original,
@@ -81,7 +81,7 @@ def test_writes_outside_the_allowed_folders_are_refused(
 ) -> None:
     """A path that escapes the skill folder is refused before anything is written."""
     root = make_skill(FILES)
-    with pytest.raises(UnsafePathError, match="outside"):
+    with pytest.raises(OutsideSkillError, match="outside"):
         ensure_inside(root / rel, root)
 
 
@@ -90,5 +90,5 @@ def test_a_backup_of_a_path_outside_the_skill_is_refused(
 ) -> None:
     """A fix naming a file outside the skill cannot even be backed up."""
     root = make_skill(FILES)
-    with pytest.raises(UnsafePathError):
+    with pytest.raises(OutsideSkillError):
         snapshot_files(root, ["../../escape.md"], tmp_path / "b")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fsm_machines.skill_tuning.functions import registry
 
-from fsm.definition import MachineSpec, guard_name, parse_definition
+from fsm.model.definition import MachineSpec, guard_name, parse_definition
 
 MACHINE_YAML = Path(__file__).parents[3] / "machines" / "skill_tuning" / "machine.yaml"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from fsm_machines.skill_tuning.backup import tree_bytes
 from fsm_machines.skill_tuning.model import TuningState
 
-from fsm.engine import Engine
-from fsm.inspect import replay
-from fsm.instance import Workspace
-from fsm.machine import load_machine
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import load_machine
+from fsm.view.inspect import replay
 from tests.machines.skill_tuning.conftest import MACHINE_YAML
 
 DEMO = Path(__file__).parents[3] / "examples" / "workspaces" / "skill-tuning"

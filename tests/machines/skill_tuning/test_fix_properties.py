@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fsm_machines.skill_tuning.backup import tree_bytes
 
-from fsm.executor import AgentCommand
+from fsm.process.executor import AgentCommand
 from tests.conftest import CliResult
 from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning, md, tune
 

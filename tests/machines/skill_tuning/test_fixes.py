@@ -21,7 +21,7 @@ from fsm_machines.skill_tuning.fixes.verify import verification_problems
 from fsm_machines.skill_tuning.model import AppliedFix, FileChange, Fix, Issue
 from fsm_machines.skill_tuning.skill import Skill, read_skill
 
-from fsm.executor import AgentCommand, SubprocessExecutor
+from fsm.process.executor import AgentCommand, SubprocessExecutor
 
 SKILL = "---\nname: probe\n---\n# Probe skill\n"
 CONSTRAINED = "# Phase 1\n\n## Constraints\n\n- Keep the API stable\n- Never delete tests\n"

@@ -13,12 +13,12 @@ import pytest
 from fsm_machines.skill_tuning.backup import restore_original, tree_bytes
 from fsm_machines.skill_tuning.model import TuningState
 
-from fsm.control import ControlPlane
-from fsm.errors import ControlRefusedError
-from fsm.executor import AgentCommand
-from fsm.inspect import replay, status
-from fsm.outcome import RunResult
+from fsm.base.errors import ControlRefusedError
+from fsm.engine.control import ControlPlane
+from fsm.model.outcome import RunResult
+from fsm.process.executor import AgentCommand
 from fsm.testing import Driver
+from fsm.view.inspect import replay, status
 from tests.conftest import CliResult
 from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning, tune
 from tests.machines.skill_tuning.test_model import SEED_INITIAL_STATE

@@ -13,10 +13,10 @@ import pytest
 from fsm_machines.skill_tuning.backup import tree_bytes
 from fsm_machines.skill_tuning.model import TuningState
 
-from fsm.errors import MissingRequirementError
-from fsm.executor import AgentCommand
-from fsm.inspect import status
+from fsm.base.errors import MissingRequirementError
+from fsm.process.executor import AgentCommand
 from fsm.testing import Driver
+from fsm.view.inspect import status
 from tests.conftest import CliResult
 from tests.machines.skill_tuning.conftest import MACHINE_YAML, Tuning, tune
 from tests.machines.skill_tuning.test_scenarios import ROUND, events, report

@@ -1,0 +1,424 @@
+"""The implementation of each ``fsm`` command over the Python API.
+
+Heavy modules (the engine and its ``transitions`` kernel, Graphviz) are imported inside the
+commands that need them, so that ``fsm status`` and ``fsm ls`` start quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fsm.base import jsonio
+from fsm.base.errors import DocumentInputError, InputError
+from fsm.cli.command_values import instance_from, workspace_from
+from fsm.view.terminal import emit_json, json_text, one_line, out
+
+if TYPE_CHECKING:
+    from fsm.engine.instance import Instance
+
+__all__ = [
+    "cmd_control",
+    "cmd_fire",
+    "cmd_history",
+    "cmd_ls",
+    "cmd_new",
+    "cmd_recover",
+    "cmd_replay",
+    "cmd_retry",
+    "cmd_run",
+    "cmd_serve",
+    "cmd_status",
+    "cmd_step",
+]
+
+
+_workspace = workspace_from
+
+
+def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Create an instance."""
+    workspace = _workspace(values)
+    machine = workspace.machine(args.machine)
+    inputs: dict[str, Any] = {}
+    if args.input is not None:
+        try:
+            if str(args.input) == "-":  # standard input, as much of it as the limit allows
+                inputs = jsonio.loads(sys.stdin.buffer.read(jsonio.MAX_BYTES + 1))
+            else:
+                inputs = jsonio.load_file(args.input)
+        except OSError as exc:
+            raise DocumentInputError(f"cannot read {args.input}: {exc}") from exc
+        except jsonio.JsonError as exc:
+            if str(exc).startswith("larger than"):  # too big to be a document's inputs
+                from fsm.base.errors import InputTooLargeError
+
+                raise InputTooLargeError(f"{args.input} is {exc}: nothing was created") from exc
+            raise DocumentInputError(f"{args.input} is not valid JSON: {exc}") from exc
+        if not isinstance(inputs, dict):
+            raise DocumentInputError(f"{args.input} must hold a JSON object")
+    from fsm.model.inputs import parse_set_values
+
+    _merge(inputs, parse_set_values(machine, args.values))
+    # An empty --id is a mistake to report, not a request for a generated id.
+    instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
+    workspace.instance(machine, instance_id).create(inputs)
+    out(instance_id)
+    return 0
+
+
+def _merge(target: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def cmd_control(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """start / pause / resume / stop."""
+    from fsm.engine.control import ControlPlane
+
+    instance = instance_from(args, values)
+    saved = ControlPlane(instance).apply(args.command, actor=args.actor, reason=args.reason)
+    out(f"{instance.id}: {saved.status} ({saved.state})")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Drive an instance, showing each step on stderr (see :mod:`fsm.view.progress`); with ``--all``
+    drive every runnable instance (see :mod:`fsm.cli.fleet`)."""
+    if args.max_steps is not None and args.max_steps < 0:
+        raise InputError("--max-steps must be 0 or more")
+    if args.run_all:
+        return _run_all(args, values)
+    if args.machine is None or args.id is None:
+        raise InputError("fsm run needs MACHINE and ID (or --all to run every runnable instance)")
+    if args.jobs != 1:
+        raise InputError("--jobs goes with --all (one instance runs in one process)")
+    from fsm.engine.engine import Engine
+    from fsm.view.progress import RunProgress
+
+    instance = instance_from(args, values)
+    engine = Engine(instance, interactive=args.interactive)
+    chooser = _menu if args.interactive else None
+    progress = None
+    # JSON logs are for programs: their transition events say what progress lines would.
+    if not args.quiet and values.get("log_format") != "json":
+        live = sys.stderr.isatty() and not args.interactive  # a menu needs the plain lines
+        progress = RunProgress(instance, sys.stderr, live=live)
+    try:
+        result = engine.run(max_steps=args.max_steps, chooser=chooser, on_step=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    steps = len(result.steps)
+    line = f"{instance.id}: {result.outcome} in state '{result.state}' after {steps} steps"
+    # The result line is the run's one line, an error included (exit 1): the failure is not
+    # repeated on stderr, and the engine's event is in the instance's log (on stderr with -v).
+    out(one_line(f"{line}: {result.message}" if result.message else line))
+    return result.exit_code
+
+
+def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Reopen a failed instance (see :mod:`fsm.engine.retry`); print what was reopened and what
+    next."""
+    from fsm.engine.retry import retry
+
+    instance = instance_from(args, values)
+    report = retry(instance, args.items, actor=args.actor, reason=args.reason)
+    reopened = ", ".join(report.items) or "nothing named"
+    status = f", status {report.status}" if report.status is not None else ""
+    out(
+        one_line(
+            f"{instance.id}: reopened {reopened} (state '{report.state}'{status}); "
+            f"'fsm run {args.machine} {instance.id}' runs them"
+        )
+    )
+    return 0
+
+
+def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """``fsm run --all [MACHINE] [--jobs N]``: one line per instance as it ends, totals on
+    stderr, the fleet's exit code."""
+    from fsm.cli.fleet import Driven, drive_all, exit_code
+    from fsm.model.discovery import open_machine, registered_machines
+
+    if args.id is not None:
+        raise InputError("--all runs every runnable instance: give no ID (only a MACHINE)")
+    if args.interactive:
+        raise InputError("--all cannot be --interactive (a menu serves one instance)")
+    if args.jobs < 1:
+        raise InputError("--jobs must be 1 or more")
+    workspace = _workspace(values)
+    names = [args.machine] if args.machine else sorted(registered_machines())
+    machines = [open_machine(name) for name in names]
+
+    def show(driven: Driven) -> None:
+        out(driven.line())
+        sys.stdout.flush()  # a line as each instance ends, also into a pipe
+
+    results = drive_all(
+        workspace, machines, jobs=args.jobs, max_steps=args.max_steps, on_result=show
+    )
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    print(f"fsm: {len(results)} instances run: {shown or 'none was runnable'}", file=sys.stderr)
+    return exit_code(results)
+
+
+def _menu(state: str, choices: Sequence[Any]) -> str | None:
+    print(f"\nstate '{state}': choose an action", file=sys.stderr)
+    for number, choice in enumerate(choices, start=1):
+        shown = one_line(f"  {number}. {choice.event:<14} {choice.description}")
+        print(shown, file=sys.stderr)
+    print("  q. quit (leave the instance as it is)", file=sys.stderr)
+    while True:
+        sys.stderr.write("> ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:  # end of input
+            return None
+        answer = line.strip()
+        if answer in {"q", "quit", ""}:
+            return None
+        if answer.isdigit() and 1 <= int(answer) <= len(choices):
+            return str(choices[int(answer) - 1].event)
+        for choice in choices:
+            if answer == choice.event:
+                return str(choice.event)
+        print(one_line(f"  unknown choice '{answer}'"), file=sys.stderr)
+
+
+def _step_exit(instance: Instance, result: Any) -> int:
+    machine = instance.machine
+    if result.outcome == "failed":
+        print(f"fsm: error: {one_line(str(result.error))}", file=sys.stderr)
+        return 1
+    if result.outcome in {"waiting", "blocked"}:
+        reason = (
+            "no automatic transition is enabled"
+            if result.outcome == "waiting"
+            else f"instance is {result.status}"
+        )
+        print(f"fsm: {reason}", file=sys.stderr)
+        return 5
+    line = f"{instance.id}: {result.source or result.state} -> {result.state}" + (
+        f" ({result.event})" if result.event else ""
+    )
+    if not machine.is_final(result.state):
+        out(line)
+        return 0
+    verdict = machine.verdict(result.state, instance.load().doc)
+    assert verdict is not None  # the state is final
+    out(f"{line}: {'success' if verdict.success else 'failure'}: {verdict.reason}")
+    return 0 if verdict.success else 4
+
+
+def cmd_step(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """One automatic step."""
+    from fsm.engine.engine import Engine
+
+    instance = instance_from(args, values)
+    result = Engine(instance).step(actor="cli")
+    return _step_exit(instance, result)
+
+
+def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Fire a named event."""
+    from fsm.engine.engine import Engine
+
+    instance = instance_from(args, values)
+    result = Engine(instance).fire(args.event, actor="cli")
+    return _step_exit(instance, result)
+
+
+def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Show an instance."""
+    from fsm.view.inspect import status
+
+    info = status(instance_from(args, values))
+    if args.json:
+        emit_json(info.to_json())
+        return 0
+    out(f"{info.machine} {info.id}")
+    out(f"  state:   {info.state} ({info.state_description})")
+    if info.status is not None:
+        out(f"  status:  {info.status}")
+    if info.outcome:
+        out(f"  outcome: {info.outcome}: {info.reason}")
+    elif info.reason:
+        out(f"  reason:  {info.reason}")
+    for key, value in info.summary.items():
+        out(f"  {key + ':':<8} {value}")
+    if info.last_agent is not None:
+        from fsm.process.agent_runs import run_line
+
+        out(one_line(f"  agent:   {run_line(info.last_agent)} (at {info.last_agent['time']})"))
+    enabled = [e.event + ("" if e.auto else " (manual)") for e in info.events if e.enabled]
+    out(f"  events:  {', '.join(enabled) or 'none'}")
+    if info.control:
+        out(f"  control: {', '.join(info.control)}")
+    out(f"  file:    {info.document}")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """List instances (rows of documents unchanged since the last listing come from its index:
+    see :mod:`fsm.view.listing_index`)."""
+    from fsm.model.discovery import registered_machines
+    from fsm.view.listing_index import list_indexed
+
+    path = Path(values.get("workspace", "."))
+    if not path.is_dir():
+        raise InputError(f"workspace {path} is not a folder")
+    names = [args.machine] if args.machine else sorted(registered_machines())
+    items = values.get("options") or []
+    rows = list_indexed(
+        path.resolve(), names, args.status_filter, items, lambda: _workspace(values)
+    )
+    if args.status_filter is not None and not rows:
+        from fsm.view.listing_filters import check_status_filter
+
+        check_status_filter(
+            args.status_filter, names, path.resolve(), items, lambda: _workspace(values)
+        )
+    if args.json:
+        emit_json([row.to_json() for row in rows])
+        return 0
+    for row in rows:
+        shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
+        if row.outcome == "failure" and not row.error:
+            shown += f"  {row.reason}"
+        out(one_line(f"{row.machine:<14} {row.id:<44} {shown}"))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Print the journal as it is read (or only its last ``--tail`` records, read from its end).
+
+    Each record is one line: readable text (:func:`fsm.view.history.history_line`), with
+    ``--changes`` followed by the fields it changed (:func:`fsm.view.history.change_lines`), or
+    with ``--json`` the record as the journal holds it (compact JSON, which holds its changes),
+    characters a terminal would act on escaped.
+    """
+    from fsm.model.records import Record
+    from fsm.view.history import change_lines, history_line
+
+    def shown(record: Record) -> str:
+        if not getattr(args, "changes", False):
+            return history_line(record)
+        return "\n".join([history_line(record), *change_lines(record)])
+
+    instance = instance_from(args, values)
+    if args.tail is not None:
+        if args.tail < 0:
+            raise InputError("--tail must be 0 or more")
+        if args.json:
+            raw = list(itertools.islice(instance.journal.backwards(), args.tail))
+            sys.stdout.writelines(_json_line(data) + "\n" for data in reversed(raw))
+        else:
+            records = list(itertools.islice(instance.journal.records_backwards(), args.tail))
+            sys.stdout.writelines(shown(record) + "\n" for record in reversed(records))
+        return 0
+    if args.json:
+        return _history_json(instance)
+    lines: list[str] = []
+    for number, record in instance.journal.entries():
+        if isinstance(record, Record):
+            lines.append(shown(record) if getattr(args, "changes", False) else history_line(record))
+            if len(lines) < 4096:
+                continue
+            _write_lines(lines)
+            continue
+        _write_lines(lines)  # the warning comes after the lines before it
+        warning = (
+            f"journal line {number} is unreadable and was skipped"
+            if record is None
+            else f"{record}; it was skipped"
+        )
+        print(f"fsm: warning: {warning}", file=sys.stderr)
+    _write_lines(lines)
+    return 0
+
+
+def _write_lines(lines: list[str]) -> None:
+    """Print ``lines`` (each without its newline), and forget them."""
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+        lines.clear()
+
+
+def _history_json(instance: Instance) -> int:
+    """Every journal line's object as the line holds it (a line that is not a record this fsm
+    reads is still shown: nothing here reads its fields)."""
+    lines: list[str] = []
+    for number, line, data in instance.journal.scan():
+        if data is None:
+            sys.stdout.writelines(lines)
+            lines.clear()
+            warning = f"fsm: warning: journal line {number} is unreadable and was skipped"
+            print(warning, file=sys.stderr)
+        elif _safe_as_written(line):
+            lines.append(line + "\n")  # nothing to escape, nothing to encode again
+        else:
+            lines.append(_json_line(data) + "\n")
+        if len(lines) >= 4096:
+            sys.stdout.writelines(lines)
+            lines.clear()
+    sys.stdout.writelines(lines)
+    return 0
+
+
+def _safe_as_written(line: str) -> bool:
+    """True when a journal line that parsed can be printed as it is: ASCII, so its only raw
+    characters a terminal acts on can be JSON's tab and carriage return, and DEL."""
+    return line.isascii() and "\t" not in line and "\r" not in line and "\x7f" not in line
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    return json_text(record, separators=(",", ":"))
+
+
+def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Replay check."""
+    from fsm.view.inspect import check_replay
+
+    report = check_replay(instance_from(args, values))
+    for note in report.notes:
+        out(f"note: {note}")
+    out(f"{args.id}: journal of {report.records} records reproduces state '{report.state}'")
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Rebuild a corrupt document."""
+    from fsm.engine.recovery import recover
+
+    instance = instance_from(args, values, must_exist=False)
+    report = recover(instance)
+    if report.moved_aside:
+        out(f"corrupt document kept as {report.moved_aside}")
+    for note in report.notes:
+        out(f"note: {note}")
+    if report.recovered:
+        out(f"{instance.id}: recovered in state '{report.state}'")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Serve the live web view until Ctrl-C (see :mod:`fsm.serve`)."""
+    from fsm.serve.server import ServeOptions, run, served_machines
+
+    served = served_machines(_workspace(values), args.machines)
+    options = ServeOptions(
+        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads
+    )
+    run(served, options)
+    return 0

@@ -1,0 +1,162 @@
+"""The commands about machines rather than instances: machines, options, schema, check, diagram."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from fsm.base.errors import InputError
+from fsm.view.terminal import emit_json, out, printable
+
+__all__ = ["cmd_check", "cmd_diagram", "cmd_machines", "cmd_options", "cmd_schema"]
+
+
+def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """List registered machines."""
+    from fsm.model.discovery import name_clashes, open_machine, registered_machines
+
+    for message in name_clashes().values():
+        print(f"fsm: warning: {printable(message)}", file=sys.stderr)
+    rows = []
+    for name, entry in sorted(registered_machines().items()):
+        machine = open_machine(name)
+        rows.append(
+            {
+                "name": name,
+                "description": machine.spec.description,
+                "version": machine.spec.version,
+                "source": entry.source,
+                "path": str(entry.path),
+            }
+        )
+    if args.json:
+        emit_json(rows)
+    else:
+        for row in rows:
+            text = str(row["description"])
+            summary = text if len(text) <= 80 else text[:77].rstrip() + "..."
+            out(f"{row['name']:<16} {summary}  [{row['source']}]")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Static checks."""
+    from fsm.model.check import check_all, check_target
+
+    reports = [check_target(t) for t in args.targets] if args.targets else check_all()
+    code = 0
+    for report in reports:
+        if not report.readable:
+            # A file that cannot be read is an error of the command (exit 2), on stderr; the
+            # findings of files that were read are the command's result, on stdout.
+            for finding in report.findings:
+                print(
+                    f"fsm: error: {printable(finding.path)}: {printable(finding.message)}",
+                    file=sys.stderr,
+                )
+        else:
+            for finding in report.findings:
+                out(finding.render())
+        if not report.findings:
+            out(f"{report.target}: ok")
+        code = max(code, report.exit_code)
+    return code
+
+
+def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Write diagrams."""
+    from fsm.model.discovery import open_machine, registered_machines
+    from fsm.view import diagram
+
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    unknown = sorted(set(formats) - {"dot", "svg", "png", "mmd"})
+    if unknown:
+        raise InputError(f"unknown diagram format '{unknown[0]}' (use dot, svg, png, mmd)")
+    if args.run:
+        if len(args.machines) != 1:
+            raise InputError("--run needs exactly one MACHINE")
+        args.machine, args.id = args.machines[0], args.run
+        from fsm.cli.command_values import instance_from
+
+        instance = instance_from(args, values)
+        loaded = instance.load()
+        overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
+        dot = diagram.to_dot(instance.machine, run=overlay)
+        target = Path(args.output) if args.output else Path(f"{instance.id}.svg")
+        fmt = target.suffix.lstrip(".") or "svg"
+        if fmt == "dot":
+            target.write_text(dot, encoding="utf-8")
+        elif fmt in {"svg", "png"}:
+            target.write_bytes(diagram.render(dot, fmt))  # type: ignore[arg-type]
+        else:
+            raise InputError(f"--run writes .dot, .svg or .png, not '{target.suffix}'")
+        out(str(target))
+        return 0
+    names = args.machines or sorted(registered_machines())
+    out_dir = Path(args.output or "diagrams")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        report = diagram.write_diagrams(open_machine(name), out_dir, formats)
+        for path in report.written:
+            out(str(path))
+        for fmt, reason in report.skipped:
+            print(f"fsm: warning: {name}.{fmt} not written: {reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_options(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """A machine's options and creation inputs."""
+    from fsm.model.discovery import open_machine
+    from fsm.model.settings import input_settings, option_settings
+
+    machine = open_machine(args.machine)
+    options, inputs = option_settings(machine), input_settings(machine)
+    if args.json:
+        emit_json(
+            {
+                "machine": machine.name,
+                "options": [s.to_json() for s in options],
+                "inputs": [s.to_json() for s in inputs] if machine.inputs_model else None,
+            }
+        )
+        return 0
+    name = machine.name
+    out(f"{name} options: set in fsm.toml [machine.{name}], or for one command with -o KEY=VALUE")
+    _table(options, "  (none)")
+    out("")
+    if machine.inputs_model is None:
+        out(f"{name} creation inputs: any field of its document (see 'fsm schema {name}')")
+        return 0
+    out(f"{name} creation inputs: fsm new {name} --set KEY=VALUE (or --input FILE.json)")
+    _table(inputs, "  (none)")
+    return 0
+
+
+def _table(settings: list[Any], empty: str) -> None:
+    if not settings:
+        out(empty)
+        return
+    width = max(len(s.name) for s in settings) + 2
+    kinds = min(max(len(s.type) for s in settings), 32) + 2
+    for setting in settings:
+        default = "required" if setting.required else f"default {setting.default}"
+        kind = f"{setting.type} ".ljust(kinds)  # a space even after the longest type
+        out(f"  {setting.name:<{width}}{kind}{default}")
+        indent = " " * (width + 2)
+        for line in textwrap.wrap(
+            setting.help, 100, initial_indent=indent, subsequent_indent=indent
+        ):
+            out(line)
+
+
+def cmd_schema(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """The JSON Schema of a machine's document or options."""
+    from fsm.model.discovery import open_machine
+
+    machine = open_machine(args.machine)
+    model = machine.options_model if args.options else machine.document_model
+    emit_json(model.model_json_schema(by_alias=True))
+    return 0

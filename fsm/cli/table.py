@@ -1,0 +1,418 @@
+"""The ``fsm`` command table: every command declared once, with its name, its help, its
+arguments and the function that runs it.
+
+:mod:`fsm.cli.program` builds the parser from this table (``fsm --help`` lists the commands in
+its order) and calls the command's handler with the parsed arguments and their values. A new
+command is one :class:`Command` here: its arguments function beside it, its handler in the
+module of its kind (instance commands in :mod:`fsm.cli.commands`, machine commands in
+:mod:`fsm.cli.machine_commands`, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fsm.cli import agent_commands, commands, machine_commands
+
+__all__ = ["COMMANDS", "Command"]
+
+Handler = Callable[[argparse.Namespace, dict[str, Any]], int]
+"""Runs a command: the parsed arguments and their values (the global options included) in, the
+exit code out."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``fsm`` command."""
+
+    name: str
+    help: str
+    """One line for ``fsm --help`` and the command's own description."""
+    arguments: Callable[[argparse.ArgumentParser], None]
+    """Adds the command's own arguments to its parser."""
+    handler: Handler
+    short_option: bool = True
+    """Whether ``-o`` is the global ``--option`` (``fsm diagram`` keeps ``-o`` for its output)."""
+
+
+def _instance_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machine",
+        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path",
+    )
+    p.add_argument("id", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)")
+
+
+def _machines_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _options_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _schema_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
+    p.add_argument(
+        "--options", action="store_true", help="the schema of the options instead of the document"
+    )
+
+
+def _check_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="machine names or machine.yaml paths, e.g. ccw-loop ./my/machine.yaml "
+        "(default: every registered machine)",
+    )
+
+
+def _diagram_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="machine names or paths (default: every registered machine)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR_OR_FILE",
+        help="output folder (default: diagrams), or with --run the file, e.g. -o run.svg",
+    )
+    p.add_argument(
+        "-f",
+        "--formats",
+        default="dot,svg,png,mmd",
+        help="comma-separated formats, e.g. -f svg,mmd (default: dot,svg,png,mmd)",
+    )
+    p.add_argument(
+        "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
+    )
+
+
+def _new_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
+    p.add_argument(
+        "--id",
+        dest="instance_id",
+        help="instance id, e.g. --id fix-parser (default: generated from the machine and time)",
+    )
+    p.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a creation input (repeatable), e.g. --set title='Fix the parser' --set "
+        "max_iterations=5; KEY may be dotted (target_skill.path=my-skill), VALUE is JSON when it "
+        "parses; 'fsm options MACHINE' lists the inputs",
+    )
+    p.add_argument(
+        "--input",
+        type=Path,
+        metavar="FILE.json",
+        help="creation inputs as a JSON object, e.g. --input loop.json, or - for standard input "
+        "(--set values win)",
+    )
+
+
+def _control_arguments(p: argparse.ArgumentParser) -> None:
+    _instance_arguments(p)
+    p.add_argument("--reason", help="why, kept in the journal, e.g. --reason 'lunch break'")
+    p.add_argument(
+        "--actor", default="cli", help="who, kept in the journal, e.g. --actor alice (default: cli)"
+    )
+
+
+def _retry_arguments(p: argparse.ArgumentParser) -> None:
+    _control_arguments(p)
+    p.add_argument(
+        "items",
+        nargs="*",
+        metavar="ITEM",
+        help="what to retry, in the machine's words, e.g. ISS-2 ISS-3 for issue-manager "
+        "(default: everything that failed)",
+    )
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machine",
+        nargs="?",
+        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path; "
+        "with --all, only this machine's instances (default: every machine's)",
+    )
+    p.add_argument(
+        "id", nargs="?", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        dest="run_all",
+        help="run every runnable instance of the workspace (created or running; not paused, "
+        "not ended), one line each; exit 0 when all completed, 4 when any failed, else 5",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --all, run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="stop after N steps (exit 5), e.g. --max-steps 20 (default: no limit but the "
+        "machine's own); with --all, for each instance",
+    )
+    p.add_argument(
+        "--interactive",
+        action="store_true",
+        help="offer a menu of the allowed events when the machine waits for a person",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="show no progress on stderr (only the result line on stdout; --all shows none)",
+    )
+
+
+def _fire_arguments(p: argparse.ArgumentParser) -> None:
+    _instance_arguments(p)
+    p.add_argument("event", help="event name, e.g. approve ('fsm status' lists the allowed ones)")
+
+
+def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
+    _instance_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _history_arguments(p: argparse.ArgumentParser) -> None:
+    _instance_json_arguments(p)
+    p.add_argument(
+        "--tail",
+        type=int,
+        metavar="N",
+        help="only the last N records, read from the end of the journal, e.g. --tail 20",
+    )
+    p.add_argument(
+        "--changes",
+        action="store_true",
+        help="under each record, the document's fields it changed (+ added, - removed, "
+        "~ replaced, with the new value)",
+    )
+
+
+def _ls_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machine", nargs="?", help="only this machine's instances (default: every machine)"
+    )
+    p.add_argument(
+        "--status",
+        dest="status_filter",
+        metavar="S",
+        help="only instances with this control status, e.g. --status running",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _agents_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="agents to check, e.g. codex (default: every known CLI and every [agent.NAME] of "
+        "fsm.toml)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="machines to show, names or machine.yaml paths, e.g. examples/counter/machine.yaml "
+        "(default: every registered machine)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1); any but loopback needs --allow-remote",
+    )
+    p.add_argument(
+        "--port", type=int, default=8765, help="port, e.g. --port 9000 (default: 8765; 0: any free)"
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --host be an address other machines reach (every request then needs the token)",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="read the token from FILE, readable by you only (default: a new token per start)",
+    )
+    p.add_argument(
+        "--max-body",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="largest request body taken, e.g. --max-body 4194304 (default: 1 MiB); larger "
+        "ones are refused (413) unread",
+    )
+    p.add_argument(
+        "--reads",
+        choices=("private", "all", "none"),
+        default="private",
+        help="which reads need the token: private (default: instances whose document others "
+        "may not read), all, or none",
+    )
+
+
+COMMANDS: dict[str, Command] = {
+    command.name: command
+    for command in [
+        Command(
+            "machines",
+            "list the registered machines",
+            _machines_arguments,
+            machine_commands.cmd_machines,
+        ),
+        Command(
+            "options",
+            "a machine's options and creation inputs: type, default, help, where to set them",
+            _options_arguments,
+            machine_commands.cmd_options,
+        ),
+        Command(
+            "schema",
+            "the JSON Schema of a machine's document (or of its options)",
+            _schema_arguments,
+            machine_commands.cmd_schema,
+        ),
+        Command(
+            "check",
+            "static checks of machines (names or paths; default: all registered)",
+            _check_arguments,
+            machine_commands.cmd_check,
+        ),
+        Command(
+            "diagram",
+            "write machine diagrams, or one instance's diagram",
+            _diagram_arguments,
+            machine_commands.cmd_diagram,
+            short_option=False,
+        ),
+        Command(
+            "new",
+            "create an instance in its initial state and print its id",
+            _new_arguments,
+            commands.cmd_new,
+        ),
+        Command(
+            "start",
+            "control: start a created (or paused) instance",
+            _control_arguments,
+            commands.cmd_control,
+        ),
+        Command(
+            "pause",
+            "control: pause a running instance",
+            _control_arguments,
+            commands.cmd_control,
+        ),
+        Command(
+            "resume",
+            "control: resume a paused instance",
+            _control_arguments,
+            commands.cmd_control,
+        ),
+        Command(
+            "stop",
+            "control: stop an instance for good",
+            _control_arguments,
+            commands.cmd_control,
+        ),
+        Command(
+            "run",
+            "drive an instance (or with --all every runnable one) until a final state, a pause or "
+            "stop, or the limit",
+            _run_arguments,
+            commands.cmd_run,
+        ),
+        Command(
+            "retry",
+            "reopen an instance that ended failed, for its failed items (or the ones named); "
+            "'fsm run' then runs them",
+            _retry_arguments,
+            commands.cmd_retry,
+        ),
+        Command(
+            "step",
+            "take one automatic step",
+            _instance_arguments,
+            commands.cmd_step,
+        ),
+        Command(
+            "fire",
+            "fire a named event",
+            _fire_arguments,
+            commands.cmd_fire,
+        ),
+        Command(
+            "status",
+            "state, status, progress and allowed events of an instance",
+            _instance_json_arguments,
+            commands.cmd_status,
+        ),
+        Command(
+            "ls",
+            "instances in the workspace, newest first",
+            _ls_arguments,
+            commands.cmd_ls,
+        ),
+        Command(
+            "history",
+            "the journal of an instance",
+            _history_arguments,
+            commands.cmd_history,
+        ),
+        Command(
+            "replay",
+            "check that the journal reproduces the document",
+            _instance_arguments,
+            commands.cmd_replay,
+        ),
+        Command(
+            "recover",
+            "rebuild a corrupt document where the machine supports it",
+            _instance_arguments,
+            commands.cmd_recover,
+        ),
+        Command(
+            "agents",
+            "the agent CLIs fsm knows and fsm.toml configures: where, which version, and whether "
+            "each accepts fsm's invocation (checked offline); exit 1 when one cannot run",
+            _agents_arguments,
+            agent_commands.cmd_agents,
+        ),
+        Command(
+            "serve",
+            "a live web view of the workspace's machines and instances",
+            _serve_arguments,
+            commands.cmd_serve,
+        ),
+    ]
+}
+"""Every command, in the order ``fsm --help`` lists them."""

@@ -1,0 +1,165 @@
+"""Finding machines: registered ones (bundled or third-party), and machine files named by path.
+
+Every registered machine, the three bundled with fsm included, is an entry point in the
+``fsm.machines`` group whose name is the machine name and whose object is the module (or
+package) holding ``machine.yaml`` beside it, or the path of the machine file itself::
+
+    [project.entry-points."fsm.machines"]
+    my-machine = "my_package.my_machine"
+
+The engine imports no machine package itself: it only follows entry points.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from fsm.base.errors import DefinitionError, UnknownMachineError
+
+if TYPE_CHECKING:  # finding a machine needs neither pydantic nor the machine's module
+    from fsm.model.machine import Machine
+
+__all__ = ["MachineEntry", "find_machine", "open_machine", "registered_machines"]
+
+ENTRY_POINT_GROUP = "fsm.machines"
+
+
+@dataclass(frozen=True)
+class MachineEntry:
+    """A registered machine: its name, machine file, and where it came from."""
+
+    name: str
+    path: Path
+    source: str
+
+
+def registered_machines() -> dict[str, MachineEntry]:
+    """Every registered machine by name: fsm's own entry points first, then the others.
+
+    A name is never taken by two machines. An entry point naming a bundled machine is ignored
+    (a plugin cannot replace ``ccw-loop`` behind the user's back); a name that two other
+    distributions register is refused where it is used. :func:`name_clashes` says both.
+    """
+    return _registered()[0]
+
+
+def name_clashes() -> dict[str, str]:
+    """Each machine name registered more than once, with what happens to it (one line)."""
+    return _registered()[1]
+
+
+def _registered() -> tuple[dict[str, MachineEntry], dict[str, str]]:
+    own = _own_points()
+    points: dict[str, dict[str, importlib.metadata.EntryPoint]] = {}
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        # The same distribution seen twice on sys.path registers one value twice: no clash.
+        points.setdefault(entry.name, {}).setdefault(entry.value, entry)
+    found = {name: _entry(entry, f"bundled ({entry.value})") for name, entry in own.items()}
+    clashes: dict[str, str] = {}
+    for name, by_value in points.items():
+        if name in own:
+            others = [repr(value) for value in by_value if value != own[name].value]
+            if others:
+                clashes[name] = (
+                    f"machine '{name}' is bundled with fsm: the entry point "
+                    f"{' and '.join(others)} registering the same name is ignored"
+                )
+        elif len(by_value) > 1:
+            clashes[name] = (
+                f"machine '{name}' is registered by {len(by_value)} entry points "
+                f"({', '.join(repr(value) for value in by_value)}): uninstall all but one"
+            )
+        else:
+            (entry,) = by_value.values()
+            found[name] = _entry(entry, f"entry point {entry.value}")
+    return found, clashes
+
+
+def _own_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The machines fsm's own distribution registers (one distribution read, not every one
+    installed: naming a bundled machine stays cheap)."""
+    try:
+        points = importlib.metadata.distribution("fsm").entry_points
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    return {entry.name: entry for entry in points if entry.group == ENTRY_POINT_GROUP}
+
+
+def _own_machines() -> dict[str, MachineEntry]:
+    return {
+        name: _entry(entry, f"bundled ({entry.value})") for name, entry in _own_points().items()
+    }
+
+
+def _entry(entry: importlib.metadata.EntryPoint, source: str) -> MachineEntry:
+    return MachineEntry(entry.name, _entry_path(entry), source)
+
+
+def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
+    try:
+        target = entry.load()
+    except Exception as exc:
+        raise DefinitionError(
+            entry.value, [f"cannot load entry point '{entry.name}': {exc}"]
+        ) from exc
+    if isinstance(target, ModuleType) and target.__file__:
+        return Path(target.__file__).parent / "machine.yaml"
+    if isinstance(target, str | Path):
+        return Path(target)
+    raise DefinitionError(
+        entry.value, [f"entry point '{entry.name}' is neither a module nor a path"]
+    )
+
+
+def find_machine(target: str) -> MachineEntry:
+    """The machine named ``target``, or the machine file at path ``target``.
+
+    Bundled names and ``.yaml`` paths are resolved without reading (and importing) the
+    third-party entry points: a machine name has no ``.``, so no registered machine can be
+    named like a machine file.
+    """
+    own = _own_machines()
+    if target in own:
+        return own[target]
+    path = Path(target)
+    if path.suffix in {".yaml", ".yml"}:
+        return _machine_file(path)
+    machines = registered_machines()
+    if target in machines:
+        return machines[target]
+    clash = name_clashes().get(target)
+    if clash is not None:
+        raise DefinitionError(target, [clash])
+    if path.is_dir():
+        return _machine_file(path / "machine.yaml")
+    from fsm.model.definition import did_you_mean
+
+    raise UnknownMachineError(
+        f"unknown machine '{target}'{did_you_mean(target, machines)}; "
+        "'fsm machines' lists the registered ones"
+    )
+
+
+def _machine_file(path: Path) -> MachineEntry:
+    if not path.exists():
+        raise UnknownMachineError(f"no machine file at {path}")
+    return MachineEntry(path.stem, path, str(path))
+
+
+_CACHE: dict[Path, Machine] = {}
+
+
+def open_machine(target: str) -> Machine:
+    """Load the machine named (or at) ``target``, once per process."""
+    from fsm.model.machine import load_machine
+
+    entry = find_machine(target)
+    key = entry.path.resolve()
+    if key not in _CACHE:
+        expected = entry.name if entry.source != str(entry.path) else None
+        _CACHE[key] = load_machine(entry.path, expected_name=expected)
+    return _CACHE[key]

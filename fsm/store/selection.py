@@ -1,0 +1,98 @@
+"""Which store keeps a workspace's instances: chosen in one place, registered by name.
+
+The store is named by ``FSM_STORE`` in the environment, else by ``name`` in the ``[store]``
+table of fsm.toml, else it is ``files`` (:class:`fsm.store.file_store.FileStore`, the CCW-compatible
+files the dashboard reads). The rest of the ``[store]`` table is the store's own settings (a
+database's address), handed to it in :attr:`fsm.store.protocol.Layout.settings`.
+
+Stores register like machines, by an entry point in the group ``fsm.stores`` whose value is the
+store's factory (:data:`fsm.store.protocol.StoreFactory`: a :class:`~fsm.store.protocol.Layout` in,
+a :class:`~fsm.store.protocol.Store` out)::
+
+    [project.entry-points."fsm.stores"]
+    postgres = "fsm_postgres:make_store"
+
+fsm's own stores (``files``, and ``memory``: one per process, gone when it ends, for tests) are
+found without reading the installed distributions' metadata, so the default costs nothing. An
+unknown name is an error naming the stores available.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from fsm.base.errors import OptionsError
+from fsm.store.protocol import StoreFactory
+
+__all__ = ["DEFAULT", "ENTRY_POINT_GROUP", "ENVIRONMENT", "available", "chosen", "factory"]
+
+ENTRY_POINT_GROUP = "fsm.stores"
+ENVIRONMENT = "FSM_STORE"
+DEFAULT = "files"
+BUILT_IN = {
+    "files": "fsm.store.file_store:FileStore.from_layout",
+    "memory": "fsm.store.memory:shared_store",
+}
+"""fsm's own stores, by name: the value of their entry points."""
+
+
+def chosen(settings: Mapping[str, Any]) -> tuple[str, str]:
+    """The name of the store to use, and where it was chosen (for messages)."""
+    named = os.environ.get(ENVIRONMENT)
+    if named:
+        return named, f"{ENVIRONMENT}={named}"
+    configured = settings.get("name")
+    if isinstance(configured, str) and configured:
+        return configured, f"[store] name = '{configured}' in fsm.toml"
+    return DEFAULT, "the default"
+
+
+def available() -> list[str]:
+    """The names of every store that can be chosen, sorted."""
+    return sorted({*BUILT_IN, *(entry.name for entry in _entry_points())})
+
+
+def factory(name: str, where: str = "") -> StoreFactory:
+    """The factory of the store named ``name`` (OptionsError naming the stores available when
+    there is none; ``where`` says where the name was chosen)."""
+    value = BUILT_IN.get(name)
+    if value is None:
+        found = [entry.value for entry in _entry_points() if entry.name == name]
+        if not found:
+            chosen_by = f" ({where})" if where else ""
+            raise OptionsError(
+                f"unknown store '{name}'{chosen_by}; the stores available: {', '.join(available())}"
+            )
+        value = found[0]
+    module_name, _, attribute = value.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise OptionsError(f"store '{name}' cannot be loaded from '{value}': {exc}") from exc
+    made: StoreFactory = target
+    return made
+
+
+def _entry_points() -> list[EntryPoint]:
+    # Imported here: the default store is found without reading any distribution's metadata.
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=ENTRY_POINT_GROUP))
+
+
+if TYPE_CHECKING:  # fsm's own stores implement the protocol (checked by mypy)
+    from importlib.metadata import EntryPoint
+
+    from fsm.store.file_store import FileStore
+    from fsm.store.memory import MemoryStore
+    from fsm.store.protocol import Store
+
+    def _stores(files: FileStore, memory: MemoryStore) -> tuple[Store, Store]:
+        return files, memory
+
+    _factories: tuple[StoreFactory, ...] = (FileStore.from_layout,)

@@ -1,0 +1,122 @@
+"""What ``fsm run`` shows while it runs, on stderr (stdout keeps only the result line).
+
+On a terminal: one line, redrawn in place after every step (machine, instance, state, the
+machine's summary such as ``iteration 3/10`` or the last test result, the last event and the
+elapsed time), drawn by `rich <https://rich.readthedocs.io>`_ and left on screen when the run
+ends. Elsewhere (a CI log, a pipe): plain lines, one for each of the first
+:data:`FIRST_STEPS` steps, then at most one every :data:`INTERVAL` seconds, and always one for a
+failed step and for the run's last step, so that a run of 20,000 quick steps writes a few dozen
+lines and a log still ends with where the run stopped. ``--quiet`` shows neither.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+from fsm.view.terminal import one_line
+
+if TYPE_CHECKING:
+    from fsm.engine.instance import Instance
+    from fsm.model.outcome import StepResult
+
+__all__ = ["FIRST_STEPS", "INTERVAL", "RunProgress"]
+
+FIRST_STEPS = 10
+"""Steps shown one line each at the start of a run on a non-terminal."""
+INTERVAL = 5.0
+"""Seconds between two progress lines on a non-terminal after the first steps."""
+
+_SUMMARY_KEYS = 4
+"""Summary entries shown on the live line (the first ones the machine's summary hook gives)."""
+
+
+class RunProgress:
+    """Receives each step of a run (``Engine.run(on_step=...)``) and shows it."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        stream: IO[str],
+        *,
+        live: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.instance = instance
+        self.stream = stream
+        self.clock = clock
+        self.started = clock()
+        self.steps = 0
+        self._live: Any = None
+        self._last_written = self.started
+        self._unwritten: str | None = None
+        """The line of the last step when it was not written (written by :meth:`close`)."""
+        if live:
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=stream, highlight=False, soft_wrap=False)
+            self._live = Live("", console=console, auto_refresh=False, transient=False)
+            self._live.start()
+
+    def __call__(self, result: StepResult) -> None:
+        """Show one step."""
+        self.steps += 1
+        now = self.clock()
+        elapsed = now - self.started
+        what = f"{result.source} -> {result.state}" if result.source else result.state
+        event = f" ({result.event})" if result.event else ""
+        failed = f"; failed: {result.error}" if result.outcome == "failed" and result.error else ""
+        summary = self._summary()
+        if self._live is not None:
+            from rich.text import Text
+
+            line = (
+                f"{self.instance.machine.name} {self.instance.id} | step {self.steps} | "
+                f"{result.state}{event} | {summary} | {_clock(elapsed)}{failed}"
+            )
+            self._live.update(Text(one_line(line), overflow="ellipsis", no_wrap=True))
+            self._live.refresh()
+            return
+        line = f"step {self.steps}: {what}{event} [{elapsed:.1f}s]"
+        if summary:
+            line += f" {summary}"
+        line = one_line(line + failed)
+        due = self.steps <= FIRST_STEPS or now - self._last_written >= INTERVAL
+        if due or failed:
+            self._write(line)
+            self._last_written = now
+        else:
+            self._unwritten = line
+
+    def close(self) -> None:
+        """Stop redrawing (the last line stays on screen); elsewhere write the last step's
+        line if it was not written yet."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if self._unwritten is not None:
+            self._write(self._unwritten)
+
+    def _write(self, line: str) -> None:
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        self._unwritten = None
+
+    def _summary(self) -> str:
+        """The first entries of the machine's summary of the document, as ``key value`` pairs."""
+        hook = self.instance.machine.hooks.summary
+        if hook is None:
+            return ""
+        try:
+            lines = hook(self.instance.peek().doc)
+        except Exception:  # a summary is decoration: never let it break a run
+            return ""
+        shown = list(lines.items())[:_SUMMARY_KEYS]
+        return "; ".join(f"{key} {value}" for key, value in shown)
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{rest:02d}"
