@@ -45,7 +45,7 @@ from fsm.base.log import EventLog
 from fsm.base.update import bytes_hash
 from fsm.engine.merge import merge_concurrent
 from fsm.engine.rules import DocumentRules, Loaded
-from fsm.engine.versions import seen_control, written_over
+from fsm.engine.versions import is_journaled, seen_control, written_over
 from fsm.model.definition import describe_validation
 from fsm.model.patch import changes_of
 from fsm.model.records import MergeRecord, Record, RepairRecord
@@ -366,6 +366,11 @@ class Transaction:
             current = self.read()
             newest = self.recent[-1][0]
             if current.raw == newest.raw:
+                return current
+            if is_journaled(bytes_hash(current.raw), self._last()):
+                # fsm's own work, committed by another process (``fsm resume``, a server):
+                # the newest version, not an older one written back.
+                self.recent.append((current, self.rules.core_hash(current.data)))
                 return current
             base = written_over(self.rules, self._versions(), current)
             if base is None:
