@@ -95,6 +95,8 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.max_steps is not None and args.max_steps < 0:
         raise InputError("--max-steps must be 0 or more")
     if args.run_all:
+        if args.actor != "run":
+            raise InputError("--actor goes with one instance (the runs of --all are run-all)")
         return _run_all(args, values)
     if args.machine is None or args.id is None:
         raise InputError("fsm run needs MACHINE and ID (or --all to run every runnable instance)")
@@ -112,7 +114,9 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
         live = sys.stderr.isatty() and not args.interactive  # a menu needs the plain lines
         progress = RunProgress(instance, sys.stderr, live=live)
     try:
-        result = engine.run(max_steps=args.max_steps, chooser=chooser, on_step=progress)
+        result = engine.run(
+            max_steps=args.max_steps, chooser=chooser, actor=args.actor, on_step=progress
+        )
     finally:
         if progress is not None:
             progress.close()
@@ -417,8 +421,11 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     from fsm.serve.server import ServeOptions, run, served_machines
 
     served = served_machines(_workspace(values), args.machines)
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers {args.workers} must be 1 or more")
+    drive = args.workers if args.workers is not None else (1 if args.drive else 0)
     options = ServeOptions(
-        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads
+        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads, drive
     )
     run(served, options)
     return 0

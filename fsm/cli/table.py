@@ -184,6 +184,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show no progress on stderr (only the result line on stdout; --all shows none)",
     )
+    p.add_argument(
+        "--actor",
+        default="run",
+        help="who drives, kept in the journal and in the run's heartbeat, e.g. --actor serve "
+        "(default: run; the runs of --all are run-all)",
+    )
 
 
 def _fire_arguments(p: argparse.ArgumentParser) -> None:
@@ -277,6 +283,19 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         default="private",
         help="which reads need the token: private (default: instances whose document others "
         "may not read), all, or none",
+    )
+    p.add_argument(
+        "--drive",
+        action="store_true",
+        help="drive the runnable instances (as fsm run --all would, each run in a process of "
+        "its own): Start and Resume from the page then take effect with nothing else running",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with --drive, drive N instances at a time, e.g. --workers 4 (default: 1; "
+        "giving it implies --drive)",
     )
 
 

@@ -111,9 +111,14 @@ router = APIRouter(prefix="/api")
 
 @router.get("/session", response_model=Session)
 def get_session(request: Request) -> Session:
-    """Whether this client may send control commands (it holds the token)."""
+    """Whether this client may send control commands (it holds the token), and whether the
+    server drives the runnable instances itself."""
     access = request.app.state.access
-    return Session(control=access.authorised(request.headers), remote=access.remote)
+    return Session(
+        control=access.authorised(request.headers),
+        remote=access.remote,
+        drives=request.app.state.drives,
+    )
 
 
 @router.get("/machines", tags=["machines"], response_model=list[MachineSummary])

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import html
 import importlib.metadata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from fsm.base.errors import (
 )
 from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
+from fsm.serve.drive import Driver
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.view.terminal import one_line
@@ -57,20 +58,30 @@ def http_status(exc: FsmError) -> int:
     return 500
 
 
-def create_app(served: Served, access: Access, feed: ChangeFeed | None = None) -> FastAPI:
-    """The application showing ``served`` under the rules of ``access``."""
+def create_app(
+    served: Served,
+    access: Access,
+    feed: ChangeFeed | None = None,
+    driver: Callable[[ChangeFeed], Driver] | None = None,
+) -> FastAPI:
+    """The application showing ``served`` under the rules of ``access``; with ``driver``
+    (``fsm serve --drive``), the driver made with the change feed drives the runnable
+    instances while the application runs."""
     changes = feed or ChangeFeed(sources_of(served.workspace, served.machines.values()))
+    driving = driver(changes) if driver is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
-        watcher = asyncio.create_task(changes.watch(stop))
+        tasks = [asyncio.create_task(changes.watch(stop))]
+        if driving is not None:
+            tasks.append(asyncio.create_task(driving.run(stop)))
         try:
             yield
         finally:
             stop.set()
             changes.close()
-            await asyncio.gather(watcher, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     app = FastAPI(
         title="fsm serve",
@@ -84,6 +95,7 @@ def create_app(served: Served, access: Access, feed: ChangeFeed | None = None) -
     app.state.served = served
     app.state.access = access
     app.state.feed = changes
+    app.state.drives = driving.workers if driving is not None else 0
     app.include_router(router)
     app.openapi = lambda: openapi(app, served, access)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

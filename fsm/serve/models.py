@@ -201,7 +201,10 @@ class CreateRequest(BaseModel):
 
 
 class Session(BaseModel):
-    """What this browser may do."""
+    """What this browser may do, and what the server does."""
 
     control: bool
     remote: bool
+    drives: int = 0
+    """How many runnable instances the server drives at a time (``fsm serve --drive``; 0: it
+    drives none, ``fsm run`` does)."""
