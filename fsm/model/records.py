@@ -388,21 +388,18 @@ def parse_record(data: dict[str, Any], line: int) -> Record:
         if checked is None:
             return _parse_unseen(data, line, kind, signature)
         _LAST[kind] = checked
-    _, cls, has_extra = checked
+    _, cls, extra = checked
     version = data.setdefault("format", 1)
     if not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
     record = object.__new__(cls)
-    if has_extra:
-        _keep_extra(data, cls)
+    if extra:
+        # The keys the kind does not define (a step's changes, its agent runs), known from the
+        # signature: moved into ``extra`` without working them out again.
+        pop = data.pop
+        data["extra"] = {key: pop(key) for key in extra}
     _ADOPT(record, "__dict__", data)
     return record
-
-
-def _keep_extra(data: dict[str, Any], cls: type[Record]) -> None:
-    """Move the keys ``cls`` does not define into ``data["extra"]``."""
-    known = _shape(cls).known
-    data["extra"] = {k: data.pop(k) for k in data.keys() - known}
 
 
 def _parse_unseen(data: dict[str, Any], line: int, kind: str, signature: list[Any]) -> Record:
@@ -422,12 +419,13 @@ def _parse_unseen(data: dict[str, Any], line: int, kind: str, signature: list[An
         raise JournalRecordError(line, misfit(data, shape))
     if len(_CHECKED) >= _MAX_SIGNATURES:  # a hostile journal: every line another shape
         _CHECKED.clear()
-    has_extra = not data.keys() <= shape.known
-    _CHECKED[(kind, *signature)] = _LAST[kind] = (signature, cls, has_extra)
+    extra = tuple(key for key in data if key not in shape.known)
+    _CHECKED[(kind, *signature)] = _LAST[kind] = (signature, cls, extra)
     data.setdefault("format", 1)
     record = object.__new__(cls)
-    if has_extra:
-        _keep_extra(data, cls)
+    if extra:
+        pop = data.pop
+        data["extra"] = {key: pop(key) for key in extra}
     _ADOPT(record, "__dict__", data)
     return record
 
@@ -439,10 +437,11 @@ def _shape(cls: type[Record]) -> Shape:
     return shape
 
 
-_CHECKED: dict[tuple[Any, ...], tuple[list[Any], type[Record], bool]] = {}
+_CHECKED: dict[tuple[Any, ...], tuple[list[Any], type[Record], tuple[str, ...]]] = {}
 """Signatures that fit their kind (the kind, keys, then value types): the signature as
-:func:`parse_record` compares it, the kind's class, and whether it has keys it does not define."""
-_LAST: dict[str, tuple[list[Any], type[Record], bool]] = {}
+:func:`parse_record` compares it, the kind's class, and the keys it has that the kind does not
+define (kept in ``extra``)."""
+_LAST: dict[str, tuple[list[Any], type[Record], tuple[str, ...]]] = {}
 """Each known kind's signature checked or found last (as :data:`_CHECKED` holds it)."""
 _MAX_SIGNATURES = 512
 
