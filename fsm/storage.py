@@ -10,7 +10,10 @@ from fsm.model.records import Record
 from fsm.store.heartbeat import Heartbeat, Heartbeats
 from fsm.store.journal import JournalRead, TypedRecords, line_bytes
 from fsm.store.protocol import (
+    Administered,
     Build,
+    Claim,
+    Claiming,
     Folders,
     JournalLog,
     LateWrite,
@@ -26,7 +29,10 @@ from fsm.store.protocol import (
 )
 
 __all__ = [
+    "Administered",
     "Build",
+    "Claim",
+    "Claiming",
     "Folders",
     "Heartbeat",
     "Heartbeats",

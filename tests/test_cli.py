@@ -403,7 +403,7 @@ def test_each_command_runs_the_handler_declared_with_it(
     while True:  # a command with subcommands (fsm x y ...): the first of each level
         nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         required = [a for a in parser._actions if not a.option_strings and a.nargs is None]
-        words += ["x"] * len(required)
+        words += [next(iter(a.choices)) if a.choices else "x" for a in required]
         if not nested:
             break
         first = next(iter(nested[0].choices))

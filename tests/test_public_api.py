@@ -42,6 +42,7 @@ def test_every_error_is_exported_and_nothing_private() -> None:
         (errors.StoreError, 6),
         (errors.CorruptDocumentError, 6),
         (errors.LockHeldError, 6),
+        (errors.InstanceHeldError, 3),
         (errors.JournalMismatchError, 6),
         (errors.UnwritableDocumentError, 6),
         (errors.UnsafePathError, 6),

@@ -106,7 +106,7 @@ def test_an_unknown_store_is_one_line_naming_those_available(
     assert line.startswith("fsm: error: ")
     assert says in line
     if "available" in says:
-        assert line.endswith("files, memory")
+        assert line.endswith("files, memory, postgres, postgresql")
     assert not (tmp_path / ".counters").exists()
 
 
@@ -134,7 +134,8 @@ def test_a_store_registered_by_entry_point_is_found(
 
 
 def test_fsm_declares_its_stores_as_entry_points() -> None:
-    """fsm's own stores are declared in the group other stores use (found without reading it)."""
+    """fsm's own stores are declared in the group other stores use (files and memory found
+    without reading it; the PostgreSQL store, an optional extra, only through it)."""
     try:
         points = importlib.metadata.distribution("fsm").entry_points
     except importlib.metadata.PackageNotFoundError:
@@ -142,7 +143,8 @@ def test_fsm_declares_its_stores_as_entry_points() -> None:
     declared = {p.name: p.value for p in points if p.group == stores.ENTRY_POINT_GROUP}
     if not declared:
         pytest.skip("the installed metadata predates the fsm.stores group (run scripts/setup.sh)")
-    assert declared == stores.BUILT_IN
+    postgres = dict.fromkeys(("postgres", "postgresql"), "fsm.postgres:make_store")
+    assert declared == {**stores.BUILT_IN, **postgres}
 
 
 def test_every_command_reads_through_the_store_chosen(

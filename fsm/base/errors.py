@@ -20,7 +20,8 @@ line saying what went wrong, where, and (when there is one) what to do::
     └── StoreError                exit 6   the persisted instance cannot be used
         ├── CorruptDocumentError           the document does not parse or does not validate
         ├── LockHeldError                  another run holds the instance
-        │   └── LeaseLostError             a run lost its lease: its writes are refused
+        │   ├── LeaseLostError             a run lost its lease: its writes are refused
+        │   └── InstanceHeldError  exit 3  a live holder (a worker) has the instance: named
         ├── JournalMismatchError           the journal does not reproduce the document
         ├── JournalRecordError             a journal line that is not a record fsm can read
         ├── UnsafePathError                a path through a symbolic link, or out of the workspace
@@ -49,6 +50,7 @@ __all__ = [
     "GuardRejectedError",
     "InputError",
     "InputTooLargeError",
+    "InstanceHeldError",
     "InvalidIdError",
     "JournalMismatchError",
     "JournalRecordError",
@@ -162,6 +164,14 @@ class LockHeldError(StoreError):
 class LeaseLostError(LockHeldError):
     """A run's lease on an instance is no longer the instance's (it expired and another run
     took it over): the store refuses its writes (the fencing token is stale)."""
+
+
+class InstanceHeldError(LockHeldError):
+    """A live holder (a worker, another ``fsm run``) has the instance's lease, and the store
+    names it: the request is refused for now (exit 3, like a command refused), nothing is
+    wrong with the store."""
+
+    exit_code = 3
 
 
 class JournalMismatchError(StoreError):

@@ -66,7 +66,7 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     _merge(inputs, parse_set_values(machine, args.values))
     # An empty --id is a mistake to report, not a request for a generated id.
     instance_id = workspace.new_id(machine) if args.instance_id is None else args.instance_id
-    workspace.instance(machine, instance_id).create(inputs)
+    workspace.instance(machine, instance_id).create(inputs, queue=args.queue)
     out(instance_id)
     return 0
 
@@ -128,6 +128,39 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     return result.exit_code
 
 
+def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """``fsm worker``: claim and drive instances until SIGTERM (see :mod:`fsm.worker`): a line
+    per instance as it ends, totals on stderr; exit 0 when told to stop, the fleet's exit code
+    with ``--drain``."""
+    from fsm.cli.fleet import Driven, exit_code, line_of
+    from fsm.engine.worker import WorkerOptions, work
+    from fsm.model.discovery import open_machine, registered_machines
+
+    if args.jobs < 1:
+        raise InputError("--jobs must be 1 or more")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise InputError("--max-steps must be 1 or more")
+    workspace = _workspace(values)
+    names = args.machines or sorted(registered_machines())
+    machines = [open_machine(name) for name in names]
+    for queue in args.queues or ():
+        if not queue or "/" in queue:
+            raise InputError(f"--queue '{queue}' is not a queue name")
+
+    def show(driven: Driven) -> None:
+        out(line_of(driven))
+        sys.stdout.flush()  # a line as each instance ends, also into a pipe
+
+    options = WorkerOptions(args.queues, args.jobs, args.max_steps, args.drain)
+    results = work(workspace, machines, options, show)
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    print(f"fsm: worker drove {len(results)} instances: {shown or 'none'}", file=sys.stderr)
+    return exit_code(results) if args.drain else 0
+
+
 def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Reopen a failed instance (see :mod:`fsm.engine.retry`); print what was reopened and what
     next."""
@@ -149,7 +182,7 @@ def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:
 def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """``fsm run --all [MACHINE] [--jobs N]``: one line per instance as it ends, totals on
     stderr, the fleet's exit code."""
-    from fsm.cli.fleet import Driven, drive_all, exit_code
+    from fsm.cli.fleet import Driven, drive_all, exit_code, line_of
     from fsm.model.discovery import open_machine, registered_machines
 
     if args.id is not None:
@@ -163,7 +196,7 @@ def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
     machines = [open_machine(name) for name in names]
 
     def show(driven: Driven) -> None:
-        out(driven.line())
+        out(line_of(driven))
         sys.stdout.flush()  # a line as each instance ends, also into a pipe
 
     results = drive_all(

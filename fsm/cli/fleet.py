@@ -24,9 +24,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
-import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -35,6 +32,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from fsm.base.errors import FsmError, LockHeldError
+from fsm.engine.driving import FAILED, Driven, end_with_parent, exit_code
 from fsm.view.listing import belongs_to
 from fsm.view.terminal import one_line
 
@@ -42,38 +40,12 @@ if TYPE_CHECKING:
     from fsm.engine.instance import Workspace
     from fsm.model.machine import Machine
 
-__all__ = ["Driven", "drive_all", "exit_code", "runnable_ids"]
-
-_PR_SET_PDEATHSIG = 1  # prctl(2)
-
-FAILED = frozenset({"failed", "error"})
-"""Outcomes of instances that did not get done and need attention (exit 4)."""
+__all__ = ["FAILED", "Driven", "drive_all", "exit_code", "line_of", "runnable_ids"]
 
 
-@dataclass(frozen=True)
-class Driven:
-    """How the run of one instance of a fleet ended (``outcome`` is a run's outcome, or
-    ``skipped`` when another run holds the instance, or ``error`` when it could not run)."""
-
-    machine: str
-    id: str
-    outcome: str
-    state: str | None
-    steps: int
-    reason: str
-
-    def line(self) -> str:
-        """``<machine> <id>: <outcome> in state '<state>' after <n> steps: <reason>``."""
-        where = f" in state '{self.state}' after {self.steps} steps" if self.state else ""
-        return one_line(f"{self.machine} {self.id}: {self.outcome}{where}: {self.reason}")
-
-
-def exit_code(results: list[Driven]) -> int:
-    """0 when every instance completed, 4 when any failed, else 5 (see the module docstring)."""
-    outcomes = {result.outcome for result in results}
-    if outcomes & FAILED:
-        return 4
-    return 0 if outcomes <= {"completed"} else 5
+def line_of(driven: Driven) -> str:
+    """``<machine> <id>: <outcome> in state '<state>' after <n> steps: <reason>``, one line."""
+    return one_line(driven.text())
 
 
 def runnable_ids(workspace: Workspace, machine: Machine) -> list[str]:
@@ -180,30 +152,7 @@ def _worker_started() -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
-    parent = _shared.parent
-    if not _end_with_parent():
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    if os.getppid() != parent:  # the parent died before the request was in place
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _end_with_parent() -> bool:
-    """Ask Linux to send this process SIGTERM when its parent dies; False where it cannot."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os.kill(os.getpid(), signal.SIGTERM)
+    end_with_parent(_shared.parent)
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
@@ -215,8 +164,8 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 
 def _drive(machine_name: str, instance_id: str) -> Driven | None:
     """Run one instance as ``fsm run`` would; None when it is not runnable (paused, final)."""
-    from fsm.engine.control import ControlPlane
     from fsm.engine.engine import Engine
+    from fsm.engine.rules import runnable
 
     fleet = _shared.fleet
     assert fleet is not None
@@ -227,10 +176,7 @@ def _drive(machine_name: str, instance_id: str) -> Driven | None:
     try:
         instance = fleet.workspace.instance(machine, instance_id)
         loaded = instance.load()
-        control = ControlPlane(instance)
-        if machine.is_final(loaded.state) or not (
-            control.is_active(loaded) or control.needs_start(loaded)
-        ):
+        if not runnable(machine, loaded.state, loaded.status):
             return None
         result = Engine(instance).run(max_steps=fleet.max_steps, actor="run-all")
         return Driven(

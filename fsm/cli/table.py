@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.cli import agent_commands, commands, machine_commands
+from fsm.cli import agent_commands, commands, machine_commands, store_commands
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -113,6 +113,12 @@ def _new_arguments(p: argparse.ArgumentParser) -> None:
         help="a creation input (repeatable), e.g. --set title='Fix the parser' --set "
         "max_iterations=5; KEY may be dotted (target_skill.path=my-skill), VALUE is JSON when it "
         "parses; 'fsm options MACHINE' lists the inputs",
+    )
+    p.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="the queue of workers that run it, e.g. --queue gpu-hosts (default: the workspace's "
+        "space, its folder's name; none for machines that need no workspace)",
     )
     p.add_argument(
         "--input",
@@ -299,6 +305,61 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _worker_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="machines whose instances it runs, names or machine.yaml paths (default: every "
+        "registered machine)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
+    )
+    p.add_argument(
+        "--queue",
+        dest="queues",
+        action="append",
+        metavar="NAME",
+        help="a queue it serves (repeatable), e.g. --queue gpu-hosts (default: the workspace's "
+        "space); instances of machines that need no workspace are served by every worker",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="leave an instance after N steps of it (another worker, or this one later, "
+        "continues it)",
+    )
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="exit once nothing is left to claim (exit 0 when all it ran completed, 4 when any "
+        "failed, else 5) instead of waiting for more",
+    )
+
+
+def _store_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        choices=["init", "import", "export"],
+        help="init: create or upgrade the store's tables; import: copy this workspace's files "
+        "(documents and journals) into the store; export: write the store's instances back as "
+        "those files",
+    )
+    p.add_argument(
+        "machines",
+        nargs="*",
+        metavar="MACHINE",
+        help="with import or export, only these machines' instances (default: every registered "
+        "machine)",
+    )
+
+
 COMMANDS: dict[str, Command] = {
     command.name: command
     for command in [
@@ -371,6 +432,13 @@ COMMANDS: dict[str, Command] = {
             commands.cmd_run,
         ),
         Command(
+            "worker",
+            "claim runnable instances from the store and drive each to a stop, until SIGTERM: "
+            "one line per instance driven",
+            _worker_arguments,
+            commands.cmd_worker,
+        ),
+        Command(
             "retry",
             "reopen an instance that ended failed, for its failed items (or the ones named); "
             "'fsm run' then runs them",
@@ -418,6 +486,13 @@ COMMANDS: dict[str, Command] = {
             "rebuild a corrupt document where the machine supports it",
             _instance_arguments,
             commands.cmd_recover,
+        ),
+        Command(
+            "store",
+            "the store's tables (init) and copies between the workspace's files and the store "
+            "(import, export)",
+            _store_arguments,
+            store_commands.cmd_store,
         ),
         Command(
             "agents",

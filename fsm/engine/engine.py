@@ -57,6 +57,7 @@ from fsm.model.records import AGENT_RUNS, ErrorRecord, GuardResult, TransitionRe
 from fsm.process import orphans
 from fsm.process.agent_runs import AgentRecorder
 from fsm.store.heartbeat import Pulse, heartbeats_of
+from fsm.store.protocol import Lease
 
 __all__ = ["Engine", "Kernel"]
 
@@ -307,8 +308,13 @@ class _ActionsFailed(Exception):
 class Engine:
     """Drives one instance: step, fire, run."""
 
-    def __init__(self, instance: Instance, *, interactive: bool = False) -> None:
+    def __init__(
+        self, instance: Instance, *, interactive: bool = False, lease: Lease | None = None
+    ) -> None:
         self.instance = instance
+        self._given_lease = lease
+        """A lease the caller took already (a worker's claim): the run uses it instead of
+        taking one, and releases it when it ends."""
         self.machine = instance.machine
         self.interactive = interactive
         self.kernel = Kernel(self.machine)
@@ -376,7 +382,18 @@ class Engine:
             yield
             return
         instance = self.instance
-        lease = instance.store.lease(instance.id)
+        lease, self._given_lease = self._given_lease, None
+        if lease is None:
+            lease = instance.store.lease(instance.id)
+        # A lease the store learns is lost (its holder stopped renewing it in time) can no
+        # longer commit: the commands its steps run are killed, whose work would be wasted and
+        # would meet the work of the run that takes the instance over.
+        running = instance.running_folder
+
+        def lost() -> None:
+            orphans.reap(running)
+
+        lease.watch(lost)
         instance.transaction.fence = lease
         self._lock_held = True
         session = contextlib.ExitStack()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import secrets
 import time
 import traceback
@@ -48,9 +49,13 @@ from fsm.model.records import CreateRecord, Record
 from fsm.process.executor import Executor, RecordsCommands, SubprocessExecutor
 from fsm.store.journal import RotatingLog
 from fsm.store.protocol import Folders, JournalLog, Layout, Store, StoreFactory
-from fsm.store.selection import chosen, factory
+from fsm.store.selection import chosen, factory, store_settings
 
-__all__ = ["Instance", "Loaded", "Workspace"]
+__all__ = ["QUEUE", "Instance", "Loaded", "Workspace"]
+
+QUEUE = "queue"
+"""The key of the create record's ``extra`` naming the queue given to ``fsm new --queue``."""
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 
 
 class Workspace:
@@ -117,8 +122,18 @@ class Workspace:
             opts.model_dump(),
             read_retries=storage.read_retries,
             retry_interval=storage.retry_interval_ms / 1000,
-            settings={k: v for k, v in self.config.store.items() if k != "name"},
+            settings=store_settings(self.config.store),
+            space=self.space,
+            queue=self.space if machine.spec.needs_workspace else None,
         )
+
+    @property
+    def space(self) -> str:
+        """The name this workspace's instances are kept under in a store several workspaces
+        share: ``space`` in ``[store]``, else the folder's name (see
+        :attr:`fsm.store.protocol.Layout.space`)."""
+        named = self.config.store.get("space")
+        return named if isinstance(named, str) and named else self.path.name
 
     def store_factory(self) -> StoreFactory:
         """What makes this workspace's stores: the factory it was given, else that of the store
@@ -323,8 +338,19 @@ class Instance:
         except Exception as exc:
             self.log.error("after_save_failed", traceback=traceback.format_exc(), error=str(exc))
 
-    def create(self, inputs: Mapping[str, Any], *, actor: str = "cli") -> Loaded:
-        """Create the document from ``inputs`` in the machine's initial state."""
+    def create(
+        self, inputs: Mapping[str, Any], *, actor: str = "cli", queue: str | None = None
+    ) -> Loaded:
+        """Create the document from ``inputs`` in the machine's initial state.
+
+        ``queue``: the queue of workers that run it (``fsm new --queue``), kept in the create
+        record; by default the workspace's (see :attr:`fsm.store.protocol.Layout.queue`).
+        """
+        if queue is not None and not _QUEUE.fullmatch(queue):
+            raise InputError(
+                f"queue '{queue}' is not a queue name (letters, digits, '.', '_', '-' and "
+                "'/', at most 200)"
+            )
         if self.exists():
             raise InputError(f"instance '{self.id}' already exists ({self.where})")
         from fsm.model.inputs import check_document_size, input_problems
@@ -380,6 +406,7 @@ class Instance:
                 dest=initial,
                 actor=actor,
                 duration_ms=round((time.monotonic() - started) * 1000, 3),
+                extra={QUEUE: queue} if queue is not None else {},
             )
             loaded = self.commit(data, record, base=None, locked=True)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)

@@ -26,7 +26,7 @@ from fsm.base.update import MISSING, apply_update, canonical_hash
 from fsm.model.definition import describe_validation
 from fsm.model.machine import Machine
 
-__all__ = ["DocumentRules", "Loaded"]
+__all__ = ["DocumentRules", "Loaded", "runnable"]
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,11 @@ class DocumentRules:
             return {**data, **dict.fromkeys(touch, now)}
         return apply_update(data, dict.fromkeys(touch, now))
 
+    def runnable(self, state: str, status: str | None) -> bool:
+        """True when a run would drive a version in ``state`` with ``status`` (see
+        :func:`runnable`)."""
+        return runnable(self.machine, state, status)
+
     def render(self, data: Mapping[str, Any], label: str) -> bytes:
         """The bytes ``data`` is kept as (UnwritableDocumentError when it is not strict JSON or
         not encodable as UTF-8; ``label`` names the instance)."""
@@ -168,6 +173,23 @@ class DocumentRules:
             raise UnwritableDocumentError(
                 f"the document of '{label}' cannot be written as JSON: {exc}"
             ) from exc
+
+
+def runnable(machine: Machine, state: str, status: str | None) -> bool:
+    """True when a run would drive an instance in ``state`` with ``status``: it is not in a
+    final state, and it is running (the control block's active status; always, for machines
+    without one) or waits for a run to start it (its status allows ``start`` but not
+    ``resume``). The rule of ``fsm run --all`` and of the instances workers claim."""
+    if machine.is_final(state):
+        return False
+    control = machine.spec.control
+    if control is None or status == control.active:
+        return True
+    start = control.commands.get("start")
+    resume = control.commands.get("resume")
+    if start is None or status not in start.sources:
+        return False
+    return resume is None or status not in resume.sources
 
 
 def _nothing(loaded: Loaded) -> None:

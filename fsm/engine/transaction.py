@@ -209,7 +209,13 @@ class Transaction:
             )
             loaded = Loaded(final, raw, doc, state, status)
             merged_on = current.raw if entry is not record and current is not None else None
-            return Proposal(raw, [*records, stamped] if records else [stamped])
+            return Proposal(
+                raw,
+                [*records, stamped] if records else [stamped],
+                state,
+                status,
+                rules.runnable(state, status),
+            )
 
         swapped = self.store.swap(
             self.id, build, expected=None if base is None else base.raw, fence=self.fence

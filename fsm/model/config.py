@@ -99,6 +99,12 @@ def load_config(workspace: Path) -> WorkspaceConfig:
         store = {}
     elif not isinstance(store.get("name", ""), str):
         problems.append("[store] name must be a string (the store's name: 'files', ...)")
+    space = store.get("space", "x")
+    if not isinstance(space, str) or not space or "/" in space or len(space) > 200:
+        problems.append(
+            "[store] space must be a name without '/' (what the workspace's instances are kept "
+            "under in a shared store; default: the workspace folder's name)"
+        )
     if problems:
         # every problem of the file at once, so that one edit fixes them all
         raise OptionsError(f"{path}: " + "; ".join(problems))

@@ -29,6 +29,7 @@ The shape, with every key::
         stop: {source: [running, paused], dest: failed, state: failed, description: ...}
     external_fields: [title]      # paths other programs own: their edits win over a step's
     exclusive: [[tests_passed, tests_failed]]   # guards of which at most one can hold
+    needs_workspace: false        # its work needs no files of the workspace: any worker runs it
     hooks: {create: new_counter, on_error: record_error}
     states:
       idle: {description: ...}
@@ -205,6 +206,10 @@ class MachineSpec(_Spec):
     control: ControlSpec | None = None
     external_fields: list[DottedPath] = Field(default_factory=list)
     exclusive: list[list[Name]] = Field(default_factory=list)
+    needs_workspace: bool = True
+    """Whether its instances' work needs the files of the workspace they were created in (a
+    repository to edit, side files): workers run them only where that workspace's queue is
+    served. ``false`` (a machine that only computes): any worker runs them."""
     hooks: HooksSpec = Field(default_factory=HooksSpec)
     states: dict[Name, StateSpec]
     transitions: list[TransitionSpec]

@@ -30,7 +30,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -145,6 +145,9 @@ class FileLease:
     def release(self) -> None:
         """Let another run take the instance."""
         self.lock.release()
+
+    def watch(self, lost: Callable[[], None]) -> None:
+        """Nothing to watch: a file lease is lost only with its holder."""
 
 
 class _Handle:

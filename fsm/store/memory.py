@@ -24,7 +24,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,7 @@ class MemoryLease:
         self._store = store
         self._id = instance_id
         self.token = token
+        self.instance_id = instance_id
 
     def held(self) -> bool:
         """True while this lease is the instance's."""
@@ -111,6 +112,13 @@ class MemoryLease:
         with self._store.mutex:
             if self.held():
                 del self._store.leases[self._id]
+            kept = [w for w in self._store.watchers.get(self._id, []) if w[0] != self.token]
+            self._store.watchers[self._id] = kept
+
+    def watch(self, lost: Callable[[], None]) -> None:
+        """Call ``lost`` when the store lets this lease expire (:meth:`MemoryStore.expire`)."""
+        with self._store.mutex:
+            self._store.watchers.setdefault(self._id, []).append((self.token, lost))
 
 
 class MemoryStore:
@@ -129,6 +137,8 @@ class MemoryStore:
         """Documents moved aside by :meth:`quarantine`, by where they are kept."""
         self.leases: dict[str, int] = {}
         """The fencing token of each instance's current lease."""
+        self.watchers: dict[str, list[tuple[int, Callable[[], None]]]] = {}
+        """What to call when a lease expires, by instance id: (token, callback)."""
         self.mutex = threading.RLock()
         self._locks: dict[str, threading.Lock] = {}
         self._tokens = itertools.count(1)
@@ -294,7 +304,11 @@ class MemoryStore:
         holder stops renewing it: another run may take the instance, and the old lease's writes
         are refused."""
         with self.mutex:
-            self.leases.pop(validate_id(instance_id), None)
+            token = self.leases.pop(validate_id(instance_id), None)
+            watchers = self.watchers.pop(instance_id, [])
+        for held, lost in watchers:
+            if held == token:
+                lost()
 
     def session(self, instance_id: str) -> contextlib.AbstractContextManager[None]:
         """Nothing to keep open."""

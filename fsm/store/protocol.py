@@ -36,11 +36,11 @@ rules of a machine's documents (validation, rendering, hashing) are the caller's
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fsm.base import jsonio
 from fsm.base.errors import CorruptDocumentError
@@ -53,7 +53,10 @@ if TYPE_CHECKING:
     from fsm.store.journal import JournalRead
 
 __all__ = [
+    "Administered",
     "Build",
+    "Claim",
+    "Claiming",
     "Folders",
     "JournalLog",
     "LateWrite",
@@ -102,10 +105,17 @@ class Snapshot:
 @dataclass(slots=True)
 class Proposal:
     """What a transaction writes on a version: the document's bytes and the journal records
-    appended with it (in order: the same write makes both visible, or neither)."""
+    appended with it (in order: the same write makes both visible, or neither), and what the
+    document says of itself, for stores that index it (a database claims runnable instances by
+    it): its FSM state, its control status, and whether a run would drive it (not in a final
+    state; running, or created and waiting for a run to start it: the rule of ``fsm run
+    --all``)."""
 
     raw: bytes
     records: Sequence[Record]
+    state: str | None = None
+    status: str | None = None
+    runnable: bool = False
 
 
 Build = Callable[["Snapshot | None"], Proposal]
@@ -181,6 +191,14 @@ class Layout:
     retry_interval: float = 0.05
     settings: Mapping[str, Any] = field(default_factory=dict)
     """The ``[store]`` table of fsm.toml (a database's address, ...)."""
+    space: str = ""
+    """The name the workspace's instances are kept under in a store several workspaces share (a
+    database): ``space`` in ``[store]``, else the workspace folder's name. Checkouts of one
+    project on several hosts share their instances by having the same one."""
+    queue: str | None = None
+    """The queue of the instances created here, unless ``fsm new --queue`` names another: the
+    space; None for machines whose instances need no workspace (any worker of the space runs
+    them). Stores shared by several workspaces keep it; workers claim by it."""
 
 
 class Lease(Protocol):
@@ -199,6 +217,61 @@ class Lease(Protocol):
 
     def release(self) -> None:
         """Let another run take the instance."""
+        ...
+
+    def watch(self, lost: Callable[[], None]) -> None:
+        """Call ``lost`` (from another thread, once) as soon as the store learns that this lease
+        is lost (its holder stopped renewing it in time): the run kills the commands it runs,
+        whose work can no longer be committed. Stores whose leases are never lost ignore it."""
+        ...
+
+
+class Claim(Lease, Protocol):
+    """A lease a worker claimed (:meth:`Claiming.claim`): which instance it is on."""
+
+    instance_id: str
+
+
+@runtime_checkable
+class Claiming(Protocol):
+    """What a store offers workers (``fsm worker``) beyond :class:`Store`: claiming runnable
+    instances without scanning them. Optional: the worker scans the others' instances as
+    ``fsm run --all`` does (see :mod:`fsm.worker`)."""
+
+    def claim(self, queues: Sequence[str] | None, skip: Collection[str] = ()) -> Claim | None:
+        """Take the lease of one runnable instance (see :class:`Proposal`) that no live run
+        holds, whose queue is one of ``queues`` or none (``queues`` None: any queue), and whose
+        id is not in ``skip``; None when there is none. Two claims never return the same
+        instance while its lease holds."""
+        ...
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Return when an instance may have become claimable (written runnable, released, its
+        holder's lease expired), or after ``timeout`` seconds: a worker with nothing to do
+        waits here rather than claiming again and again."""
+        ...
+
+
+@runtime_checkable
+class Administered(Protocol):
+    """What ``fsm store init``, ``import`` and ``export`` use, for stores that offer them."""
+
+    def initialize(self) -> list[str]:
+        """Create or upgrade what the store keeps its instances in (idempotent); return what
+        was done, one line each (empty when it was up to date)."""
+        ...
+
+    def import_instance(
+        self, instance_id: str, raw: bytes, lines: Sequence[str], proposal: Proposal
+    ) -> bool:
+        """Keep ``raw`` as the instance's document and ``lines`` (the journal's lines, each the
+        JSON text of a record) as its journal, byte-exact; ``proposal`` says what the document
+        says of itself (its ``raw`` and ``records`` are not used). False when the instance has a
+        document here already (nothing is changed)."""
+        ...
+
+    def export_instance(self, instance_id: str) -> tuple[bytes, list[str]] | None:
+        """The document's bytes and the journal's lines, byte-exact (None: no document)."""
         ...
 
 

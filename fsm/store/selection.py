@@ -15,6 +15,12 @@ a :class:`~fsm.store.protocol.Store` out)::
 fsm's own stores (``files``, and ``memory``: one per process, gone when it ends, for tests) are
 found without reading the installed distributions' metadata, so the default costs nothing. An
 unknown name is an error naming the stores available.
+
+A store may be chosen by its address instead: ``FSM_STORE=postgresql://host/db`` (or ``url =
+"postgresql://host/db"`` in ``[store]`` without a ``name``) chooses the store registered under
+the address's scheme (``postgresql``; fsm's PostgreSQL store is registered as ``postgres`` and
+``postgresql``, the two schemes libpq accepts), and hands it the address as its ``url``
+setting.
 """
 
 from __future__ import annotations
@@ -27,7 +33,15 @@ from typing import TYPE_CHECKING, Any
 from fsm.base.errors import OptionsError
 from fsm.store.protocol import StoreFactory
 
-__all__ = ["DEFAULT", "ENTRY_POINT_GROUP", "ENVIRONMENT", "available", "chosen", "factory"]
+__all__ = [
+    "DEFAULT",
+    "ENTRY_POINT_GROUP",
+    "ENVIRONMENT",
+    "available",
+    "chosen",
+    "factory",
+    "store_settings",
+]
 
 ENTRY_POINT_GROUP = "fsm.stores"
 ENVIRONMENT = "FSM_STORE"
@@ -40,14 +54,43 @@ BUILT_IN = {
 
 
 def chosen(settings: Mapping[str, Any]) -> tuple[str, str]:
-    """The name of the store to use, and where it was chosen (for messages)."""
+    """The name of the store to use, and where it was chosen (for messages).
+
+    ``FSM_STORE`` holds a store's name or an address (``postgresql://...``): an address
+    chooses the store registered under its scheme. Without ``name``, the ``url`` of the
+    ``[store]`` table chooses the same way.
+    """
     named = os.environ.get(ENVIRONMENT)
     if named:
-        return named, f"{ENVIRONMENT}={named}"
+        scheme = _scheme(named)
+        shown = f"{ENVIRONMENT}={scheme}://..." if scheme else f"{ENVIRONMENT}={named}"
+        return scheme or named, shown
     configured = settings.get("name")
     if isinstance(configured, str) and configured:
         return configured, f"[store] name = '{configured}' in fsm.toml"
+    url = settings.get("url")
+    if isinstance(url, str) and _scheme(url):
+        return _scheme(url), f"[store] url = '{_scheme(url)}://...' in fsm.toml"
     return DEFAULT, "the default"
+
+
+def store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The store's own settings: the ``[store]`` table but ``name`` and ``space`` (which are
+    fsm's: :attr:`fsm.storage.Layout.space`), with the address
+    ``FSM_STORE`` holds as ``url`` (it wins over the table's)."""
+    own = {key: value for key, value in settings.items() if key not in {"name", "space"}}
+    named = os.environ.get(ENVIRONMENT)
+    if named and _scheme(named):
+        own["url"] = named
+    return own
+
+
+def _scheme(text: str) -> str:
+    """The scheme of an address (``postgresql`` of ``postgresql://host/db``), else ''."""
+    scheme, separator, _ = text.partition("://")
+    if separator and scheme and scheme.replace("+", "").replace("-", "").isalnum():
+        return scheme.lower()
+    return ""
 
 
 def available() -> list[str]:

@@ -95,6 +95,9 @@ class TemporaryCluster:
 
     bindir: Path = field(default_factory=find_bindir)
     folder: Path | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    """Server settings over the tests' own (``{"fsync": "on"}``: a benchmark of a real
+    server's commits)."""
     _databases: int = 0
     _account: pwd.struct_passwd | None = None
 
@@ -197,7 +200,11 @@ class TemporaryCluster:
         return self.folder
 
     def _options(self) -> str:
-        settings = {**_SETTINGS, "unix_socket_directories": f"'{self.socket_dir}'"}
+        settings = {
+            **_SETTINGS,
+            **self.settings,
+            "unix_socket_directories": f"'{self.socket_dir}'",
+        }
         return " ".join(f"-c {key}={value}" for key, value in settings.items())
 
     def _pg_ctl(self, *argv: str) -> None:

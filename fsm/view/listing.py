@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fsm.base import jsonio
 from fsm.base.clock import iso_utc
 from fsm.base.errors import OptionsError
+from fsm.engine.driving import belongs_to
 from fsm.view.terminal import one_line
 
 if TYPE_CHECKING:
@@ -189,15 +190,6 @@ def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInst
     return replace(row, outcome="success" if verdict.success else "failure", reason=verdict.reason)
 
 
-def belongs_to(machine: Machine, creator: str | None) -> bool:
-    """False when the journal's first record says another machine (``creator``) created the
-    instance.
-
-    Machines may share a storage layout (issue-manager and skill-tuning both keep
-    ``.workflow/.scratchpad/{id}/state.json``); documents written by other programs (the CCW
-    dashboard) have no journal yet and are listed.
-    """
-    return creator is None or creator == machine.name
 
 
 def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None, Any]:

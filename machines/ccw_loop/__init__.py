@@ -100,7 +100,9 @@ win:
   retried until ``max_errors``.
 * **Flaky is said, never hidden; one re-run proves only what it shows.** A failing test re-run
   alone (with the test command's own pytest, or ``python -m pytest`` for a script reporting
-  pytest node ids) that passes is a flaky test (hypothesis ``rejected``): the loop's last line,
+  pytest node ids; with ``python -m unittest ID`` for a unittest suite, whose report names the
+  failing tests ``FAIL: test_y (pkg.test_x.T.test_y)``) that passes is a flaky test (hypothesis
+  ``rejected``): the loop's last line,
   ``fsm status`` (debug line) and summary.md name it, also when the loop completes. One that
   fails again is ``confirmed`` with the words "failed in the full run and again when run alone
   once", never "deterministically"; a re-run is judged by what pytest reported, not its exit

@@ -12,7 +12,8 @@ writes the JUnit file. :func:`summaries_in_output` finds every summary line (pyt
 passed, 1 failed in 0.12s ==``, a plain ``3 passed, 1 failed`` alone on a line, unittest's ``Ran 5
 tests`` with its ``FAILED (failures=1)``),
 and :func:`failures_in_output` every test pytest names in its short summary (``FAILED
-tests/test_x.py::test_y - assert 1 == 2``), so that failures of a part without a report are
+tests/test_x.py::test_y - assert 1 == 2``) or unittest names in its report (``FAIL: test_y
+(tests.test_x.T.test_y)``, its dotted id then), so that failures of a part without a report are
 counted and named.
 """
 
@@ -46,6 +47,10 @@ _ITEM = re.compile(r"(\d+) ([a-z]+)")
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s$")
 _UNITTEST_END = re.compile(r"^(OK|FAILED)(?: \((?P<items>[a-z_]+=\d+(?:, [a-z_]+=\d+)*)\))?$")
 _SHORT_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.*))?$")
+# unittest's report of one failure: "FAIL: test_y (pkg.test_x.T.test_y)" (Python 3.11 names the
+# test in full; older ones "FAIL: test_y (pkg.test_x.T)"), its traceback after a line of dashes.
+_UNITTEST_FAILURE = re.compile(r"^(?:FAIL|ERROR): (?P<method>\w+) \((?P<where>[\w.]+)\)")
+_UNITTEST_RULE = re.compile(r"^(?:=+|-+)$")
 _WORDS = {
     "passed": "passed",
     "xpassed": "passed",
@@ -208,14 +213,35 @@ def summaries_in_output(output: str) -> list[TestCounts]:
 
 
 def failures_in_output(output: str) -> list[tuple[str, str | None]]:
-    """Tests pytest's short summary names as failed or in error: ``(node id, message)``, in
-    order, each once."""
+    """Tests the output names as failed or in error, ``(id, message)`` in order, each once:
+    pytest's short summary (node ids) and unittest's report (dotted ids, ``pkg.test_x.T.test_y``,
+    with the last line of the failure's traceback as its message)."""
     seen: dict[str, str | None] = {}
-    for raw in output.splitlines():
-        match = _SHORT_SUMMARY.match(_ANSI.sub("", raw).rstrip())
+    lines = [_ANSI.sub("", raw).rstrip() for raw in output.splitlines()]
+    for index, line in enumerate(lines):
+        match = _SHORT_SUMMARY.match(line)
         if match is not None and "::" in match.group("name"):
             seen.setdefault(match.group("name"), match.group("message"))
+            continue
+        failure = _UNITTEST_FAILURE.match(line)
+        if failure is not None:
+            method, where = failure.group("method"), failure.group("where")
+            name = where if where.endswith("." + method) else f"{where}.{method}"
+            seen.setdefault(name, _unittest_message(lines, index + 1))
     return list(seen.items())
+
+
+def _unittest_message(lines: list[str], start: int) -> str | None:
+    """The last line of the traceback that follows a unittest failure's heading."""
+    last = None
+    for line in lines[start:]:
+        if _UNITTEST_FAILURE.match(line) or line.startswith("Ran ") or (
+            _UNITTEST_RULE.match(line) and last is not None
+        ):
+            break
+        if line.strip() and not _UNITTEST_RULE.match(line):
+            last = line.strip()
+    return last
 
 
 def read_coverage(path: Path) -> float:

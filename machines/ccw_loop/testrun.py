@@ -18,6 +18,7 @@ run whose tests fail.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,11 @@ class TestRun:
         return f"failed: no test passed ({tests}{where})"
 
 
+_UNITTEST_ID = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
+"""A unittest test id: module, class and method as a dotted path of Python names
+(``pkg.test_x.T.test_y``; a ``pkg.TestX`` of another runner has no method)."""
+
+
 def is_pytest(command: str) -> bool:
     """True when ``command`` runs pytest (``pytest``, ``python -m pytest``, ``uv run pytest``)."""
     return any(Path(word).name in ("pytest", "py.test") for word in _split(command))
@@ -141,17 +147,34 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     A command that runs pytest itself is re-run with its own words before ``pytest`` (``uv run
     pytest``, ``python -m pytest``). A command that does not (a script such as
     ``./run_tests.sh``) but reported a pytest node id whose file is in ``workspace`` is re-run
-    with ``python -m pytest``, the default test command's runner.
+    with ``python -m pytest``, the default test command's runner. A unittest id
+    (``pkg.test_x.T.test_y``) is re-run with the command's own words before ``unittest`` (``python
+    -m unittest``), or, for a script, with ``python -m unittest`` when its module is a file of
+    ``workspace``.
     """
     words = _split(command)
+    if "::" in test_name:
+        for index, word in enumerate(words):
+            if Path(word).name in ("pytest", "py.test"):
+                runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", test_name]
+                return shlex.join(runner)
+        module = test_name.split("::", 1)[0]
+        if workspace is not None and module.endswith(".py") and (workspace / module).is_file():
+            return shlex.join(
+                ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name]
+            )
+        return None
+    if not _UNITTEST_ID.fullmatch(test_name):
+        return None
     for index, word in enumerate(words):
-        if Path(word).name in ("pytest", "py.test"):
-            runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", test_name]
-            return shlex.join(runner)
-    module = test_name.split("::", 1)[0]
-    runs_pytest_ids = "::" in test_name and module.endswith(".py")
-    if workspace is not None and runs_pytest_ids and (workspace / module).is_file():
-        return shlex.join(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name])
+        if word == "unittest":
+            return shlex.join([*words[: index + 1], test_name])
+    parts = test_name.split(".")
+    if workspace is not None and any(
+        (workspace / Path(*parts[:cut])).with_suffix(".py").is_file()
+        for cut in range(1, len(parts))
+    ):
+        return shlex.join(["python", "-m", "unittest", test_name])
     return None
 
 

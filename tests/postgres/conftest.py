@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -47,3 +48,30 @@ def postgres_cluster() -> Iterator[TemporaryCluster]:
 def postgres_url(postgres_cluster: TemporaryCluster) -> str:
     """The URL of a new, empty database of its own for one test."""
     return postgres_cluster.new_database()
+
+
+def initialized(url: str) -> str:
+    """``url``, whose database has fsm's tables (as ``fsm store init`` makes them)."""
+    import psycopg
+
+    from fsm.postgres.schema import migrate
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn)
+    return url
+
+
+@pytest.fixture
+def postgres_store_url(postgres_url: str) -> str:
+    """The URL of a new database of its own for one test, with fsm's tables."""
+    return initialized(postgres_url)
+
+
+@pytest.fixture(autouse=True)
+def _close_connections() -> Iterator[None]:
+    """Every test's connections (pools, lease holders, listeners) are closed after it, before
+    its database or the cluster goes away."""
+    yield
+    database = sys.modules.get("fsm.postgres.database")
+    if database is not None:
+        database.close_all()

@@ -229,14 +229,56 @@ def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
         ),
         ("./t.sh", "tests/test_gone.py::test_x", None),
         ("go test ./...", "calc.TestAdd", None),
+        ("python -m unittest -v", "tests.test_calc.T.test_add", "python -m unittest T"),
+        ("./run_tests.sh", "tests.test_calc.T.test_add", "python -m unittest T"),
+        ("./run_tests.sh", "pkg.test_gone.T.test_add", None),
     ],
-    ids=["pytest", "uv-run-pytest", "script-with-pytest-ids", "file-not-here", "not-pytest"],
+    ids=[
+        "pytest",
+        "uv-run-pytest",
+        "script-with-pytest-ids",
+        "file-not-here",
+        "not-pytest",
+        "unittest",
+        "script-with-unittest-ids",
+        "unittest-module-not-here",
+    ],
 )
 def test_rerun_command(loop_ws: Any, command: str, test: str, rerun: str | None) -> None:
     """How one failing test is re-run alone, or None when the runner cannot select it."""
     loop_ws.write_project()
     expected = rerun.replace("T", test) if rerun else None
     assert rerun_command(command, test, loop_ws.root) == expected
+
+
+UNITTEST_CALC = (
+    "import unittest\n\nfrom calc import add\n\n\n"
+    "class T(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+    "    def test_add_zero(self):\n        self.assertEqual(add(0, 0), 0)\n"
+)
+
+
+def test_a_unittest_suite_is_debugged_and_fixed(loop_ws: Any) -> None:
+    """A project tested with `python -m unittest`: the failing test is named from unittest's
+    report, re-run alone with `python -m unittest ID` and confirmed, given to the fix agent, and
+    the loop completes once the fix is validated (it used to halt: no test named)."""
+    loop_ws.write_project(bug=True)
+    (loop_ws.root / "tests" / "__init__.py").write_text("")
+    (loop_ws.root / "tests" / "test_calc.py").write_text(UNITTEST_CALC)
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    agent = loop_ws.write_agent(
+        {"when": "test_add", "file": "calc.py", "replace": "a - b", "with": "a + b"}
+    )
+    loop_ws.new_loop()
+    loop = loop_ws.open(test_command="python -m unittest -v", agents={"codex": agent})
+    result = loop.run()
+    assert result.outcome == "completed", result.message
+    debug = loop.doc.skill_state.debug
+    assert [(h.status, (h.evidence or {}).get("rerun_command")) for h in debug.hypotheses] == [
+        ("confirmed", "python -m unittest tests.test_calc.T.test_add")
+    ]
+    assert "2 tests passed" in result.message
 
 
 def test_debug_hypothesis_names_error_and_location(loop_ws: Any, started: Any) -> None:

@@ -181,3 +181,36 @@ def test_failures_named_in_the_short_summary() -> None:
         ("tests/test_a.py::test_x[a b]", "assert 1 == 2"),
         ("tests/test_b.py::test_y", None),
     ]
+
+
+def test_failures_named_in_unittests_report() -> None:
+    """unittest's report names each failing or erroring test (Python 3.11's full name, or the
+    older class-only name with the method put back), with its traceback's last line."""
+    output = (
+        "test_add (tests.test_calc.T.test_add) ... FAIL\n"
+        "test_div (tests.test_calc.T.test_div) ... ERROR\n"
+        "\n"
+        "======================================================================\n"
+        "FAIL: test_add (tests.test_calc.T.test_add)\n"
+        "----------------------------------------------------------------------\n"
+        "Traceback (most recent call last):\n"
+        '  File "tests/test_calc.py", line 6, in test_add\n'
+        "    self.assertEqual(add(2, 3), 5)\n"
+        "AssertionError: -1 != 5\n"
+        "\n"
+        "======================================================================\n"
+        "ERROR: test_div (tests.test_calc.T)\n"
+        "----------------------------------------------------------------------\n"
+        "Traceback (most recent call last):\n"
+        "ZeroDivisionError: division by zero\n"
+        "\n"
+        "----------------------------------------------------------------------\n"
+        "Ran 3 tests in 0.001s\n"
+        "\n"
+        "FAILED (failures=1, errors=1)\n"
+    )
+    assert failures_in_output(output) == [
+        ("tests.test_calc.T.test_add", "AssertionError: -1 != 5"),
+        ("tests.test_calc.T.test_div", "ZeroDivisionError: division by zero"),
+    ]
+

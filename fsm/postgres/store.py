@@ -1,0 +1,1063 @@
+"""The PostgreSQL store: one machine's instances in the tables of :mod:`fsm.postgres.schema`.
+
+The primitives of :class:`fsm.store.protocol.Store`, and the optional
+:class:`fsm.store.protocol.Claiming` (``fsm worker``) and :class:`fsm.store.protocol.Administered`
+(``fsm store init``, ``import``, ``export``):
+
+* a document is its exact bytes (``bytea``) and a version number; :meth:`PostgresStore.swap` is
+  one statement: the ``UPDATE`` of the row *if its version is still the one the build was given*
+  (and, for a run, if the run's claim is still the row's: the fencing token and the holder's
+  lease, checked by the server's clock), the ``INSERT`` of the journal records numbered after
+  the row's count, and the notifications; nothing is written when the version moved on, and
+  the build is made again on the newer one;
+* the document lock is a transaction-scoped advisory lock of the instance: writers of one
+  document take turns; a write commits the lock's transaction (a step is durable when the swap
+  returns), and the lock is taken again before the next write of the same block;
+* a run's lease is a claim of the row by the process's holder (:mod:`fsm.postgres.database`):
+  the holder is written into the row and the fencing token grows by one; a claim whose holder's
+  lease expired is freed by the next claimer, and the old holder's writes are refused from then
+  on (its token and its lease no longer match);
+* a write whose connection was lost while it committed is looked up before it is tried again:
+  it is never applied twice.
+
+The instance's side files and its meta folder (log, records of running commands) stay in the
+workspace of the host that runs it, where the file store would put them
+(:meth:`PostgresStore.folders`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any
+
+import psycopg
+
+from fsm.base import jsonio
+from fsm.base.errors import (
+    CorruptDocumentError,
+    InstanceHeldError,
+    LeaseLostError,
+    LockHeldError,
+    StoreError,
+    UnknownInstanceError,
+)
+from fsm.base.ids import validate_id
+from fsm.model.records import Record
+from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
+from fsm.store.file_store import FileStore
+from fsm.store.heartbeat import Heartbeat
+from fsm.store.journal import JournalRead, TypedRecords, line_bytes
+from fsm.store.protocol import (
+    Build,
+    Folders,
+    LateWrite,
+    Layout,
+    Lease,
+    Listed,
+    Proposal,
+    Repaired,
+    Snapshot,
+    Swapped,
+)
+
+__all__ = ["PostgresHeartbeats", "PostgresJournal", "PostgresLease", "PostgresStore"]
+
+MAX_ROUNDS = 50
+"""Rounds a swap may redo while other writers keep changing the document."""
+PAGE = 1000
+"""Journal records read at a time."""
+ABSENT = -1
+"""The version of an instance that has no row yet."""
+
+_FENCED = """
+    AND (%(holder)s::bigint IS NULL OR (
+        i.holder = %(holder)s AND i.fence = %(fence)s
+        AND EXISTS (SELECT 1 FROM fsm_holders h
+                    WHERE h.id = %(holder)s AND h.expires > statement_timestamp())))
+"""
+
+_SWAP = f"""
+WITH target AS (
+    UPDATE fsm_instances AS i SET
+        raw = %(raw)s, version = i.version + 1, modified = clock_timestamp(),
+        state = %(state)s, status = %(status)s, runnable = %(runnable)s,
+        records = i.records + %(count)s,
+        queue = CASE WHEN i.records = 0 THEN %(queue)s ELSE i.queue END,
+        creator = coalesce(i.creator, %(creator)s)
+    WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
+      AND i.version = %(version)s
+    {_FENCED}
+    RETURNING i.records - %(count)s AS base, i.version, i.holder
+), journal AS (
+    INSERT INTO fsm_journal (space, machine, id, position, line)
+    SELECT %(space)s, %(machine)s, %(id)s, target.base + l.n, l.line
+    FROM target, json_array_elements_text(%(lines)s::json) WITH ORDINALITY AS l(line, n)
+)
+SELECT target.version, pg_notify('{CHANGES}', %(key)s),
+    CASE WHEN %(runnable)s AND target.holder IS NULL THEN pg_notify('{WORK}', %(key)s) END
+FROM target
+"""
+
+_APPEND = f"""
+WITH target AS (
+    UPDATE fsm_instances AS i SET
+        records = i.records + %(count)s, creator = coalesce(i.creator, %(creator)s)
+    WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
+    {_FENCED}
+    RETURNING i.records - %(count)s AS base
+), journal AS (
+    INSERT INTO fsm_journal (space, machine, id, position, line)
+    SELECT %(space)s, %(machine)s, %(id)s, target.base + l.n, l.line
+    FROM target, json_array_elements_text(%(lines)s::json) WITH ORDINALITY AS l(line, n)
+)
+SELECT target.base, pg_notify('{CHANGES}', %(key)s) FROM target
+"""
+
+_FREE_EXPIRED = """
+UPDATE fsm_instances SET holder = NULL
+WHERE space = %(space)s AND machine = %(machine)s {which} AND holder IN (
+    SELECT id FROM fsm_holders WHERE expires <= statement_timestamp())
+"""
+
+_CLAIM_ONE = """
+UPDATE fsm_instances AS i SET holder = %(holder)s, fence = i.fence + 1
+WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s AND i.holder IS NULL
+  AND EXISTS (SELECT 1 FROM fsm_holders h
+              WHERE h.id = %(holder)s AND h.expires > statement_timestamp())
+RETURNING i.fence
+"""
+
+_CLAIM_ANY = """
+WITH candidate AS (
+    SELECT space, machine, id FROM fsm_instances
+    WHERE space = %(space)s AND machine = %(machine)s
+      AND runnable AND raw IS NOT NULL AND holder IS NULL
+      AND (%(any)s OR queue IS NULL OR queue = ANY(%(queues)s))
+      AND NOT id = ANY(%(skip)s)
+    ORDER BY modified
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE fsm_instances AS i SET holder = %(holder)s, fence = i.fence + 1
+FROM candidate
+WHERE i.space = candidate.space AND i.machine = candidate.machine AND i.id = candidate.id
+  AND EXISTS (SELECT 1 FROM fsm_holders h
+              WHERE h.id = %(holder)s AND h.expires > statement_timestamp())
+RETURNING i.id, i.fence
+"""
+
+
+def _line(record: Record) -> str:
+    """The journal line of ``record`` (the file store's, without its newline)."""
+    return line_bytes(record.to_json())[:-1].decode("utf-8")
+
+
+def _creator(records: Sequence[Record]) -> str | None:
+    for record in records:
+        if record.kind == "create":
+            machine = getattr(record, "machine", None)
+            return machine if isinstance(machine, str) else None
+    return None
+
+
+def _queue_of(records: Sequence[Record], default: str | None) -> str | None:
+    """The queue ``fsm new --queue`` named in the create record, else ``default``."""
+    for record in records:
+        if record.kind == "create":
+            named = record.extra.get("queue")
+            return named if isinstance(named, str) else default
+    return default
+
+
+class PostgresLease:
+    """A run's claim of an instance: the process's holder is the row's, with ``token``."""
+
+    def __init__(self, store: PostgresStore, instance_id: str, holder: Holder, token: int) -> None:
+        self._store = store
+        self.instance_id = instance_id
+        self.holder = holder
+        self.token = token
+        self._released = False
+
+    def held(self) -> bool:
+        """True while the row is still held with this claim and its holder's lease holds."""
+        if self._released or self.holder.lost.is_set():
+            return False
+        store = self._store
+
+        def look(conn: Any) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM fsm_instances i JOIN fsm_holders h ON h.id = i.holder "
+                "WHERE i.space = %s AND i.machine = %s AND i.id = %s "
+                "AND i.holder = %s AND i.fence = %s "
+                "AND h.expires > statement_timestamp()",
+                (store.space, store.machine, self.instance_id, self.holder.id, self.token),
+            ).fetchone()
+            return row is not None
+
+        return store.db.run(look)
+
+    def release(self) -> None:
+        """Let another run claim the instance (nothing when it was taken over already)."""
+        if self._released:
+            return
+        self._released = True
+        store = self._store
+        key = store.key(self.instance_id)
+        sql = f"""
+            WITH freed AS (
+                UPDATE fsm_instances SET holder = NULL
+                WHERE space = %s AND machine = %s AND id = %s AND holder = %s AND fence = %s
+                RETURNING runnable
+            )
+            SELECT CASE WHEN runnable THEN pg_notify('{WORK}', %s) END FROM freed
+        """
+        params = (store.space, store.machine, self.instance_id, self.holder.id, self.token, key)
+        with contextlib.suppress(StoreError):  # unreachable: the lease expires on its own
+            store.db.run(lambda conn: conn.execute(sql, params))
+
+    def watch(self, lost: Callable[[], None]) -> None:
+        """Call ``lost`` when the holder's lease is lost while this claim is not released."""
+        self.holder.watch(lost, lambda: not self._released)
+
+
+class PostgresJournal(TypedRecords):
+    """An instance's journal: its rows, in order (read a page at a time)."""
+
+    def __init__(self, store: PostgresStore, instance_id: str) -> None:
+        self._store = store
+        self._id = instance_id
+
+    def _page(self, after: int, descending: bool) -> list[tuple[int, str]]:
+        store = self._store
+        if descending:
+            sql = (
+                "SELECT position, line FROM fsm_journal "
+                "WHERE space = %s AND machine = %s AND id = %s "
+                "AND position < %s ORDER BY position DESC LIMIT %s"
+            )
+        else:
+            sql = (
+                "SELECT position, line FROM fsm_journal "
+                "WHERE space = %s AND machine = %s AND id = %s "
+                "AND position > %s ORDER BY position LIMIT %s"
+            )
+        params = (store.space, store.machine, self._id, after, PAGE)
+        return store.db.run(lambda conn: conn.execute(sql, params).fetchall())
+
+    def lines(self) -> Iterator[tuple[int, str]]:
+        """``(position, line)`` of every record, first to last."""
+        after = 0
+        while True:
+            page = self._page(after, descending=False)
+            yield from page
+            if len(page) < PAGE:
+                return
+            after = page[-1][0]
+
+    def scan(self) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
+        """``(position, line, object)`` for every record, first to last."""
+        for position, line in self.lines():
+            yield position, line, _parsed(line)
+
+    def backwards(self) -> Iterator[dict[str, Any]]:
+        """The readable records' objects, last first."""
+        before = 2**31 - 1
+        while True:
+            page = self._page(before, descending=True)
+            for _, line in page:
+                data = _parsed(line)
+                if data is not None:
+                    yield data
+            if len(page) < PAGE:
+                return
+            before = page[-1][0]
+
+    def read(self) -> JournalRead:
+        """Every record, and the positions of unreadable ones."""
+        result = JournalRead()
+        for position, _, data in self.scan():
+            result.last_line = position
+            if data is None:
+                result.bad_lines.append(position)
+            else:
+                result.records.append(data)
+        return result
+
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Append one record (outside a run: unfenced); return the number of records before."""
+        raise StoreError("the postgres journal is written through its store's append")
+
+
+def _parsed(line: str) -> dict[str, Any] | None:
+    try:
+        data = jsonio.loads(line)
+    except jsonio.JsonError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class PostgresHeartbeats:
+    """The heartbeats of one machine's runs (:mod:`fsm.store.heartbeat`) in ``fsm_heartbeats``,
+    so that a server on any host sees the workers of every host.
+
+    A row carries the time it was published by the server's clock; a reader takes the
+    heartbeat's age from it, not from the publishing host's clock, and moves the action's start
+    by the same difference, so hosts whose clocks disagree still agree on who is alive. A
+    heartbeat is best effort: a database that cannot be reached loses a beat, never the step.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def _key(self, instance_id: str) -> tuple[str, str, str]:
+        return (self.store.space, self.store.machine, validate_id(instance_id))
+
+    def publish(self, instance_id: str, heartbeat: Heartbeat) -> None:
+        """Keep ``heartbeat`` as the instance's (one statement: insert or replace)."""
+        sql = (
+            "INSERT INTO fsm_heartbeats (space, machine, id, host, pid, data) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (space, machine, id) DO UPDATE SET "
+            "host = EXCLUDED.host, pid = EXCLUDED.pid, data = EXCLUDED.data, "
+            "beat = clock_timestamp()"
+        )
+        params = (*self._key(instance_id), heartbeat.host, heartbeat.pid, _json(heartbeat))
+        with contextlib.suppress(StoreError):
+            self.store.db.run(lambda conn: conn.execute(sql, params))
+
+    def clear(self, instance_id: str, heartbeat: Heartbeat) -> None:
+        """Remove the instance's heartbeat when it is still this run's (host and pid)."""
+        sql = (
+            "DELETE FROM fsm_heartbeats WHERE space = %s AND machine = %s AND id = %s "
+            "AND host = %s AND pid = %s"
+        )
+        params = (*self._key(instance_id), heartbeat.host, heartbeat.pid)
+        with contextlib.suppress(StoreError):
+            self.store.db.run(lambda conn: conn.execute(sql, params))
+
+    def read(self, instance_id: str) -> Heartbeat | None:
+        """The instance's latest heartbeat, its times on this host's clock."""
+        sql = (
+            "SELECT data, extract(epoch FROM clock_timestamp() - beat) FROM fsm_heartbeats "
+            "WHERE space = %s AND machine = %s AND id = %s"
+        )
+        params = self._key(instance_id)
+        row = self.store.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        if row is None:
+            return None
+        found = Heartbeat.from_json(_parsed(row[0]))
+        if found is None:
+            return None
+        beat = time.time() - float(row[1])
+        shift = beat - found.beat  # the publishing host's clock to this one's
+        started = None if found.action_started is None else found.action_started + shift
+        return dataclasses.replace(found, beat=beat, action_started=started)
+
+
+def _json(heartbeat: Heartbeat) -> str:
+    return json.dumps(heartbeat.to_json(), separators=(",", ":"))
+
+
+class PostgresStore:
+    """The instances of one machine in a PostgreSQL database (see the module docstring)."""
+
+    name = "postgres"
+
+    def __init__(self, layout: Layout, settings: Settings) -> None:
+        self.layout = layout
+        self.machine = layout.machine
+        self.space = layout.space or layout.workspace.name
+        self.settings = settings
+        self.db: Database = database(settings)
+        self.queue = layout.queue
+        self._files = FileStore.from_layout(layout)
+        self._known: dict[str, tuple[bytes | None, int]] = {}
+        """What this handle last saw of each instance: its bytes and version."""
+        self._stamps: dict[str, list[int]] = {}
+        self._sessions: set[str] = set()
+
+    @classmethod
+    def from_layout(cls, layout: Layout) -> PostgresStore:
+        """The store of ``layout``'s machine in the database its settings name."""
+        return cls(layout, Settings.parse(dict(layout.settings)))
+
+    def key(self, instance_id: str) -> str:
+        """``<space>/<machine>/<id>``: what locks and notifications name."""
+        return f"{self.space}/{self.machine}/{instance_id}"
+
+    # --- where things are ------------------------------------------------------------------
+
+    def describe(self, instance_id: str) -> str:
+        """``<space>/<machine>/<id> in postgresql://host/db``."""
+        return f"{self.key(validate_id(instance_id))} in {self.db.shown}"
+
+    def folders(self, instance_id: str) -> Folders:
+        """Where the file store would keep the instance's side files and meta folder: in the
+        workspace of the host that runs it."""
+        return self._files.folders(instance_id)
+
+    def heartbeats(self) -> PostgresHeartbeats:
+        """The heartbeats of the runs driving this machine's instances, in the database."""
+        return PostgresHeartbeats(self)
+
+    def permissions(self, instance_id: str) -> int | None:
+        """None: a row has no permission bits."""
+        validate_id(instance_id)
+        return None
+
+    # --- documents -------------------------------------------------------------------------
+
+    def _row(self, instance_id: str) -> tuple[bytes | None, int]:
+        sql = "SELECT raw, version FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
+        params = (self.space, self.machine, instance_id)
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        found: tuple[bytes | None, int] = (
+            (None, ABSENT) if row is None else (_bytes(row[0]), int(row[1]))
+        )
+        self._known[instance_id] = found
+        return found
+
+    def exists(self, instance_id: str) -> bool:
+        """True when the instance has a document."""
+        return self._row(validate_id(instance_id))[0] is not None
+
+    def read(self, instance_id: str) -> Snapshot:
+        """The document's data, bytes and version."""
+        raw, version = self._row(validate_id(instance_id))
+        if raw is None:
+            raise UnknownInstanceError(
+                f"no instance '{instance_id}' ({self.describe(instance_id)})"
+            )
+        try:
+            data = jsonio.loads(raw)
+        except jsonio.JsonError as exc:
+            raise CorruptDocumentError(
+                f"corrupt document {self.describe(instance_id)}: not valid JSON ({exc})"
+            ) from exc
+        if not isinstance(data, dict):
+            raise CorruptDocumentError(
+                f"corrupt document {self.describe(instance_id)}: expected a JSON object, "
+                f"found {type(data).__name__}"
+            )
+        return Snapshot(data, raw, version)
+
+    def read_bytes(self, instance_id: str) -> bytes | None:
+        """The document's bytes, or None."""
+        return self._row(validate_id(instance_id))[0]
+
+    def is_current(self, instance_id: str, raw: bytes) -> bool:
+        """True when the document holds exactly ``raw``: one look at the version, when it is
+        the version this handle last saw holding ``raw``."""
+        known = self._known.get(instance_id)
+        if known is None or known[0] != raw:
+            return self.read_bytes(instance_id) == raw
+        sql = "SELECT version FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
+        params = (self.space, self.machine, validate_id(instance_id))
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        if row is not None and int(row[0]) == known[1]:
+            return True
+        self._known.pop(instance_id, None)
+        return False
+
+    def list_ids(self) -> list[str]:
+        """Ids of every instance with a document, sorted (their stamps are kept for
+        :meth:`stamp`)."""
+        sql = (
+            "SELECT id, version, records FROM fsm_instances "
+            'WHERE space = %s AND machine = %s AND raw IS NOT NULL ORDER BY id COLLATE "C"'
+        )
+        params = (self.space, self.machine)
+        rows = self.db.run(lambda conn: conn.execute(sql, params).fetchall())
+        self._stamps = {row[0]: [int(row[1]), int(row[2])] for row in rows}
+        return [row[0] for row in rows]
+
+    # --- the transaction's primitives ------------------------------------------------------
+
+    def swap(
+        self,
+        instance_id: str,
+        build: Build,
+        *,
+        expected: bytes | None = None,
+        fence: Lease | None = None,
+    ) -> Swapped:
+        """Compare-and-swap (see the module docstring): built on the version this handle saw
+        last when it is still ``expected``, else on the row read now; built again on the newer
+        version when another writer was quicker."""
+        validate_id(instance_id)
+        holder, token = self._fence_of(instance_id, fence)
+        known = self._known.get(instance_id)
+        for _ in range(MAX_ROUNDS):
+            if known is None or (expected is not None and known[0] != expected):
+                known = self._row(instance_id)
+            raw, version = known
+            current = None if raw is None else Snapshot(None, raw, version)
+            proposal = build(current)
+            written = self._write(instance_id, version, proposal, holder, token)
+            if written is not None:
+                self._known[instance_id] = (proposal.raw, written)
+                return Swapped(proposal, current)
+            self._refused(instance_id, holder, token)
+            known = None  # another writer was quicker: build again on its version
+        raise StoreError(f"the document of '{instance_id}' kept changing: nothing was written")
+
+    def _fence_of(self, instance_id: str, fence: Lease | None) -> tuple[int | None, int | None]:
+        if fence is None:
+            return None, None
+        if not isinstance(fence, PostgresLease) or fence.instance_id != instance_id:
+            raise LeaseLostError(f"instance '{instance_id}': the run holds no lease of this store")
+        return fence.holder.id, fence.token
+
+    def _write(
+        self,
+        instance_id: str,
+        version: int,
+        proposal: Proposal,
+        holder: int | None,
+        token: int | None,
+    ) -> int | None:
+        """Write ``proposal`` on ``version``; the new version, or None when it was refused."""
+        lines = [_line(record) for record in proposal.records]
+        params = {
+            "space": self.space,
+            "machine": self.machine,
+            "id": instance_id,
+            "key": self.key(instance_id),
+            "raw": proposal.raw,
+            "version": max(version, 0),
+            "state": proposal.state,
+            "status": proposal.status,
+            "runnable": proposal.runnable,
+            "count": len(lines),
+            "lines": json.dumps(lines),
+            "queue": _queue_of(proposal.records, self.queue),
+            "creator": _creator(proposal.records),
+            "holder": holder,
+            "fence": token,
+        }
+        tries = 0
+
+        def write(conn: Any) -> int | None:
+            nonlocal tries
+            tries += 1
+            if tries > 1 and self._landed(conn, instance_id, version, proposal.raw, lines):
+                return max(version, 0) + 1  # the try whose connection was lost committed
+            if version == ABSENT:
+                conn.execute(
+                    "INSERT INTO fsm_instances (space, machine, id) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (self.space, self.machine, instance_id),
+                )
+            row = self._committed(conn, _SWAP, params)
+            return None if row is None else int(row[0])
+
+        return self.db.run(write, lock=True)
+
+    def _committed(self, conn: Any, statement: str, params: dict[str, Any]) -> Any:
+        """The first row of ``statement``, committed with the document lock's transaction when
+        it runs in one (sent together: one round trip)."""
+        if not self.db.in_transaction(conn):
+            return conn.execute(statement, params).fetchone()
+        with conn.pipeline():
+            cursor = conn.execute(statement, params)
+            conn.execute("COMMIT")
+        self.db.committed()
+        return cursor.fetchone()
+
+    def _commit(self, conn: Any) -> None:
+        """Commit the document lock's transaction, if a write is in one (its locks go)."""
+        if self.db.in_transaction(conn):
+            conn.execute("COMMIT")
+            self.db.committed()
+
+    def _landed(
+        self, conn: Any, instance_id: str, version: int, raw: bytes, lines: list[str]
+    ) -> bool:
+        """True when a swap of ``raw`` on ``version`` with ``lines`` was committed (by a try
+        whose connection was lost before it was told)."""
+        row = conn.execute(
+            "SELECT raw, version, records FROM fsm_instances "
+            "WHERE space = %s AND machine = %s AND id = %s",
+            (self.space, self.machine, instance_id),
+        ).fetchone()
+        if row is None or _bytes(row[0]) != raw or int(row[1]) != max(version, 0) + 1:
+            return False
+        return self._journal_ends_with(conn, instance_id, lines)
+
+    def _journal_ends_with(self, conn: Any, instance_id: str, lines: list[str]) -> bool:
+        if not lines:
+            return True
+        found = conn.execute(
+            "SELECT line FROM fsm_journal WHERE space = %s AND machine = %s AND id = %s "
+            "ORDER BY position DESC LIMIT %s",
+            (self.space, self.machine, instance_id, len(lines)),
+        ).fetchall()
+        return [row[0] for row in reversed(found)] == lines
+
+    def _refused(self, instance_id: str, holder: int | None, token: int | None) -> None:
+        """A write was refused: LeaseLostError when the fence is why, else nothing (a newer
+        version)."""
+        if holder is None:
+            return
+        sql = (
+            "SELECT i.holder, i.fence, EXISTS (SELECT 1 FROM fsm_holders h WHERE h.id = %s "
+            "AND h.expires > statement_timestamp()) FROM fsm_instances i "
+            "WHERE i.space = %s AND i.machine = %s AND i.id = %s"
+        )
+        params = (holder, self.space, self.machine, instance_id)
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        if row is None or row[0] != holder or row[1] != token or not row[2]:
+            raise LeaseLostError(
+                f"instance '{instance_id}': the run's lease (token {token}) is no longer the "
+                "instance's (it expired, and another run may have taken it over); nothing was "
+                "written"
+            )
+
+    def append(
+        self, instance_id: str, records: Sequence[Record], *, fence: Lease | None = None
+    ) -> None:
+        """Append ``records`` to the journal in one statement, all or none."""
+        validate_id(instance_id)
+        holder, token = self._fence_of(instance_id, fence)
+        if not records:
+            return
+        lines = [_line(record) for record in records]
+        params = {
+            "space": self.space,
+            "machine": self.machine,
+            "id": instance_id,
+            "key": self.key(instance_id),
+            "count": len(lines),
+            "lines": json.dumps(lines),
+            "creator": _creator(records),
+            "holder": holder,
+            "fence": token,
+        }
+        tries = 0
+
+        def append(conn: Any) -> bool:
+            nonlocal tries
+            tries += 1
+            if tries > 1 and self._journal_ends_with(conn, instance_id, lines):
+                return True
+            if holder is None:
+                conn.execute(
+                    "INSERT INTO fsm_instances (space, machine, id) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (self.space, self.machine, instance_id),
+                )
+            return self._committed(conn, _APPEND, params) is not None
+
+        if not self.db.run(append, lock=True):
+            self._refused(instance_id, holder, token)
+            raise LeaseLostError(f"instance '{instance_id}': the run's lease is no longer held")
+
+    def journal(self, instance_id: str) -> PostgresJournal:
+        """The instance's journal."""
+        return PostgresJournal(self, validate_id(instance_id))
+
+    def late_writes(self, instance_id: str, *, last: bool = False) -> list[LateWrite]:
+        """None: every writer replaces the whole row at once."""
+        return []
+
+    @contextlib.contextmanager
+    def lock(self, instance_id: str, timeout: float = 10.0) -> Iterator[None]:
+        """Hold the instance's document lock (an advisory lock of the thread's transaction)."""
+        key = self.key(validate_id(instance_id))
+        with self.db.bound() as state:
+            if key in state.locks:
+                yield
+                return
+            try:
+                self.db.lock(state, key, timeout, deferred=instance_id in self._sessions)
+            except LockHeldError as exc:
+                raise LockHeldError(
+                    f"instance '{instance_id}': document lock not released within {timeout:.0f}s"
+                ) from exc
+            try:
+                yield
+            finally:
+                self.db.unlock(state, key)
+
+    def lease(self, instance_id: str) -> PostgresLease:
+        """Claim the instance for a run, without waiting: InstanceHeldError naming the holder
+        when a live one has it. A claim whose holder's lease expired is taken over."""
+        validate_id(instance_id)
+        for _ in range(5):
+            holder = self.db.holder()
+            params = {
+                "space": self.space,
+                "machine": self.machine,
+                "id": instance_id,
+                "holder": holder.id,
+            }
+
+            token = self.db.run(functools.partial(self._claim_one, params))
+            if token is not None:
+                return PostgresLease(self, instance_id, holder, token)
+            held = self._holder_of(instance_id)
+            if held is None:  # this process's own holder expired: a new one claims
+                holder.mark_lost()
+                continue
+            name, until = held
+            raise InstanceHeldError(
+                f"instance '{instance_id}' is being run by {name} (its lease runs until "
+                f"{until} unless it stops renewing it)"
+            )
+        raise StoreError(f"instance '{instance_id}': could not claim it (the lease kept expiring)")
+
+    def _claim_one(self, params: dict[str, Any], conn: Any) -> int | None:
+        """Claim the instance ``params`` names for its holder (freed first when its holder's
+        lease expired); the new fencing token, or None when a live holder has it."""
+        conn.execute(_FREE_EXPIRED.format(which="AND id = %(id)s"), params)
+        row = conn.execute(_CLAIM_ONE, params).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO fsm_instances (space, machine, id) VALUES (%(space)s, %(machine)s, "
+                "%(id)s) ON CONFLICT DO NOTHING",
+                params,
+            )
+            row = conn.execute(_CLAIM_ONE, params).fetchone()
+        return None if row is None else int(row[0])
+
+    def _holder_of(self, instance_id: str) -> tuple[str, str] | None:
+        """The name and lease end of the live holder of the instance (None: none)."""
+        sql = (
+            "SELECT h.name, to_char(h.expires AT TIME ZONE 'UTC', "
+            '\'YYYY-MM-DD"T"HH24:MI:SS"Z"\') FROM fsm_instances i JOIN fsm_holders h '
+            "ON h.id = i.holder WHERE i.space = %s AND i.machine = %s AND i.id = %s "
+            "AND h.expires > statement_timestamp()"
+        )
+        params = (self.space, self.machine, instance_id)
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    @contextlib.contextmanager
+    def session(self, instance_id: str) -> Iterator[None]:
+        """Keep one connection for the run's steps meanwhile; its document locks are taken
+        with the first statement under them (a step's commit: one round trip)."""
+        validate_id(instance_id)
+        with self.db.bound():
+            self._sessions.add(instance_id)
+            try:
+                yield
+            finally:
+                self._sessions.discard(instance_id)
+
+    # --- what cannot be committed, what cannot be read -------------------------------------
+
+    def _keep(self, kind: str, instance_id: str, raw: bytes) -> int:
+        sql = (
+            "INSERT INTO fsm_kept (kind, space, machine, id, raw) VALUES (%s, %s, %s, %s, %s) "
+            "RETURNING number"
+        )
+        params = (kind, self.space, self.machine, instance_id, raw)
+
+        def keep(conn: Any) -> int:
+            row = conn.execute(sql, params).fetchone()
+            self._commit(conn)
+            return int(row[0])
+
+        return self.db.run(keep)
+
+    def park(self, instance_id: str, data: Mapping[str, Any]) -> str:
+        """Keep ``data`` in ``fsm_kept``; return which row."""
+        validate_id(instance_id)
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+        raw = text.encode("utf-8", "backslashreplace")
+        number = self._keep("parked", instance_id, raw)
+        return f"fsm_kept row {number} of {self.db.shown}"
+
+    def quarantine(self, instance_id: str) -> str | None:
+        """Move the document into ``fsm_kept`` (the instance then has none)."""
+        validate_id(instance_id)
+        params = {
+            "space": self.space,
+            "machine": self.machine,
+            "id": instance_id,
+            "key": self.key(instance_id),
+        }
+
+        def move(conn: Any) -> int | None:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT raw FROM fsm_instances "
+                    "WHERE space = %(space)s AND machine = %(machine)s "
+                    "AND id = %(id)s AND raw IS NOT NULL FOR UPDATE",
+                    params,
+                ).fetchone()
+                if row is None:
+                    return None
+                kept = conn.execute(
+                    "INSERT INTO fsm_kept (kind, space, machine, id, raw) "
+                    "VALUES ('quarantined', %(space)s, %(machine)s, %(id)s, %(raw)s) "
+                    "RETURNING number",
+                    {**params, "raw": row[0]},
+                ).fetchone()
+                conn.execute(
+                    "UPDATE fsm_instances SET raw = NULL, version = version + 1, "
+                    "runnable = false, modified = clock_timestamp() "
+                    "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s",
+                    params,
+                )
+                conn.execute(f"SELECT pg_notify('{CHANGES}', %(key)s)", params)
+            return int(kept[0]) if kept else None
+
+        self._known.pop(instance_id, None)
+        number = self._in_own_transaction(move)
+        return None if number is None else f"fsm_kept row {number} of {self.db.shown}"
+
+    def _in_own_transaction(self, work: Callable[[Any], Any]) -> Any:
+        """``work`` in a transaction of its own: after the document lock's, if one is open."""
+
+        def run(conn: Any) -> Any:
+            self._commit(conn)
+            return work(conn)
+
+        return self.db.run(run)
+
+    def restore(self, instance_id: str, kept: str) -> None:
+        """Put back the document :meth:`quarantine` kept in the row ``kept`` names."""
+        validate_id(instance_id)
+        try:
+            number = int(kept.split()[2])
+        except (IndexError, ValueError) as exc:
+            raise StoreError(f"'{kept}' names no kept document") from exc
+        params = {"space": self.space, "machine": self.machine, "id": instance_id, "number": number}
+
+        def put_back(conn: Any) -> Any:
+            return conn.execute(
+                "UPDATE fsm_instances SET raw = k.raw, version = fsm_instances.version + 1, "
+                "modified = clock_timestamp() FROM fsm_kept k "
+                "WHERE k.number = %(number)s AND k.kind = 'quarantined' "
+                "AND k.space = %(space)s AND k.machine = %(machine)s AND k.id = %(id)s "
+                "AND fsm_instances.space = %(space)s AND fsm_instances.machine = %(machine)s "
+                "AND fsm_instances.id = %(id)s "
+                "RETURNING fsm_instances.version",
+                params,
+            ).fetchone()
+
+        self._known.pop(instance_id, None)
+        if self._in_own_transaction(put_back) is None:
+            raise StoreError(f"'{kept}' holds no document of '{instance_id}'")
+
+    def needs_repair(self, instance_id: str) -> bool:
+        """Never: a swap is one statement, whole or not at all."""
+        validate_id(instance_id)
+        return False
+
+    def repair(self, instance_id: str) -> Repaired:
+        """Nothing to repair."""
+        return Repaired()
+
+    # --- readers ---------------------------------------------------------------------------
+
+    def listed(self, instance_id: str) -> Listed:
+        """The document, when it was written, and the machine its create record names."""
+        validate_id(instance_id)
+        sql = (
+            "SELECT raw, (extract(epoch FROM modified) * 1000000)::bigint, creator "
+            "FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
+        )
+        row = self.db.run(
+            lambda conn: conn.execute(sql, (self.space, self.machine, instance_id)).fetchone()
+        )
+        if row is None or row[0] is None:
+            creator = None if row is None else row[2]
+            return Listed(None, 0, creator, f"no instance '{instance_id}'")
+        return Listed(_bytes(row[0]), int(row[1]) * 1000, row[2])
+
+    def stamp(self, instance_id: str) -> list[int] | None:
+        """The document's version and the journal's length (from the last listing when it
+        gave them)."""
+        validate_id(instance_id)
+        kept = self._stamps.pop(instance_id, None)
+        if kept is not None:
+            return kept
+        sql = (
+            "SELECT version, records FROM fsm_instances "
+            "WHERE space = %s AND machine = %s AND id = %s "
+            "AND raw IS NOT NULL"
+        )
+        row = self.db.run(
+            lambda conn: conn.execute(sql, (self.space, self.machine, instance_id)).fetchone()
+        )
+        return None if row is None else [int(row[0]), int(row[1])]
+
+    async def changes(self, stop: asyncio.Event) -> AsyncIterator[set[str] | None]:
+        """The ids written since, as the server notifies them (LISTEN); None after the
+        connection was lost and made again (what happened meanwhile is not known)."""
+        prefix = f"{self.space}/{self.machine}/"
+        conn: psycopg.AsyncConnection[Any] | None = None
+        lost = False
+        try:
+            while not stop.is_set():
+                if conn is None or conn.closed:
+                    try:
+                        conn = await psycopg.AsyncConnection.connect(
+                            self.settings.url, autocommit=True, application_name="fsm"
+                        )
+                        await conn.execute(f"LISTEN {CHANGES}")
+                    except psycopg.Error:
+                        conn = None
+                        lost = True
+                        await _sleep_unless(stop, 1.0)
+                        continue
+                    if lost:
+                        lost = False
+                        yield None
+                ids: set[str] = set()
+                try:
+                    async for note in conn.notifies(timeout=0.25):
+                        if note.payload.startswith(prefix):
+                            ids.add(note.payload[len(prefix) :])
+                except psycopg.Error:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                    conn = None
+                    lost = True
+                    continue
+                if ids:
+                    yield ids
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    # --- workers ---------------------------------------------------------------------------
+
+    def claim(
+        self, queues: Sequence[str] | None, skip: Collection[str] = ()
+    ) -> PostgresLease | None:
+        """Claim the runnable instance written longest ago that no live holder has, in one of
+        ``queues`` or none (``FOR UPDATE SKIP LOCKED``: claimers never wait for each other);
+        claims whose holder's lease expired are freed first."""
+        self.db.name_holder("worker")
+        for _ in range(3):
+            holder = self.db.holder()
+            params = {
+                "space": self.space,
+                "machine": self.machine,
+                "holder": holder.id,
+                "any": queues is None,
+                "queues": list(queues or ()),
+                "skip": list(skip),
+            }
+
+            found = self.db.run(functools.partial(self._claim_any, params))
+            if found is not None:
+                return PostgresLease(self, found[0], holder, found[1])
+            if self._holder_alive(holder):
+                return None
+            holder.mark_lost()
+        return None
+
+    @staticmethod
+    def _claim_any(params: dict[str, Any], conn: Any) -> tuple[str, int] | None:
+        conn.execute(_FREE_EXPIRED.format(which=""), params)
+        row = conn.execute(_CLAIM_ANY, params).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
+
+    def _holder_alive(self, holder: Holder) -> bool:
+        sql = "SELECT 1 FROM fsm_holders WHERE id = %s AND expires > statement_timestamp()"
+        row = self.db.run(lambda conn: conn.execute(sql, (holder.id,)).fetchone())
+        return row is not None
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Return when a write or a release leaves an instance claimable, or after
+        ``timeout`` seconds."""
+        self.db.wait(WORK, timeout)
+
+    # --- administration --------------------------------------------------------------------
+
+    def initialize(self) -> list[str]:
+        """Create or upgrade the tables (see :mod:`fsm.postgres.schema`)."""
+        return self.db.initialize()
+
+    def import_instance(
+        self, instance_id: str, raw: bytes, lines: Sequence[str], proposal: Proposal
+    ) -> bool:
+        """Keep ``raw`` and the journal ``lines`` as the instance's, byte-exact (False when it
+        has a document here already)."""
+        validate_id(instance_id)
+        creator = queue = None
+        if lines:
+            first = _parsed(lines[0])
+            if first is not None and first.get("kind") == "create":
+                named = first.get("machine")
+                creator = named if isinstance(named, str) else None
+                queue = first.get("queue")
+        params = {
+            "space": self.space,
+            "machine": self.machine,
+            "id": instance_id,
+            "key": self.key(instance_id),
+            "raw": raw,
+            "state": proposal.state,
+            "status": proposal.status,
+            "runnable": proposal.runnable,
+            "count": len(lines),
+            "lines": list(lines),
+            "queue": queue if isinstance(queue, str) else self.queue,
+            "creator": creator,
+        }
+
+        def put(conn: Any) -> bool:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO fsm_instances (space, machine, id) "
+                    "VALUES (%(space)s, %(machine)s, %(id)s) "
+                    "ON CONFLICT DO NOTHING",
+                    params,
+                )
+                row = conn.execute(
+                    "SELECT raw IS NULL AND records = 0 FROM fsm_instances "
+                    "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s "
+                    "FOR UPDATE",
+                    params,
+                ).fetchone()
+                if not row or not row[0]:
+                    return False
+                conn.execute(
+                    "UPDATE fsm_instances SET raw = %(raw)s, version = version + 1, "
+                    "state = %(state)s, status = %(status)s, runnable = %(runnable)s, "
+                    "records = %(count)s, queue = %(queue)s, creator = %(creator)s, "
+                    "modified = clock_timestamp() "
+                    "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s",
+                    params,
+                )
+                conn.execute(
+                    "INSERT INTO fsm_journal (space, machine, id, position, line) "
+                    "SELECT %(space)s, %(machine)s, %(id)s, l.n, l.line "
+                    "FROM unnest(%(lines)s::text[]) WITH ORDINALITY AS l(line, n)",
+                    params,
+                )
+                conn.execute(f"SELECT pg_notify('{CHANGES}', %(key)s)", params)
+            return True
+
+        self._known.pop(instance_id, None)
+        return bool(self._in_own_transaction(put))
+
+    def export_instance(self, instance_id: str) -> tuple[bytes, list[str]] | None:
+        """The document's bytes and the journal's lines (None: no document)."""
+        raw = self.read_bytes(instance_id)
+        if raw is None:
+            return None
+        return raw, [line for _, line in self.journal(instance_id).lines()]
+
+
+def _bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    return bytes(value)
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
