@@ -83,6 +83,27 @@ JS_CURRENT_STATE = """() => {
   return null;
 }"""
 STATUS = "() => document.querySelector('#status').textContent"
+DRIVER = "() => document.getElementById('driver').textContent"
+JS_ROWS = """() => [...document.querySelectorAll('#journal tr')].map(
+  (row) => [...row.cells].map((cell) => cell.textContent))"""
+"""The journal's rows, newest first, each the text of its cells (time, kind, event, move,
+changed, actions, actor, duration, reason): textContent, which does not depend on layout."""
+JS_CHANGED = """() => [...document.querySelectorAll('#journal tr.kind-transition ul.changes')]
+  .map((list) => list.textContent)"""
+JS_DOCUMENT_VALUE = """(key) => {
+  for (const line of document.querySelectorAll('#document > details > div > .json-line')) {
+    const label = line.querySelector('.json-key');
+    if (label && label.textContent === key + ': ') return line.lastChild.textContent;
+  }
+  return null;
+}"""
+JS_ROW_LINE = """(text) => {
+  for (const row of document.querySelectorAll('#journal tr')) {
+    if (row.cells[4] && row.cells[4].textContent.includes(text)) return Number(row.dataset.line);
+  }
+  return null;
+}"""
+TRAVEL_SHOWN = "() => !document.getElementById('travel').hidden"
 JS_VISITS = """(state) => {
   for (const node of document.querySelectorAll('#diagram svg g.node')) {
     if (node.querySelector('title').textContent !== state) continue;
@@ -221,12 +242,8 @@ def test_instance_page_follows_a_run_and_controls_it(
         page.wait_for_selector("#control-pause", timeout=WAIT_MS)
         assert buttons(page) == ["Pause", "Stop"]
         # Who drives it: the run's heartbeat; each journal row says what its step changed.
-        driver = "() => document.getElementById('driver').innerText"
-        wait_until(page, driver, lambda text: text.startswith("driven by run (pid "))
-        changed = page.eval_on_selector_all(
-            "#journal tr.kind-transition ul.changes", "lists => lists.map(l => l.innerText)"
-        )
-        assert any("~ /count = " in text for text in changed), changed[:3]
+        wait_until(page, DRIVER, lambda text: text.startswith("driven by run (pid "))
+        wait_until(page, JS_CHANGED, lambda lists: any("~ /count = " in t for t in lists))
         shot(page, "instance")
         page.click("#control-pause")
         assert run.wait(timeout=30) == 5
@@ -235,11 +252,18 @@ def test_instance_page_follows_a_run_and_controls_it(
             run.kill()
         run.communicate()
     wait_until(page, STATUS, "paused")
-    wait_until(page, driver, lambda text: text.startswith("nobody is driving this instance"))
+    nobody = wait_until(
+        page, DRIVER, lambda text: text.startswith("nobody is driving this instance")
+    )
+    assert nobody.endswith(f"run {COUNTER} slow would"), nobody
     page.wait_for_selector("#control-resume", timeout=WAIT_MS)
     assert buttons(page) == ["Start", "Resume", "Stop"]
-    rows = page.eval_on_selector_all("#journal tr", "rows => rows.map(r => r.innerText)")
-    assert any("\tpause\t" in row and "\tserve\t" in row for row in rows[:5]), rows[:5]
+    # The pause is journaled as the server's (its actor is serve, whatever the client says).
+    rows = wait_until(
+        page, JS_ROWS, lambda rows: any(r[2] == "pause" and r[6] == "serve" for r in rows[:5])
+    )
+    pause = next(row for row in rows if row[2] == "pause")
+    assert pause[3] == "running → paused", pause
     shot(page, "instance-paused")
     page.click("#control-resume")
     wait_until(page, STATUS, "running")
@@ -248,6 +272,81 @@ def test_instance_page_follows_a_run_and_controls_it(
     instance = Workspace(workspace).instance(load_machine(COUNTER), "slow")
     assert instance.load().status == "running"
     ControlPlane(instance).apply("stop", reason="test over")
+
+
+def test_a_journal_row_shows_the_instance_as_of_that_step(page: Page, server: ServeProcess) -> None:
+    """Clicking a journal row shows the document and the diagram as of that step (rebuilt and
+    checked against the recorded hash), kept in the address so that the link opens the same
+    view; shift-clicking another row shows the changes between the two (and the later one);
+    Back to now shows the current document and diagram again."""
+    page.goto(f"{server.base}/instances/counter/finished")
+    wait_until(page, JS_CURRENT_STATE, "done")
+    assert page.evaluate(JS_DOCUMENT_VALUE, "count") == "2"
+    first = wait_until(page, JS_ROW_LINE, lambda line: line is not None, "~ /count = 1")
+    second = page.evaluate(JS_ROW_LINE, "~ /count = 2")
+    assert second is not None and second > first
+    page.click(f"#journal tr[data-line='{first}'] td:nth-child(4)")
+    wait_until(page, TRAVEL_SHOWN, True)
+    wait_until(page, JS_DOCUMENT_VALUE, "1", "count")
+    wait_until(page, JS_CURRENT_STATE, "counting")
+    assert page.inner_text("#travel-line") == str(first)
+    assert page.text_content("#travel-check") == (
+        "rebuilt from the journal's changes; it has the recorded hash"
+    )
+    assert page.text_content("#diagram-when") == f"as of line {first}"
+    assert f"line={first}" in page.url
+    # The changes from the step before it are listed with it.
+    assert "~ /count = 1" in (page.text_content("#travel-changes") or "")
+    page.click(f"#journal tr[data-line='{second}'] td:nth-child(4)", modifiers=["Shift"])
+    wait_until(
+        page,
+        "() => document.getElementById('travel-changes').textContent",
+        lambda text: (
+            text.startswith(f"Changes from line {first} to line {second}")
+            and "~ /count = 2" in text
+        ),
+    )
+    wait_until(page, JS_DOCUMENT_VALUE, "2", "count")  # the later of the two is shown
+    assert page.inner_text("#travel-line") == str(second)
+    assert page.evaluate("window.getSelection().toString()") == ""
+    shot(page, "instance-time-travel")
+    # The link opens the same view.
+    page.goto(f"{server.base}/instances/counter/finished?line={first}")
+    wait_until(page, TRAVEL_SHOWN, True)
+    wait_until(page, JS_DOCUMENT_VALUE, "1", "count")
+    wait_until(page, JS_CURRENT_STATE, "counting")
+    page.click("#travel-back")
+    wait_until(page, TRAVEL_SHOWN, False)
+    wait_until(page, JS_DOCUMENT_VALUE, "2", "count")
+    wait_until(page, JS_CURRENT_STATE, "done")
+    assert "line=" not in page.url
+
+
+def test_instances_are_searched_and_filtered_from_the_address(
+    page: Page, server: ServeProcess
+) -> None:
+    """Words typed in the search narrow the list to the instances whose id, title or reason
+    hold them, the outcome filter to those that ended so; every filter is kept in the address,
+    and an address with filters opens the page filtered; Clear shows everything again."""
+    page.wait_for_selector("tr[data-id='broken']", timeout=WAIT_MS)
+    page.fill("#filter-q", "parser")
+    rows = "() => [...document.querySelectorAll('#rows tr')].map((r) => r.dataset.id || null)"
+    wait_until(page, rows, ["loop-v2-20260101T000000-0a1b2c3d"])
+    wait_until(page, "() => location.search", "?q=parser")
+    page.fill("#filter-q", "")
+    page.select_option("#filter-outcome", "failure")
+    # The slow counter may have been stopped (a failure) by an earlier test.
+    wait_until(page, rows, lambda ids: "broken" in ids and set(ids) <= {"broken", "slow"})
+    assert "outcome=failure" in page.url
+    page.goto(f"{server.base}/?machine=counter&outcome=success")
+    wait_until(page, rows, ["finished"])
+    assert page.input_value("#filter-outcome") == "success"
+    assert page.input_value("#filter-machine") == "counter"
+    page.goto(f"{server.base}/?q=nothing-has-this")
+    wait_until(page, "() => document.getElementById('rows').textContent", "No instance matches.")
+    page.click("#filter-clear")
+    wait_until(page, "() => document.querySelectorAll('#rows tr[data-id]').length", 4)
+    assert page.evaluate("location.search") == ""
 
 
 def test_machine_page_renders_its_diagram(page: Page, server: ServeProcess) -> None:

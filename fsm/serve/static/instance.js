@@ -175,7 +175,10 @@ function journalRow(record, line) {
   if (travel && line === travel.from) classes.push("compared");
   const pick = (event) => {
     if (line === undefined || event.target.closest("details, a")) return;
-    const shown = event.shiftKey && travel ? travelTo(travel.line, line) : travelTo(line, previousLine(line));
+    // Shift: the changes between the step shown and this one, the later of the two shown.
+    const shown = event.shiftKey && travel && travel.line !== line
+      ? travelTo(Math.max(travel.line, line), Math.min(travel.line, line))
+      : travelTo(line, previousLine(line));
     shown.catch(showError);
   };
   return el("tr", {
@@ -184,6 +187,7 @@ function journalRow(record, line) {
     tabindex: 0,
     title: "the document and the diagram as of this step (shift-click: the changes since the selected one)",
     onclick: pick,
+    onmousedown: (event) => { if (event.shiftKey) event.preventDefault(); }, // no text selected
     onkeydown: (event) => { if (event.key === "Enter") pick(event); },
   },
     el("td", {}, when(record.time)),
