@@ -9,6 +9,7 @@ Screenshots of each page are written to ``$FSM_SCREENSHOTS`` (default: ``build/s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -347,6 +348,74 @@ def test_instances_are_searched_and_filtered_from_the_address(
     page.click("#filter-clear")
     wait_until(page, "() => document.querySelectorAll('#rows tr[data-id]').length", 4)
     assert page.evaluate("location.search") == ""
+
+
+def test_the_driver_line_shows_the_action_in_progress_and_its_age(
+    page: Page, server: ServeProcess, workspace: Path
+) -> None:
+    """While a run's action is under way the driver line names it and how long it has run,
+    the seconds growing without a reload; when the run ended, the line says nothing drives it."""
+    instance = Workspace(workspace).instance(load_machine(COUNTER), "long")
+    instance.create({"limit": 1})
+    page.goto(f"{server.base}/instances/counter/long")
+    wait_until(page, DRIVER, lambda text: text.startswith("nobody is driving this instance"))
+    argv = ["-C", str(workspace), "-o", "delay=6", "run", str(COUNTER), "long", "-q"]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "fsm", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=fsm_env(),
+    )
+    try:
+        pattern = re.compile(r"driven by run \(pid (\d+) on .+\), action increment for (\d+) s$")
+        first = wait_until(page, DRIVER, lambda text: pattern.match(text) is not None)
+        found = pattern.match(first)
+        assert found is not None
+        assert int(found.group(1)) == run.pid
+        wait_until(
+            page,
+            DRIVER,
+            lambda text: (
+                (now := pattern.match(text)) is not None and int(now.group(2)) > int(found.group(2))
+            ),
+        )
+        shot(page, "instance-driver")
+        assert run.wait(timeout=60) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.communicate()
+    wait_until(page, DRIVER, "ended: nothing to drive")
+
+
+def test_resume_on_the_page_is_driven_by_a_server_that_drives(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """With ``fsm serve --drive`` and nothing else running, a paused instance is left alone and
+    the page says the server drives it once runnable; Resume on the page makes the server drive
+    it (the driver line names serve) to its end."""
+    (tmp_path / "fsm.toml").write_text("[machine.counter]\ndelay = 0.5\n")
+    instance = Workspace(tmp_path).instance(load_machine(COUNTER), "by-server")
+    instance.create({"limit": 4})
+    ControlPlane(instance).apply("start")
+    ControlPlane(instance).apply("pause", reason="not yet")
+    serve = launch_serve(tmp_path, str(COUNTER), "--drive")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        opened = context.new_page()
+        opened.goto(serve.url)
+        opened.goto(f"{serve.base}/instances/counter/by-server")
+        wait_until(opened, STATUS, "paused")
+        wait_until(opened, DRIVER, lambda text: "this server (fsm serve --drive) drives it" in text)
+        opened.click("#control-resume")
+        wait_until(opened, DRIVER, lambda text: text.startswith("driven by serve (pid "))
+        wait_until(opened, JS_CURRENT_STATE, "done")
+        wait_until(opened, DRIVER, "ended: nothing to drive")
+    finally:
+        context.close()
+        stop_serve(serve.process)
+    assert instance.load().data["count"] == 4
 
 
 def test_machine_page_renders_its_diagram(page: Page, server: ServeProcess) -> None:

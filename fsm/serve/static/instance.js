@@ -64,6 +64,22 @@ function showDriver(info) {
 }
 
 let shownInfo = null;
+
+// A heartbeat changes without the document changing (an action starts, a run is killed), so
+// the change feed does not tell it: while the instance has not ended its status is asked again
+// every few seconds (not while the tab is hidden), and the action's age counts up every second.
+const DRIVER_POLL_MS = 2000;
+function watchDriver() {
+  setInterval(() => { if (shownInfo && shownInfo.driver) showDriver(shownInfo); }, 1000);
+  setInterval(async () => {
+    if (!shownInfo || shownInfo.final || document.hidden) return;
+    try {
+      showStatus(await api(base));
+    } catch {
+      // the live feed's next reload shows the error
+    }
+  }, DRIVER_POLL_MS);
+}
 // The action's duration counts up between updates.
 setInterval(() => { if (shownInfo && shownInfo.driver) showDriver(shownInfo); }, 1000);
 
@@ -335,6 +351,7 @@ async function start() {
     const from = params.get("from");
     travel = { line: Number(params.get("line")), from: from ? Number(from) : null };
   }
+  watchDriver();
   live({ machine, instance: id }, async () => {
     await reload();
     if (travel && byId("travel").hidden) await travelTo(travel.line, travel.from); // opened with ?line=
