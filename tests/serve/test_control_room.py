@@ -332,3 +332,52 @@ def test_live_answers_fit_the_openapi_document(api: Api) -> None:
         )
         jsonschema.Draft202012Validator(resolver_schema, registry=registry).validate(answer.json())
     assert api.client.get("/api/instances?status=faild").status_code == 400
+
+
+def _fits(spec: dict[str, Any], template: str, method: str, answer: Any) -> None:
+    """``answer``'s status is one the document lists for the route, and its body validates
+    against that status's schema."""
+    registry = Registry().with_resource("urn:spec", DRAFT202012.create_resource(spec))
+    responses = spec["paths"][template][method]["responses"]
+    assert str(answer.status_code) in responses, (template, answer.status_code, answer.text)
+    schema = responses[str(answer.status_code)]["content"]["application/json"]["schema"]
+    linked = json.loads(json.dumps(schema).replace('"#/components/', '"urn:spec#/components/'))
+    jsonschema.Draft202012Validator(linked, registry=registry).validate(answer.json())
+
+
+def test_live_changes_and_refusals_fit_the_openapi_document(api: Api) -> None:
+    """The answers of creates and control commands, accepted and refused (an id taken, a wrong
+    token, an actor named, a command not legal now, an unknown machine, a body over the limit,
+    another origin), have
+    statuses the OpenAPI document lists and bodies its schemas accept."""
+    spec = api.client.get("/api/openapi.json").json()
+    create = "/api/instances/{machine}"
+    command = "/api/instances/{machine}/{instance_id}/{command}"
+    answers = [
+        (create, api.post("/api/instances/counter", {"id": "c1", "inputs": {"limit": 2}}), 201),
+        (create, api.post("/api/instances/counter", {"id": "c1", "inputs": {"limit": 2}}), 400),
+        (create, api.post("/api/instances/nope", {"inputs": {}}), 404),
+        (create, api.post("/api/instances/counter", {"inputs": {"limit": "x"}}), 400),
+        (
+            create,
+            api.post("/api/instances/counter", {"inputs": {"title": "x" * (2 << 20)}}),
+            413,
+        ),
+        (command, api.post("/api/instances/counter/c1/start", {"reason": "go"}), 200),
+        (command, api.post("/api/instances/counter/c1/resume"), 409),
+        (command, api.post("/api/instances/counter/c1/pause", {"actor": "mallory"}), 400),
+        (
+            command,
+            api.post("/api/instances/counter/c1/pause", Authorization="Bearer wrong"),
+            401,
+        ),
+        (
+            command,
+            api.post("/api/instances/counter/c1/pause", Origin="http://evil.example"),
+            403,
+        ),
+    ]
+    for template, answer, status in answers:
+        assert answer.status_code == status, (template, answer.text)
+        _fits(spec, template, "post", answer)
+    assert api.instance("c1").load().status == "running"
