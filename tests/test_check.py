@@ -602,7 +602,7 @@ def test_unknown_machine_name_is_unreadable_with_a_suggestion(
 ) -> None:
     """A name that is neither registered nor a path gives exit 2 and a "did you mean"."""
     entry = MachineEntry("counter", COUNTER / "machine.yaml", "test")
-    monkeypatch.setattr(discovery, "registered_machines", lambda: {"counter": entry})
+    monkeypatch.setattr(discovery, "_installed", lambda: ({"counter": entry}, {}))
     report = check_target("countr")
     assert report.exit_code == 2
     assert "did you mean 'counter'?" in report.findings[0].message
@@ -617,7 +617,7 @@ def test_check_all_checks_every_registered_machine(
         "counter": MachineEntry("counter", COUNTER / "machine.yaml", "test"),
         "other": MachineEntry("other", probe, "test"),
     }
-    monkeypatch.setattr(discovery, "registered_machines", lambda: entries)
+    monkeypatch.setattr(discovery, "_installed", lambda: (dict(entries), {}))
     reports = {r.target: r for r in check_all()}
     assert reports["counter"].exit_code == 0
     assert [f.check for f in reports["other"].findings] == ["registered-name"]

@@ -230,7 +230,7 @@ def test_every_problem_of_fsm_toml_is_reported_at_once(tmp_path: Path) -> None:
         load_config(workspace)
     assert str(caught.value) == (
         f"{workspace / 'fsm.toml'}: unknown table 'agents' "
-        "(use [machine.NAME], [agent.TOOL] or [store]); "
+        "(use [machine.NAME], [machines], [agent.TOOL] or [store]); "
         "[agent.codex] has unknown key 'comand'; "
         '[agent.codex] needs command = ["program", ..., "{prompt}"]; '
         "[agent.claude] command must be a non-empty list of strings"

@@ -4,9 +4,15 @@ only its queues."""
 
 from __future__ import annotations
 
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import COUNTER, Cli
+from tests.conftest import COUNTER, Cli, fsm_process
 
 C = str(COUNTER)
 
@@ -60,3 +66,39 @@ def test_a_bad_queue_name_is_refused_at_creation(cli: Cli) -> None:
     assert done.code == 2
     assert "is not a queue name" in done.err
     assert cli("ls", C, "--json").json() == []
+
+
+def test_an_instance_driven_twice_is_counted_once_by_its_last_run(cli: Cli, tmp_path: Path) -> None:
+    """A worker that drives an instance, sees it paused, and drives it again once resumed
+    (then stopped) prints a line per run, but its totals count one instance, ended as its last
+    run ended: 'drove 1 instances in 2 runs: 1 failed', not two instances."""
+    assert cli("new", C, "--id", "long", "--set", "limit=100000").code == 0
+    worker = fsm_process(tmp_path, "-o", "delay=0.01", "worker", C)
+    try:
+        assert worker.stdout is not None
+        _wait_for(lambda: _count(tmp_path) > 0)
+        assert cli("pause", C, "long").code == 0
+        first = worker.stdout.readline()
+        assert first.startswith("counter long: paused in state 'counting'"), first
+        assert cli("resume", C, "long").code == 0
+        _wait_for(lambda: _count(tmp_path) > int(first.split(" after ")[1].split()[0]))
+        assert cli("stop", C, "long").code == 0
+        second = worker.stdout.readline()
+        assert second.startswith("counter long: failed in state 'failed'"), second
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "fsm: worker drove 1 instances in 2 runs: 1 failed" in err
+
+
+def _count(workspace: Path) -> int:
+    document = json.loads((workspace / ".counters" / "long.json").read_text())
+    return int(document["count"])
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)

@@ -91,8 +91,9 @@ def _venv(folder: Path) -> Path:
 @pytest.mark.slow
 def test_the_command_blocks_run_as_written(tmp_path: Path) -> None:
     """In a copy of the example project, the tutorial's commands run in order: the machine is
-    checked, drawn and run by path, its tests and mypy pass, and after pip install it is listed
-    by fsm machines and run by name, completing with every file approved."""
+    checked, drawn and run by path, then by the name a workspace's [machines] gives it (and
+    listed by fsm ls), its tests and mypy pass, and after pip install it is listed by fsm
+    machines and run by name, completing with every file approved."""
     project = tmp_path / "review-queue"
     shutil.copytree(
         EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
@@ -126,7 +127,8 @@ def test_the_command_blocks_run_as_written(tmp_path: Path) -> None:
     assert "review_queue/machine.yaml: ok" in out
     assert (project / "diagrams" / "review-queue.svg").is_file()
     ran = re.findall(r"review-\S+: completed in state 'done' after 2 steps: (.*)", out)
-    assert ran == ["1 of 1 files approved", "1 of 1 files approved"]
+    assert ran == ["1 of 1 files approved"] * 3
+    assert re.search(r"^review-queue +review-\S+ +done", out, re.M)
     assert re.search(r"^\d+ passed", out, re.M)
     assert "Success: no issues found" in out
     assert re.search(r"^review-queue .*\[entry point review_queue\]$", out, re.M)

@@ -153,12 +153,16 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
     options = WorkerOptions(args.queues, args.jobs, args.max_steps, args.drain)
     results = work(workspace, machines, options, show)
+    # An instance driven more than once (paused, then resumed and claimed again) is counted
+    # once, by how its last run ended: the totals are instances, as fsm run --all's are.
+    last = {(result.machine, result.id): result for result in results}
     counts: dict[str, int] = {}
-    for result in results:
+    for result in last.values():
         counts[result.outcome] = counts.get(result.outcome, 0) + 1
     shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-    print(f"fsm: worker drove {len(results)} instances: {shown or 'none'}", file=sys.stderr)
-    return exit_code(results) if args.drain else 0
+    runs = f" in {len(results)} runs" if len(results) != len(last) else ""
+    print(f"fsm: worker drove {len(last)} instances{runs}: {shown or 'none'}", file=sys.stderr)
+    return exit_code(list(last.values())) if args.drain else 0
 
 
 def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from fsm.base.errors import FsmError
@@ -159,7 +160,14 @@ def _dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
     verbose = values.get("verbose", 0)
     level = values.get("log_level") or {0: "warning", 1: "info"}.get(verbose, "debug")
     configure(values.get("log_format", "console"), level)
-    return COMMANDS[args.command].handler(args, values)
+    # Machine names include the workspace's own ([machines] in its fsm.toml).
+    from fsm.model.discovery import use_workspace
+
+    use_workspace(Path(values.get("workspace") or "."))
+    try:
+        return COMMANDS[args.command].handler(args, values)
+    finally:
+        use_workspace(None)  # main() called in-process again may work in another workspace
 
 
 _VALUED = frozenset({"-C", "--workspace", "--log-format", "--log-level", "-o", "--option"})

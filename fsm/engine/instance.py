@@ -81,8 +81,9 @@ class Workspace:
         self._storage = storage
 
     def machine(self, name: str) -> Machine:
-        """The machine named (or at path) ``name``."""
-        return open_machine(name)
+        """The machine named (or at path) ``name``: installed, or named in this workspace's
+        ``[machines]``."""
+        return open_machine(name, self.path)
 
     def options_for(self, machine: Machine) -> BaseModel:
         """The validated options of ``machine`` in this workspace.

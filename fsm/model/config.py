@@ -3,11 +3,12 @@
 ``fsm.toml`` in the workspace may hold ``[machine.<name>]`` option tables,
 ``[agent.<tool>]`` tables (``command`` and optional ``analysis_command``, argv lists in which
 ``{prompt}`` becomes the prompt as one argument, and optional ``output``: what the agent prints,
-``text`` unless it names one of the JSON formats of :data:`fsm.process.agents.OUTPUT_FORMATS`) and a
-``[store]`` table (``name``: the store that keeps the instances, and that store's own settings:
-:mod:`fsm.store.selection`). Options are layered: the machine's option model defaults, then its
-fsm.toml table, then ``-o KEY=VALUE``; the result is validated by the machine's options model, and
-every problem is reported in one error.
+``text`` unless it names one of the JSON formats of :data:`fsm.process.agents.OUTPUT_FORMATS`), a
+``[machines]`` table (the workspace's own machines: a name for each machine file, a path relative
+to the workspace: :mod:`fsm.model.discovery`) and a ``[store]`` table (``name``: the store that
+keeps the instances, and that store's own settings: :mod:`fsm.store.selection`). Options are
+layered: the machine's option model defaults, then its fsm.toml table, then ``-o KEY=VALUE``; the
+result is validated by the machine's options model, and every problem is reported in one error.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class WorkspaceConfig:
     agents: Mapping[str, AgentCommand] = field(default_factory=dict)
     store: Mapping[str, Any] = field(default_factory=dict)
     """The ``[store]`` table (see :mod:`fsm.store.selection`)."""
+    definitions: Mapping[str, str] = field(default_factory=dict)
+    """The ``[machines]`` table: machine names and the paths of their files (or folders)."""
 
 
 def load_config(workspace: Path) -> WorkspaceConfig:
@@ -76,10 +79,12 @@ def load_config(workspace: Path) -> WorkspaceConfig:
         raise OptionsError(f"{path}: cannot read: {exc}") from exc
     data = _parse_toml(path, text)
     problems: list[str] = []
-    unknown = sorted(set(data) - {"machine", "agent", "store"})
+    unknown = sorted(set(data) - {"machine", "machines", "agent", "store"})
     problems += [
-        f"unknown table '{name}' (use [machine.NAME], [agent.TOOL] or [store])" for name in unknown
+        f"unknown table '{name}' (use [machine.NAME], [machines], [agent.TOOL] or [store])"
+        for name in unknown
     ]
+    definitions = _definitions(data.get("machines", {}), problems)
     machines = data.get("machine", {})
     if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
         problems.append("[machine.NAME] entries must be tables")
@@ -108,7 +113,34 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     if problems:
         # every problem of the file at once, so that one edit fixes them all
         raise OptionsError(f"{path}: " + "; ".join(problems))
-    return WorkspaceConfig(machines, agents, store)
+    return WorkspaceConfig(machines, agents, store, definitions)
+
+
+_MACHINE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+def _definitions(table: Any, problems: list[str]) -> dict[str, str]:
+    """The ``[machines]`` table's names and paths; its problems are added to ``problems``."""
+    if not isinstance(table, dict):
+        problems.append('[machines] must be a table of names and paths (counter = "machine.yaml")')
+        return {}
+    found: dict[str, str] = {}
+    for name, where in table.items():
+        if isinstance(where, dict):
+            problems.append(
+                f"[machines] {name} must be the path of a machine file "
+                f"(a machine's options go in [machine.{name}])"
+            )
+        elif not isinstance(where, str) or not where or "\0" in where:
+            problems.append(f"[machines] {name} must be the path of a machine file (a string)")
+        elif not _MACHINE_NAME.fullmatch(name):
+            problems.append(
+                f"[machines] '{name}' is not a machine name (a letter, then letters, digits, "
+                "'-' or '_')"
+            )
+        else:
+            found[name] = where
+    return found
 
 
 def _parse_toml(path: Path, text: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Finding machines: registered ones (bundled or third-party), and machine files named by path.
+"""Finding machines: registered ones (bundled, third-party, or the workspace's own), and machine
+files named by path.
 
 Every registered machine, the three bundled with fsm included, is an entry point in the
 ``fsm.machines`` group whose name is the machine name and whose object is the module (or
@@ -6,6 +7,17 @@ package) holding ``machine.yaml`` beside it, or the path of the machine file its
 
     [project.entry-points."fsm.machines"]
     my-machine = "my_package.my_machine"
+
+A workspace may also name machine files of its own in ``fsm.toml``, so that they are known by
+name like installed ones (``fsm new counter``, and ``fsm ls``, ``fsm run --all``, ``fsm worker``
+and ``fsm serve`` include them)::
+
+    [machines]
+    counter = "machines/counter/machine.yaml"   # or the folder holding machine.yaml
+
+The command line looks them up in the workspace it works in (:func:`use_workspace`); the Python
+API passes ``workspace=``. Such a name never shadows another: one that an installed machine
+already has is refused where it is used, like two entry points of one name.
 
 The engine imports no machine package itself: it only follows entry points.
 """
@@ -23,7 +35,14 @@ from fsm.base.errors import DefinitionError, UnknownMachineError
 if TYPE_CHECKING:  # finding a machine needs neither pydantic nor the machine's module
     from fsm.model.machine import Machine
 
-__all__ = ["MachineEntry", "find_machine", "open_machine", "registered_machines"]
+__all__ = [
+    "MachineEntry",
+    "find_machine",
+    "open_machine",
+    "registered_machines",
+    "use_workspace",
+    "workspace_machines",
+]
 
 ENTRY_POINT_GROUP = "fsm.machines"
 
@@ -37,22 +56,69 @@ class MachineEntry:
     source: str
 
 
-def registered_machines() -> dict[str, MachineEntry]:
-    """Every registered machine by name: fsm's own entry points first, then the others.
+_CURRENT: list[Path] = []
+"""The workspace whose ``[machines]`` the lookups see when none is given (set by the CLI)."""
+
+
+def use_workspace(path: Path | None) -> None:
+    """Make ``path``'s ``[machines]`` part of every lookup that names no workspace (the command
+    line's ``-C``); None forgets it."""
+    _CURRENT[:] = [] if path is None else [path]
+
+
+def workspace_machines(workspace: Path | None = None) -> dict[str, MachineEntry]:
+    """The machines ``workspace``'s fsm.toml names in ``[machines]`` (the current workspace's when
+    None), their paths resolved against the workspace; OptionsError when fsm.toml is bad."""
+    if workspace is None:
+        if not _CURRENT:
+            return {}
+        workspace = _CURRENT[0]
+    from fsm.model.config import load_config
+
+    root = workspace.resolve()
+    config = load_config(root)
+    found: dict[str, MachineEntry] = {}
+    for name, where in config.definitions.items():
+        path = root / where
+        if path.suffix not in {".yaml", ".yml"}:
+            path = path / "machine.yaml"
+        found[name] = MachineEntry(name, path, f"workspace ({root / 'fsm.toml'} [machines])")
+    return found
+
+
+def registered_machines(workspace: Path | None = None) -> dict[str, MachineEntry]:
+    """Every registered machine by name: fsm's own entry points first, then the others, then
+    the workspace's ``[machines]`` (see :func:`workspace_machines`).
 
     A name is never taken by two machines. An entry point naming a bundled machine is ignored
-    (a plugin cannot replace ``ccw-loop`` behind the user's back); a name that two other
-    distributions register is refused where it is used. :func:`name_clashes` says both.
+    (a plugin cannot replace ``ccw-loop`` behind the user's back), and so is a workspace
+    machine named like an installed one; a name that two other distributions register is
+    refused where it is used. :func:`name_clashes` says each.
     """
-    return _registered()[0]
+    return _registered(workspace)[0]
 
 
-def name_clashes() -> dict[str, str]:
+def name_clashes(workspace: Path | None = None) -> dict[str, str]:
     """Each machine name registered more than once, with what happens to it (one line)."""
-    return _registered()[1]
+    return _registered(workspace)[1]
 
 
-def _registered() -> tuple[dict[str, MachineEntry], dict[str, str]]:
+def _registered(workspace: Path | None) -> tuple[dict[str, MachineEntry], dict[str, str]]:
+    found, clashes = _installed()
+    for name, entry in workspace_machines(workspace).items():
+        if name in found:
+            # The installed machine keeps its name; fsm machines and fsm check say why the
+            # workspace's is not used.
+            clashes[name] = (
+                f"machine '{name}' of {entry.source} has the name of an installed machine "
+                f"({found[name].source}) and is not used: give it another name"
+            )
+        elif name not in clashes:
+            found[name] = entry
+    return found, clashes
+
+
+def _installed() -> tuple[dict[str, MachineEntry], dict[str, str]]:
     own = _own_points()
     points: dict[str, dict[str, importlib.metadata.EntryPoint]] = {}
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -115,8 +181,9 @@ def _entry_path(entry: importlib.metadata.EntryPoint) -> Path:
     )
 
 
-def find_machine(target: str) -> MachineEntry:
-    """The machine named ``target``, or the machine file at path ``target``.
+def find_machine(target: str, workspace: Path | None = None) -> MachineEntry:
+    """The machine named ``target`` (see :func:`registered_machines`), or the machine file at
+    path ``target``.
 
     Bundled names and ``.yaml`` paths are resolved without reading (and importing) the
     third-party entry points: a machine name has no ``.``, so no registered machine can be
@@ -128,10 +195,10 @@ def find_machine(target: str) -> MachineEntry:
     path = Path(target)
     if path.suffix in {".yaml", ".yml"}:
         return _machine_file(path)
-    machines = registered_machines()
+    machines, clashes = _registered(workspace)
     if target in machines:
         return machines[target]
-    clash = name_clashes().get(target)
+    clash = clashes.get(target)
     if clash is not None:
         raise DefinitionError(target, [clash])
     if path.is_dir():
@@ -153,11 +220,13 @@ def _machine_file(path: Path) -> MachineEntry:
 _CACHE: dict[Path, Machine] = {}
 
 
-def open_machine(target: str) -> Machine:
+def open_machine(target: str, workspace: Path | None = None) -> Machine:
     """Load the machine named (or at) ``target``, once per process."""
     from fsm.model.machine import load_machine
 
-    entry = find_machine(target)
+    entry = find_machine(target, workspace)
+    if entry.source != str(entry.path) and not entry.path.is_file():
+        raise UnknownMachineError(f"machine '{entry.name}' of {entry.source}: no file {entry.path}")
     key = entry.path.resolve()
     if key not in _CACHE:
         expected = entry.name if entry.source != str(entry.path) else None

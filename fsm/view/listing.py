@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fsm.base import jsonio
 from fsm.base.clock import iso_utc
-from fsm.base.errors import OptionsError
+from fsm.base.errors import FsmError, OptionsError
 from fsm.engine.driving import belongs_to
 from fsm.view.terminal import one_line
 
@@ -121,8 +121,8 @@ def one_per_document(rows: list[Row], where: list[str]) -> list[Row]:
     return [row for index, row in enumerate(rows) if index not in dropped]
 
 
-def options_error_row(machine: str, exc: OptionsError) -> Row:
-    """The row standing for a machine whose options are bad."""
+def options_error_row(machine: str, exc: FsmError) -> Row:
+    """The row standing for a machine whose options are bad (or that does not load)."""
     return Row(ListedInstance(machine, "-", None, None, "", one_line(str(exc))), 0, None)
 
 
@@ -188,8 +188,6 @@ def _with_verdict(machine: Machine, row: ListedInstance, doc: Any) -> ListedInst
     if verdict is None:
         return row
     return replace(row, outcome="success" if verdict.success else "failure", reason=verdict.reason)
-
-
 
 
 def _checked(machine: Machine, data: dict[str, Any]) -> tuple[str | None, str | None, Any]:

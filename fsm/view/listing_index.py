@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fsm.base import cache
-from fsm.base.errors import OptionsError
+from fsm.base.errors import DefinitionError, FsmError, OptionsError, UnknownMachineError
 from fsm.model.discovery import MachineEntry, find_machine, open_machine
 from fsm.store import selection as stores
 from fsm.store.protocol import Layout
@@ -65,22 +65,23 @@ def list_indexed(
     rows: list[Row] = []
     workspace: Workspace | None = None
     for target in targets:
-        entry = find_machine(target)
+        try:
+            entry = find_machine(target)
+        except FsmError as exc:
+            _one_row(targets, rows, target, exc)
+            continue
         name = cache.digest(str(workspace_path), str(entry.path.resolve()), entry.name)
         store_name = os.environ.get(stores.ENVIRONMENT, "")
         key = cache.digest(FORMAT, sys.version, settings, store_name, *option_items)
         index = _Index.load(name, key)
         if index is None:
-            machine = open_machine(target)
             workspace = workspace or open_workspace()
             try:
+                machine = open_machine(target)
                 options = workspace.options_for(machine)
                 store = workspace.store_for(machine, options)
-            except OptionsError as exc:
-                if len(targets) == 1:
-                    raise
-                # One machine's bad options must not hide the other machines' instances.
-                rows.append(options_error_row(machine.name, exc))
+            except (OptionsError, UnknownMachineError, DefinitionError) as exc:
+                _one_row(targets, rows, target, exc)
                 continue
             layout = workspace.layout_for(machine, options)
             store_name = stores.chosen(workspace.config.store)[0]
@@ -92,6 +93,14 @@ def list_indexed(
         if index.changed:
             index.save(name)
     return newest_first(rows, status_filter)
+
+
+def _one_row(targets: list[str], rows: list[Row], target: str, exc: FsmError) -> None:
+    """A machine that does not load, or whose options are bad, is one row of a listing of
+    several machines (it must not hide the others' instances); alone, its error is raised."""
+    if len(targets) == 1:
+        raise exc
+    rows.append(options_error_row(target, exc))
 
 
 def _read_settings(workspace: Path) -> bytes:
