@@ -263,9 +263,9 @@ class Driver:
             self._say(run.key, f"not driven: {problem.removeprefix('fsm: error: ')}")
         elif code:
             self._say(run.key, f"its run ended with exit code {code}")
-        del self.running[run.key]
         if outcome is None or outcome in STILL_RUNNABLE:
             # Still runnable, or it could not run: not again until it changes, or for a while.
+            # (Noted before the run is forgotten: a change told meanwhile must find it skipped.)
             try:
                 mark = await asyncio.to_thread(self._mark, run.key)
             except (FsmError, OSError):
@@ -275,6 +275,7 @@ class Driver:
             # Paused, stopped or ended: runnable again only if changed since (a Resume just
             # after the run saw the pause is not lost).
             self.pending.setdefault(run.key)
+        del self.running[run.key]
         self._wake.set()
 
     def _say(self, key: Key, text: str) -> None:
