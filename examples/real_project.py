@@ -1,19 +1,29 @@
-"""ccw-loop on a real package: is what the loop says about it true?
+"""ccw-loop on real packages: is what the loop says about them true?
 
-Downloads a pinned sdist with its tests from PyPI (``inflection`` 0.5.1: one module, 455 tests
-that run in about a second), plants a bug in it, and runs a loop on a fresh copy per scenario
-with a stand-in fix agent (a small script configured in fsm.toml, as a real agent CLI is):
+Downloads pinned sdists with their tests from PyPI, plants a bug in each, and runs a loop on a
+fresh copy per scenario with a stand-in fix agent (a small script configured in fsm.toml, as a
+real agent CLI is). The packages are of different shapes:
 
-* ``fixer``: repairs the bug (the tests run through ``./run_tests.sh``, two pytest parts and
-  ``exit 1`` if either failed);
+* ``inflection`` 0.5.1: one module, 455 pytest tests that run in about a second;
+* ``toolz`` 1.0.0: a package whose bug only a doctest finds (``pytest --doctest-modules``);
+* ``more-itertools`` 10.5.0: unittest through its Makefile (``make test``), with doctests
+  that ``load_tests`` adds and that cannot be re-run alone by their ids.
+
+The agents:
+
+* ``fixer``: repairs the bug (inflection's tests run through ``./run_tests.sh``, two pytest
+  parts and ``exit 1`` if either failed);
 * ``idle``: says it fixed it and changes nothing;
 * ``hang``: repairs the bug, then hangs with a ``setsid`` child holding its output (killed at
-  ``task_timeout``, its edit validated).
+  ``task_timeout``, its edit validated);
+* ``doctest`` and ``unittest``: the fixer, on toolz and more-itertools; it repairs the bug only
+  when the fix prompt names the failing doctest, or gives unittest's real error message.
 
 After each loop the project's tests are run again, independently (pytest with a JUnit report of
-its own), and compared with what the loop says: its outcome (completed exactly when every test
-passes) and its last validation's counts. Prints one line per scenario and exits 1 when any
-disagrees, 3 when the package cannot be downloaded (the registry is not reachable)::
+its own, or unittest), and compared with what the loop says: its outcome (completed exactly
+when every test passes) and its last validation's counts. Prints one line per scenario and
+exits 1 when any disagrees, 3 when a package cannot be downloaded (the registry is not
+reachable)::
 
     python examples/real_project.py [--work DIR] [--scenario NAME ...]
 """
@@ -23,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -33,11 +44,58 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = "inflection"
-VERSION = "0.5.1"
-SHA256 = "1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417"
-BUG = ("    return word.replace('_', '-')", "    return word.replace('_', ' ')")
+
+@dataclass(frozen=True)
+class Package:
+    """A pinned sdist, the bug planted in it, and how its tests are run independently."""
+
+    name: str
+    version: str
+    sha256: str
+    module: str
+    """The file the bug is planted in, relative to the unpacked sdist."""
+    good: str
+    bad: str
+    check: tuple[str, ...]
+    """Arguments of ``python -m`` that run the tests independently: pytest (a JUnit report is
+    added) or unittest (its report is read)."""
+
+    @property
+    def folder(self) -> str:
+        """The sdist's top folder."""
+        return f"{self.name}-{self.version}"
+
+
+INFLECTION = Package(
+    "inflection",
+    "0.5.1",
+    "1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417",
+    "inflection/__init__.py",
+    "    return word.replace('_', '-')",
+    "    return word.replace('_', ' ')",
+    ("pytest", "-q", "-p", "no:cacheprovider"),
+)
 """``dasherize`` turns underscores into spaces instead of dashes: 2 of 455 tests fail."""
+TOOLZ = Package(
+    "toolz",
+    "1.0.0",
+    "2c86e3d9a04798ac556793bced838816296a2f085017664e4995cb40a1047a02",
+    "toolz/itertoolz.py",
+    "    return dict(d)\n\n\ndef reduceby",
+    "    return d\n\n\ndef reduceby",
+    ("pytest", "-q", "-p", "no:cacheprovider", "--doctest-modules", "toolz"),
+)
+"""``frequencies`` returns its defaultdict: only the doctest of ``countby`` fails (1 of 257)."""
+MORE_ITERTOOLS = Package(
+    "more-itertools",
+    "10.5.0",
+    "5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6",
+    "more_itertools/more.py",
+    "    return sum(compress(repeat(1), zip(iterable)))\n",
+    "    return sum(compress(repeat(1), zip(iterable))) + 1\n",
+    ("unittest",),
+)
+"""``ilen`` counts one too many: 9 of 817 tests fail, two of them doctests."""
 TASK_TIMEOUT = 5
 BOUND = 120.0
 """Seconds a scenario may take at most (the hanging agent's limit is TASK_TIMEOUT)."""
@@ -45,11 +103,14 @@ BOUND = 120.0
 FIXER = """\
 import sys
 from pathlib import Path
-if "dasherize" in sys.argv[1]:
-    module = Path("inflection/__init__.py")
+if {needs!r} in sys.argv[1]:
+    module = Path({module!r})
     module.write_text(module.read_text().replace({bug!r}, {good!r}))
-print("fixed dasherize")
+    print("fixed it")
+else:
+    print("the prompt does not say what fails; I changed nothing")
 """
+"""Repairs the bug when the prompt holds the scenario's words (what a real agent needs to know)."""
 IDLE = """\
 print("I looked at it: it is fixed now")
 """
@@ -68,11 +129,16 @@ python -m pytest -q -p no:cacheprovider -k "not dasherize" test_inflection.py; a
 python -m pytest -q -p no:cacheprovider -k dasherize test_inflection.py; b=$?
 exit $((a | b))
 """
+PYTEST = "python -m pytest -q -p no:cacheprovider"
 SCENARIOS = {
-    "fixer": (FIXER, "./run_tests.sh"),
-    "idle": (IDLE, "python -m pytest -q -p no:cacheprovider"),
-    "hang": (HANG, "python -m pytest -q -p no:cacheprovider"),
+    "fixer": (INFLECTION, FIXER, "./run_tests.sh", "dasherize"),
+    "idle": (INFLECTION, IDLE, PYTEST, ""),
+    "hang": (INFLECTION, HANG, PYTEST, ""),
+    "doctest": (TOOLZ, FIXER, f"{PYTEST} --doctest-modules toolz", "toolz.recipes.countby"),
+    "unittest": (MORE_ITERTOOLS, FIXER, "make test", "AssertionError: 12 != 11"),
 }
+"""Scenario: package, agent, test command, and the words the fix prompt must hold for the agent
+to repair the bug (the failing test's name, or its real error message)."""
 
 
 class Unavailable(RuntimeError):
@@ -103,21 +169,23 @@ class Seen:
     def __str__(self) -> str:
         counts = self.loop_counts or {}
         return (
-            f"{self.scenario:<6} loop: {self.outcome} (exit {self.exit_code}, "
+            f"{self.scenario:<8} loop: {self.outcome} (exit {self.exit_code}, "
             f"{counts.get('passed')} passed, {counts.get('failed')} failed, "
-            f"{self.seconds:.0f}s) | pytest alone: {self.passed} passed, {self.failed} failed | "
+            f"{self.seconds:.0f}s) | tests alone: {self.passed} passed, {self.failed} failed | "
             f"{'agree' if self.agrees else 'DISAGREE'}\n    {self.line}"
         )
 
 
-def download(folder: Path) -> Path:
-    """The pinned sdist in ``folder`` (downloaded once, checked against its hash)."""
+def download(folder: Path, package: Package = INFLECTION) -> Path:
+    """The pinned sdist of ``package`` in ``folder`` (downloaded once, checked against its
+    hash)."""
     folder.mkdir(parents=True, exist_ok=True)
-    archive = folder / f"{PACKAGE}-{VERSION}.tar.gz"
+    archive = folder / f"{package.folder}.tar.gz"
+    pinned = f"{package.name}=={package.version}"
     if not archive.is_file():
         pip = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps"]
         done = subprocess.run(
-            [*pip, "--disable-pip-version-check", "-d", str(folder), f"{PACKAGE}=={VERSION}"],
+            [*pip, "--disable-pip-version-check", "-d", str(folder), pinned],
             check=False,
             capture_output=True,
             text=True,
@@ -125,28 +193,29 @@ def download(folder: Path) -> Path:
         )
         if done.returncode != 0 or not archive.is_file():
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise Unavailable(f"cannot download {PACKAGE}=={VERSION} from PyPI: {last}")
+            raise Unavailable(f"cannot download {pinned} from PyPI: {last}")
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    if digest != SHA256:
-        raise Unavailable(f"{archive.name} has sha256 {digest}, not the pinned {SHA256}")
+    if digest != package.sha256:
+        raise Unavailable(f"{archive.name} has sha256 {digest}, not the pinned {package.sha256}")
     return archive
 
 
 def prepare(archive: Path, root: Path, scenario: str) -> Path:
     """A fresh copy of the project with the bug planted, under git, with the agent and fsm.toml."""
+    package, agent_code, test_command, needs = SCENARIOS[scenario]
     with tempfile.TemporaryDirectory() as unpacked:
         with tarfile.open(archive) as tar:
             tar.extractall(unpacked, filter="data")
         workspace = root / scenario
         shutil.rmtree(workspace, ignore_errors=True)
-        shutil.copytree(Path(unpacked) / f"{PACKAGE}-{VERSION}", workspace)
-    module = workspace / "inflection" / "__init__.py"
+        shutil.copytree(Path(unpacked) / package.folder, workspace)
+    module = workspace / package.module
     text = module.read_text()
-    assert BUG[0] in text, "the pinned package changed: the planted bug has nowhere to go"
-    module.write_text(text.replace(*BUG))
-    agent_code, test_command = SCENARIOS[scenario]
+    assert package.good in text, "the pinned package changed: the planted bug has nowhere to go"
+    module.write_text(text.replace(package.good, package.bad))
     agent = root / f"{scenario}_agent.py"
-    agent.write_text(agent_code.format(bug=BUG[1], good=BUG[0]))
+    code = agent_code.format(module=package.module, bug=package.bad, good=package.good, needs=needs)
+    agent.write_text(code)
     runner = workspace / "run_tests.sh"
     runner.write_text(RUN_TESTS)
     runner.chmod(0o755)
@@ -154,9 +223,9 @@ def prepare(archive: Path, root: Path, scenario: str) -> Path:
         json.dumps(
             {
                 "task_id": "compile",
-                "description": "Byte-compile the package",
+                "description": "Byte-compile the module with the bug",
                 "tool": "bash",
-                "command": "python -m py_compile inflection/__init__.py",
+                "command": f"python -m py_compile {package.module}",
             }
         )
         + "\n"
@@ -169,7 +238,7 @@ def prepare(archive: Path, root: Path, scenario: str) -> Path:
         "[agent.codex]\n"
         f"command = {json.dumps([sys.executable, str(agent), '{prompt}'])}\n"
     )
-    (workspace / ".gitignore").write_text("__pycache__/\n.workflow/\n*.egg-info/\n")
+    (workspace / ".gitignore").write_text("__pycache__/\n.workflow/\n*.egg-info/\nrun_tests.sh\n")
     for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "planted"]):
         git = ["git", "-c", "user.name=fsm", "-c", "user.email=fsm@example.com", *args]
         subprocess.run(git, cwd=workspace, check=True, capture_output=True)
@@ -187,13 +256,22 @@ def fsm(workspace: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def pytest_alone(workspace: Path) -> tuple[int, int]:
+def tests_alone(workspace: Path, package: Package) -> tuple[int, int]:
     """Passed and failed tests of an independent run of the project's tests."""
+    python = [sys.executable, "-m", *package.check]
+    if package.check[0] == "unittest":
+        done = subprocess.run(
+            python, check=False, cwd=workspace, capture_output=True, text=True, timeout=BOUND
+        )
+        ran = re.search(r"^Ran (\d+) tests?", done.stderr, re.M)
+        found = dict(re.findall(r"(failures|errors|skipped)=(\d+)", done.stderr))
+        failed = int(found.get("failures", 0)) + int(found.get("errors", 0))
+        total = int(ran[1]) if ran else 0
+        return total - failed - int(found.get("skipped", 0)), failed
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "junit.xml"
-        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         subprocess.run(
-            [*pytest, f"--junitxml={report}"],
+            [*python, f"--junitxml={report}"],
             check=False,
             cwd=workspace,
             capture_output=True,
@@ -216,7 +294,7 @@ def run_scenario(archive: Path, root: Path, scenario: str) -> Seen:
     status = json.loads(fsm(workspace, "status", "--json", "ccw-loop", loop_id).stdout)
     document = json.loads((workspace / ".workflow" / ".loop" / f"{loop_id}.json").read_text())
     counts = ((document.get("skill_state") or {}).get("validate") or {}).get("counts")
-    passed, failed = pytest_alone(workspace)
+    passed, failed = tests_alone(workspace, SCENARIOS[scenario][0])
     outcome = "completed" if status.get("outcome") == "success" else str(status.get("status"))
     line = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr.strip()
     return Seen(scenario, outcome, run.returncode, line, counts, passed, failed, seconds)
@@ -229,12 +307,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     args = parser.parse_args(argv)
     root = args.work or Path(tempfile.mkdtemp(prefix="fsm-real-project-"))
+    names = args.scenario or list(SCENARIOS)
     try:
-        archive = download(root / "download")
+        archives = {
+            package: download(root / "download", package)
+            for package in {SCENARIOS[name][0] for name in names}
+        }
     except Unavailable as exc:
         print(f"real-project check skipped: {exc}")
         return 3
-    results = [run_scenario(archive, root, name) for name in args.scenario or SCENARIOS]
+    results = [run_scenario(archives[SCENARIOS[name][0]], root, name) for name in names]
     for seen in results:
         print(seen)
     return 0 if all(seen.agrees for seen in results) else 1

@@ -1,8 +1,10 @@
-"""Running commands and agent CLIs for actions: the executor protocol and fsm's subprocess executor.
+"""Running commands and agent CLIs for actions: the executor protocol and fsm's subprocess executor,
+and which files a run changed (snapshots of the workspace before and after it).
 
-Public: the names are defined in :mod:`fsm.process.executor`.
+Public: the names are defined in :mod:`fsm.process.executor` and :mod:`fsm.process.changes`.
 """
 
+from fsm.process.changes import MAX_FILES, Snapshot, changed_files, is_known, take_snapshot
 from fsm.process.executor import (
     KNOWN_AGENTS,
     AgentCommand,
@@ -18,13 +20,18 @@ from fsm.process.executor import (
 
 __all__ = [
     "KNOWN_AGENTS",
+    "MAX_FILES",
     "AgentCommand",
     "AgentMode",
     "ChecksAgents",
     "ExecResult",
     "Executor",
     "RecordsCommands",
+    "Snapshot",
     "SubprocessExecutor",
     "agent_problem",
+    "changed_files",
+    "is_known",
     "read_agent_result",
+    "take_snapshot",
 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The real-project check: ccw-loop on a pinned PyPI package with a planted bug and stand-in
-# agents (one fixes, one does nothing, one hangs leaving a setsid child), each outcome compared
-# with an independent run of the package's tests. Prints a line per scenario; exits 1 when the
+# The real-project check: ccw-loop on pinned PyPI packages with planted bugs and stand-in
+# agents (one fixes, one does nothing, one hangs leaving a setsid child; a doctest-only bug in
+# toolz, a unittest suite run by make in more-itertools), each outcome compared with an
+# independent run of the package's tests. Prints a line per scenario; exits 1 when the
 # loop's word and the tests disagree, 0 with a "skipped" line when PyPI cannot be reached.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

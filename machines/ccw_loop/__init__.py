@@ -70,7 +70,7 @@ win:
   ignores the workspace (the demo's output folder), from the size and modification time of
   every file of the workspace except fsm's state folders (``.workflow``, the loop's state
   folder), version-control folders, caches and virtual environments
-  (:mod:`~fsm_machines.ccw_loop.changes`). When changes cannot be known (a
+  (:mod:`~fsm.process.changes`). When changes cannot be known (a
   workspace of more than 20,000 files outside git) the task counts as applied and the
   validation judges it (``changes_unknown`` on the task). Only agent tasks in ``write`` mode are
   held to it: an ``analysis`` task may not edit, and a bash task is a command (a compile check,
@@ -137,9 +137,10 @@ win:
   scrubs hidden values from the output the loop keeps. Nothing of a token configured in fsm.toml
   reaches the document, changes.log, debug.log, the progress files or the instance log.
 * **``fsm status`` agrees with the document.** Tasks of the task list and fix attempts are
-  counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (0
-  changed files, 3 failed)``, where "changed files" counts the attempts whose
-  ``files_changed`` names a file, a failed or timed-out one included), the validation line
+  counted apart (``develop: 1/2 tasks done (50%), 1 failed``; ``fixes: 3 attempts (1 changed
+  2 files, 2 failed)``: the attempts whose ``files_changed`` names a file, a failed or
+  timed-out one included, and the files they changed, each once; ``none changed a file``),
+  the validation line
   shows the last run's counts over every part (``FAILED (8 of 467 failed)``, ``FAILED (exit 1
   although no test failed: 12 passed)``), and a validation older than the latest change says
   so.

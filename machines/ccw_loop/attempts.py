@@ -7,7 +7,7 @@ attempt that "changed no file", while the interrupted one did the work and nobod
 
 So before an agent task runs, develop writes ``attempt.json`` in the loop's progress folder: the
 task as the document will hold it and a snapshot of the workspace taken before it ran
-(:class:`~fsm_machines.ccw_loop.changes.Snapshot`); the action removes the file once the task's
+(:class:`~fsm.executor.Snapshot`); the action removes the file once the task's
 outcome is in its update. A file still there means an attempt was interrupted:
 
 * a task of the task list is still pending in the document, so develop runs it again and
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsm.executor import Snapshot
 from fsm.helpers import atomic_write_text
 
-from .changes import Snapshot
 from .model import DevelopTask, SkillState
 
 __all__ = ["Attempt", "clear", "interrupted", "interrupted_fix", "start"]

@@ -7,7 +7,9 @@ reproduced, which a fix task can target; one re-run shows it reproduces, not tha
 will, and the verdict says only what was seen); it passes -> ``rejected``: the test is flaky
 (it failed, then passed with nothing changed), which the loop reports wherever it reports the
 outcome; it cannot be run alone (a runner that cannot select one test, a test that is not
-collected, a collection error, a timeout) -> ``inconclusive``.
+collected, a collection error, a timeout) -> ``inconclusive``; when the validation after that
+round fails it again, the next round confirms it (it failed in two full runs), so that a test no
+runner can select alone still reaches a fix.
 
 A failing test keeps one hypothesis, and its id, across rounds (the hypothesis records the
 test's ``suite`` and ``test`` name): a later round judges it again under the same id, new

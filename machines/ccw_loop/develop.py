@@ -8,7 +8,7 @@ at all) make a *failed task* with the reason recorded in the task and in
 ``skill_state.errors``; the action itself succeeds, so the document always says what happened.
 
 An agent task in ``write`` mode whose run changed no file (see
-:mod:`fsm_machines.ccw_loop.changes`), a fix or a task of the task list, is failed as well: it
+:mod:`fsm.process.changes`), a fix or a task of the task list, is failed as well: it
 was asked to change the code and did nothing. Analysis tasks (the agent may not edit) and bash
 tasks (a compile check or a linter rightly change nothing) are judged by their exit status
 only. What a task changed is recorded even when it then failed or timed out (``files_changed``;
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.executor import ExecResult
+from fsm.executor import ExecResult, changed_files, is_known, take_snapshot
 from fsm.registry import Update
 
 from . import attempts
@@ -42,7 +42,6 @@ from .bookkeeping import (
     skill_state_of,
     work_done,
 )
-from .changes import changed_files, is_known, take_snapshot
 from .hypotheses import failing_rows, fix_attempts, fix_target
 from .model import (
     DebugState,

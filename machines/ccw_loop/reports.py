@@ -13,8 +13,8 @@ passed, 1 failed in 0.12s ==``, a plain ``3 passed, 1 failed`` alone on a line, 
 tests`` with its ``FAILED (failures=1)``),
 and :func:`failures_in_output` every test pytest names in its short summary (``FAILED
 tests/test_x.py::test_y - assert 1 == 2``) or unittest names in its report (``FAIL: test_y
-(tests.test_x.T.test_y)``, its dotted id then), so that failures of a part without a report are
-counted and named.
+(tests.test_x.T.test_y)``, its dotted id then; a doctest it ran as ``pkg.mod.f (doctest)``),
+so that failures of a part without a report are counted and named.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 from .model import TestResult
 
 __all__ = [
+    "UNCOLLECTED",
     "ReportError",
     "TestCounts",
     "counts_from_output",
@@ -35,9 +36,12 @@ __all__ = [
     "node_id",
     "read_coverage",
     "read_junit",
+    "strip_colour",
     "summaries_in_output",
 ]
 
+UNCOLLECTED = "collection failure"
+"""How pytest's JUnit report names the error of a test module it could not collect (import)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PYTEST_SUMMARY = re.compile(
     r"^=*\s*(?P<items>\d+ [a-z]+(?:, \d+ [a-z]+)*|no tests ran)"
@@ -51,6 +55,9 @@ _SHORT_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.
 # test in full; older ones "FAIL: test_y (pkg.test_x.T)"), its traceback after a line of dashes.
 _UNITTEST_FAILURE = re.compile(r"^(?:FAIL|ERROR): (?P<method>\w+) \((?P<where>[\w.]+)\)")
 _UNITTEST_RULE = re.compile(r"^(?:=+|-+)$")
+_UNITTEST_DOCTEST = "Doctest: "
+"""The line under the heading of a doctest that unittest ran (``load_tests`` adding a
+DocTestSuite): ``Doctest: pkg.mod.f``."""
 _WORDS = {
     "passed": "passed",
     "xpassed": "passed",
@@ -138,6 +145,11 @@ def _row(case: ET.Element, suite_name: str, workspace: Path) -> TestResult:
             status = "failed"
             text = (child.text or "").strip()
             message = child.get("message") or (text.splitlines()[-1] if text else None)
+            if message == UNCOLLECTED:
+                # pytest's word for a test module it could not import: the reason is the last
+                # "E   " line of the trace
+                raised = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+                message = f"{UNCOLLECTED}: {raised[-1]}" if raised else message
             trace = text or None
             break
         if child.tag == "skipped":
@@ -172,6 +184,11 @@ def node_id(classname: str, name: str, file: str | None, workspace: Path) -> str
         if (workspace / candidate).is_file():
             return "::".join([candidate.as_posix(), *parts[cut:], name])
     return f"{classname}.{name}" if classname else name
+
+
+def strip_colour(text: str) -> str:
+    """``text`` without the ANSI colour codes a runner told ``--color=yes`` puts in."""
+    return _ANSI.sub("", text)
 
 
 def counts_from_output(output: str) -> TestCounts | None:
@@ -227,18 +244,33 @@ def failures_in_output(output: str) -> list[tuple[str, str | None]]:
         if failure is not None:
             method, where = failure.group("method"), failure.group("where")
             name = where if where.endswith("." + method) else f"{where}.{method}"
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            if following.startswith(_UNITTEST_DOCTEST):
+                # a doctest's dotted name is the project's function, no test id: re-running it
+                # with ``python -m unittest`` would call the function
+                name = following.removeprefix(_UNITTEST_DOCTEST).strip() + " (doctest)"
             seen.setdefault(name, _unittest_message(lines, index + 1))
     return list(seen.items())
 
 
 def _unittest_message(lines: list[str], start: int) -> str | None:
-    """The last line of the traceback that follows a unittest failure's heading."""
-    last = None
+    """What a unittest failure reports after its heading: the exception line that ends its (last)
+    traceback, ``AssertionError: 12 != 11``. The heading may be followed by the test's docstring,
+    and the exception by more lines (assertEqual's diff, a doctest's example), so the line is
+    found by its place, the first unindented line after ``Traceback (most recent call last):``;
+    without a traceback, the last line of the block."""
+    block: list[str] = []
     for line in lines[start:]:
-        if _UNITTEST_FAILURE.match(line) or line.startswith("Ran ") or (
-            _UNITTEST_RULE.match(line) and last is not None
-        ):
+        if _UNITTEST_FAILURE.match(line) or line.startswith("Ran ") or line.startswith("="):
             break
+        block.append(line)
+    raised = [i for i, line in enumerate(block) if line.startswith("Traceback (most recent call")]
+    if raised:
+        for line in block[raised[-1] + 1 :]:
+            if line.strip() and not line[0].isspace():
+                return line.strip()
+    last = None
+    for line in block:
         if line.strip() and not _UNITTEST_RULE.match(line):
             last = line.strip()
     return last

@@ -2,9 +2,11 @@
 
 Tasks of the task list and fix attempts are counted apart, failed ones are named as failed (a
 failed task is never "done"), a fix attempt counts as having changed files when its
-``files_changed`` names any (even if it then failed or timed out), the validation line shows the
-counts of every part of the test command and its exit status when that is what failed, flaky
-tests are named, and a validation older than the last change says so.
+``files_changed`` names any (even if it then failed or timed out), and the files they changed
+are counted, each once (``2 changed 3 files``), the validation line shows the counts of every
+part of the test command (and that the run stopped at the first failures, with pytest's
+``-x``) and its exit status when that is what failed, flaky tests are named, and a validation
+older than the last change says so.
 """
 
 from __future__ import annotations
@@ -30,9 +32,13 @@ def status_lines(doc: LoopState) -> dict[str, str]:
     fixes = [t for t in state.develop.tasks if is_fix(t)]
     if fixes:
         applied = sum(bool(t.files_changed) for t in fixes)
+        files = len({name for t in fixes for name in t.files_changed})
         failed = sum(t.status == "failed" for t in fixes)
         plural = "s" if len(fixes) != 1 else ""
-        lines["fixes"] = f"{len(fixes)} attempt{plural} ({applied} changed files, {failed} failed)"
+        changed = f"{applied} changed {files} file{'s' if files != 1 else ''}"
+        if not applied:
+            changed = "none changed a file"
+        lines["fixes"] = f"{len(fixes)} attempt{plural} ({changed}, {failed} failed)"
     lines["debug"] = _debug(state)
     lines["validate"] = _validate(state)
     limit = f" of max {state.max_errors}" if state.max_errors is not None else ""
@@ -84,7 +90,19 @@ def _validate(state: SkillState) -> str:
     elif counts is None:
         text = f"FAILED ({len(validate.failed_tests)} failed)"
     elif counts[1]:
-        text = f"FAILED ({counts[1]} of {sum(counts)} failed)"
+        recorded = (validate.model_extra or {}).get("counts")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        stopped = recorded.get("stopped") is True
+        uncollected = recorded.get("uncollected")
+        modules = ""
+        if isinstance(uncollected, int) and uncollected > 0:
+            modules = f"{uncollected} module{'s' if uncollected != 1 else ''} not collected"
+        if modules and stopped and not counts[0]:
+            text = f"FAILED ({modules}, so no test ran)"
+        else:
+            then = f": {modules}" if modules else ""
+            then += ", then the run stopped" if stopped else ""
+            text = f"FAILED ({counts[1]} of {sum(counts)} failed{then})"
     elif isinstance(exit_code, int) and exit_code != 0:
         text = f"FAILED (exit {exit_code} although no test failed: {counts[0]} passed)"
     else:

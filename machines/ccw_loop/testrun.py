@@ -29,11 +29,13 @@ from fsm.helpers import ensure_folder
 
 from .model import TestResult
 from .reports import (
+    UNCOLLECTED,
     ReportError,
     TestCounts,
     failures_in_output,
     read_coverage,
     read_junit,
+    strip_colour,
     summaries_in_output,
 )
 
@@ -79,6 +81,18 @@ class TestRun:
         return f"test command ran no tests ({self.result.describe()})"
 
     @property
+    def uncollected(self) -> int:
+        """Test modules pytest could not collect (import): their tests did not run."""
+        return sum(_is_uncollected(row) for row in self.rows)
+
+    @property
+    def stopped_early(self) -> bool:
+        """The runner stopped at the first failures (pytest's ``-x`` or ``--maxfail``): the
+        counts are of the tests that ran before, not of the suite."""
+        output = strip_colour(self.result.stdout + "\n" + self.result.stderr)
+        return _STOPPED.search(output) is not None
+
+    @property
     def is_pass(self) -> bool:
         """The command exited 0, nothing failed and at least one test passed."""
         return (
@@ -105,13 +119,26 @@ class TestRun:
         if self.is_pass:
             return f"passed: {tests}{where}"
         exit_code = self.result.exit_code
+        uncollected = self.uncollected
+        if uncollected and self.stopped_early and not counts.passed:
+            modules = f"{uncollected} test module{'s' if uncollected != 1 else ''}"
+            first = next(r.error_message for r in self.rows if _is_uncollected(r))
+            return f"failed: {modules} could not be collected, so pytest ran no test ({first})"
         if counts.failed:
             named = sum(row.status == "failed" for row in self.rows)
             text = f"failed: {counts.failed} of {counts.total} tests failed{where}"
+            if uncollected:
+                modules = f"{uncollected} test module{'s' if uncollected != 1 else ''}"
+                text += f" ({modules} could not be collected: their tests did not run)"
             if named < counts.failed:
                 text += f" ({counts.failed - named} not named in the output or a report)"
             if exit_code == 0:
                 text += " although the test command exited 0"
+            if self.stopped_early:
+                text += (
+                    ", then the run stopped (pytest -x or --maxfail): the tests after it did "
+                    "not run"
+                )
             return text
         if exit_code != 0:
             detail = _explanation(self.result)
@@ -120,6 +147,17 @@ class TestRun:
                 f"passed ({tests}{where})" + (f": {detail}" if detail else "")
             )
         return f"failed: no test passed ({tests}{where})"
+
+
+_STOPPED = re.compile(
+    r"^!+ (?:stopping after \d+ failures?|Interrupted: \d+ errors? during collection) !+$", re.M
+)
+"""pytest's line when ``-x`` or ``--maxfail`` ended the run, or errors in collecting the tests
+ended it before any ran."""
+
+
+def _is_uncollected(row: TestResult) -> bool:
+    return row.status == "failed" and (row.error_message or "").startswith(UNCOLLECTED)
 
 
 _UNITTEST_ID = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
@@ -145,9 +183,10 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     """The command that runs one test alone, or None when the runner cannot select one test.
 
     A command that runs pytest itself is re-run with its own words before ``pytest`` (``uv run
-    pytest``, ``python -m pytest``). A command that does not (a script such as
-    ``./run_tests.sh``) but reported a pytest node id whose file is in ``workspace`` is re-run
-    with ``python -m pytest``, the default test command's runner. A unittest id
+    pytest``, ``python -m pytest``) and its options that collect doctests
+    (``--doctest-modules``). A command that does not (a script such as ``./run_tests.sh``) but
+    reported a pytest node id whose file is in ``workspace`` is re-run with ``python -m pytest``,
+    the default test command's runner. A unittest id
     (``pkg.test_x.T.test_y``) is re-run with the command's own words before ``unittest`` (``python
     -m unittest``), or, for a script, with ``python -m unittest`` when its module is a file of
     ``workspace``.
@@ -156,13 +195,12 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     if "::" in test_name:
         for index, word in enumerate(words):
             if Path(word).name in ("pytest", "py.test"):
-                runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", test_name]
-                return shlex.join(runner)
+                collect = _doctest_options(words[index + 1 :])
+                runner = [*words[: index + 1], "-q", "-p", "no:cacheprovider", *collect]
+                return shlex.join([*runner, test_name])
         module = test_name.split("::", 1)[0]
         if workspace is not None and module.endswith(".py") and (workspace / module).is_file():
-            return shlex.join(
-                ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name]
-            )
+            return shlex.join(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_name])
         return None
     if not _UNITTEST_ID.fullmatch(test_name):
         return None
@@ -176,6 +214,19 @@ def rerun_command(command: str, test_name: str, workspace: Path | None = None) -
     ):
         return shlex.join(["python", "-m", "unittest", test_name])
     return None
+
+
+def _doctest_options(words: list[str]) -> list[str]:
+    """The options among pytest's ``words`` that make it collect doctests (``--doctest-modules``,
+    ``--doctest-glob PATTERN``, ...), each as one word: a doctest's node id
+    (``pkg/mod.py::pkg.mod.f``) names no test without them."""
+    kept: list[str] = []
+    for index, word in enumerate(words):
+        if not word.startswith("--doctest"):
+            continue
+        glob = word == "--doctest-glob" and index + 1 < len(words)
+        kept.append(f"{word}={words[index + 1]}" if glob else word)
+    return kept
 
 
 def run_tests(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fsm.executor import changed_files, is_known, take_snapshot
 from fsm.registry import Update
 
 from . import attempts
@@ -25,7 +26,6 @@ from .bookkeeping import (
     skill_state_of,
     work_done,
 )
-from .changes import changed_files, is_known, take_snapshot
 from .debugging import investigate
 from .hypotheses import (
     fix_attempts,
@@ -69,7 +69,9 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         "failed_tests": failed_tests,
         "last_run_at": now,
         "exit_code": run.result.exit_code,
-        "counts": _counts_block(run.counts, run.source),
+        "counts": _counts_block(
+            run.counts, run.source, stopped=run.stopped_early, uncollected=run.uncollected
+        ),
         "verdict": run.verdict,
     }
     run_number = 1 + sum(phase_of_action(a) == "validate" for a in state.completed_actions)
@@ -178,6 +180,8 @@ def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
         attempts = (old.model_extra or {}).get("fix_attempts") if old is not None else None
         if attempts is not None:
             judged[index] = judged[index].model_copy(update={"fix_attempts": attempts})
+        if old is not None and old.status == judged[index].status == "inconclusive":
+            judged[index] = _failed_twice(judged[index])
     by_id = {h.id: h for h in judged}
     hypotheses = [by_id.pop(h.id, h) for h in state.debug.hypotheses] + list(by_id.values())
     debug = state.debug.model_copy(update={"hypotheses": hypotheses})
@@ -204,17 +208,43 @@ def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
     return {"skill_state.debug": block, **work_done(doc, "debug", now)}
 
 
-def _counts_block(counts: TestCounts | None, source: str | None) -> dict[str, Any] | None:
-    """The counts as ``skill_state.validate.counts`` keeps them (None when unknown)."""
+def _failed_twice(hypothesis: Hypothesis) -> Hypothesis:
+    """A test that cannot be re-run alone, seen failing in the full run of a validation after
+    the debug round that could not judge it: it reproduced (under the whole suite), which a fix
+    can target. Without this, such a test is debugged again every round and never fixed."""
+    why = str(hypothesis.verdict_reason or "").removeprefix("could not re-run the test alone: ")
+    return hypothesis.model_copy(
+        update={
+            "status": "confirmed",
+            "verdict_reason": (
+                "failed in two full runs (the validation after a debug round failed it again); "
+                f"it could not be re-run alone: {why}"
+            )[:1000],
+        }
+    )
+
+
+def _counts_block(
+    counts: TestCounts | None, source: str | None, *, stopped: bool = False, uncollected: int = 0
+) -> dict[str, Any] | None:
+    """The counts as ``skill_state.validate.counts`` keeps them (None when unknown);
+    ``stopped``, only when true: the runner stopped at the first failures (or at collection
+    errors), so the counts are of the tests that ran before; ``uncollected``, only when some
+    were: the test modules that could not be collected, counted among the failed."""
     if counts is None:
         return None
-    return {
+    block: dict[str, Any] = {
         "passed": counts.passed,
         "failed": counts.failed,
         "skipped": counts.skipped,
         "total": counts.total,
         "source": source,
     }
+    if stopped:
+        block["stopped"] = True
+    if uncollected:
+        block["uncollected"] = uncollected
+    return block
 
 
 def _hypothesis_ids(state: SkillState, known: list[Hypothesis | None]) -> list[str]:

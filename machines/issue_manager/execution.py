@@ -1,7 +1,10 @@
 """Executing one planned solution: its tasks in dependency order, stopping at the first failure.
 
 A task with a ``command`` runs it through bash in the workspace; a task without one runs the
-execution agent with the task's prompt (``write`` mode: it may edit files). Progress is written
+execution agent with the task's prompt (``write`` mode: it may edit files), and an agent that
+ends without changing any file of the workspace has not done the task: it fails, saying so
+(what changed is read from git, or from file stamps outside a repository; when it cannot be
+known, the agent's exit status decides). Progress is written
 task by task to ``solutions/{issue_id}-execution.json``. That record is what makes a resumed item
 safe: when an item runs again (the run crashed after some of its tasks, before the document was
 saved), tasks the record shows completed for the same solution are not run a second time.
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm.executor import ExecResult
+from fsm.executor import ExecResult, changed_files, is_known, take_snapshot
 
 from .files import read_json, write_json_atomic
 from .ids import UnsafeIdError
@@ -78,7 +81,7 @@ def execute_issue(
             "title": task.title,
             "via": ran.via,
             "command": ran.command,
-            "status": "completed" if ran.result.ok else "failed",
+            "status": "completed" if ran.succeeded else "failed",
             "detail": ran.detail,
             "duration_ms": ran.result.duration_ms,
             "finished_at": ctx.clock.iso(),
@@ -86,7 +89,7 @@ def execute_issue(
         results.append(entry)
         _save_record(record_path, record, results, "executing")
         ctx.log.info("task_finished", issue_id=issue.id, task_id=task.id, status=entry["status"])
-        if not ran.result.ok:
+        if not ran.succeeded:
             title = f" ({task.title})" if task.title else ""
             error = f"task {task.id}{title} failed: {ran.detail}"
             break
@@ -118,6 +121,14 @@ class _TaskRun:
     via: str
     command: str
     detail: str
+    ok: bool = True
+    """False when the run itself succeeded but did not do the task (an agent that changed no
+    file); ``detail`` says why."""
+
+    @property
+    def succeeded(self) -> bool:
+        """The task is done: it ran to a zero exit and, for an agent, changed something."""
+        return self.ok and self.result.ok
 
 
 def _run_task(
@@ -132,11 +143,27 @@ def _run_task(
         return _TaskRun(result, "command", task.command, result.describe())
     tool = options.execute_tool
     prompt = task_prompt(task, issue, solution)
+    before = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
     result = ctx.executor.agent(
         tool, prompt, mode="write", cwd=ctx.workspace, timeout=options.task_timeout
     )
     detail = describe_agent_run(tool, result)
+    if result.ok:
+        after = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
+        if is_known(before, after) and not changed_files(
+            before, after, ctx.executor, ctx.workspace
+        ):
+            said = _last_line(result.stdout)
+            detail = f"the task changed no file (agent {tool} exited 0 without an edit)"
+            detail += f"; {said}" if said else ""
+            return _TaskRun(result, f"agent:{tool}", " ".join(result.argv), detail, ok=False)
     return _TaskRun(result, f"agent:{tool}", " ".join(result.argv), detail)
+
+
+def _last_line(output: str) -> str:
+    """The agent's last word (its last non-empty output line), shortened."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
 
 
 def _start_record(path: Path, issue: IssueState, solution: Solution, now: str) -> dict[str, Any]:

@@ -44,25 +44,56 @@ def _declared_here(block: CodeBlock, target: str) -> bool:
 def _in_loop(block: CodeBlock, line: int) -> bool:
     """Whether ``line`` lies in the body of a loop of the block: within the braces a loop
     head opens, or (Python, shell) indented deeper than it on the lines that follow it."""
+    return bool(_loops_around(block, line))
+
+
+def _loops_around(block: CodeBlock, line: int) -> list[list[tuple[int, str]]]:
+    """The loops of the block whose body holds ``line``, each as its lines (head first)."""
     skeleton = block.skeleton()
+    loops: list[list[tuple[int, str]]] = []
     for index, (number, head) in enumerate(skeleton):
         if number >= line or not _LOOP_HEAD.search(head):
             continue
         depth = 0
         level = len(head) - len(head.lstrip())
+        body: list[tuple[int, str]] = []
         for other, code in skeleton[index:]:
             depth += code.count("{") - code.count("}")
-            if other == line:
-                return True
             braced = "{" in head
             ended = (
                 depth <= 0
                 if braced
                 else (code.strip() and other > number and len(code) - len(code.lstrip()) <= level)
             )
-            if ended:
-                break
-    return False
+            if ended and other != number and not braced:
+                break  # the first line after an indented body
+            body.append((other, code))
+            if ended and other != number:
+                break  # the brace that closes the body
+        if any(other == line for other, _code in body):
+            loops.append(body)
+    return loops
+
+
+_COLLECTION_PASS = re.compile(
+    r"\bfor\s*\(\s*(?:const|let|var)\s+[^;]*?\s(?:of|in)\s|\.forEach\(|\bfor\s+[\w, ]+\s+in\b"
+)
+"""A loop over a collection (``for (const x of xs)``, ``xs.forEach(``, ``for x in xs:``): it
+runs once per item, not turn after turn."""
+
+
+def _one_pass(block: CodeBlock, line: int, target: str) -> bool:
+    """Whether the append on ``line`` fills a list in one pass over a collection: every loop
+    around it iterates a collection and reads nothing of the list but that append, so the list
+    ends as long as the collection and is not pasted anywhere while it grows."""
+    loops = _loops_around(block, line)
+    name = re.compile(rf"\b{re.escape(target)}\b")
+    raw = dict(block.numbered())  # with strings: a template can paste the list
+    return bool(loops) and all(
+        _COLLECTION_PASS.search(body[0][1])
+        and not any(name.search(raw.get(number, "")) for number, _code in body if number != line)
+        for body in loops
+    )
 
 
 def _pasted(skill_file_text: str, target: str) -> bool:
@@ -77,7 +108,8 @@ def _unbounded_history(skill: Skill) -> list[Finding]:
     """A list that grows turn after turn and reaches the prompts: appended to and never
     trimmed, and either named as a history (``history``, ``messages``...), kept in the state,
     or pasted into text. A list made afresh in the block and filled a fixed number of times
-    (no loop around the append) is bounded by construction."""
+    (no loop around the append), or in one pass over a collection that reads nothing of it while
+    it grows (one entry per keyword, read after the loop), is bounded by construction."""
     findings: list[Finding] = []
     for skill_file, block, number, text in code_lines(skill):
         match = _GROWING.search(text)
@@ -86,7 +118,9 @@ def _unbounded_history(skill: Skill) -> list[Finding]:
         target = match.group("target")
         if _bounded(block, target):
             continue
-        if _declared_here(block, target) and not _in_loop(block, number):
+        if _declared_here(block, target) and (
+            not _in_loop(block, number) or _one_pass(block, number, target)
+        ):
             continue
         if not (
             _HISTORY_NAME.search(target)

@@ -10,8 +10,11 @@ A skill is instructions for an agent as much as code, so failure handling is fou
   it). Comments and strings are not code (:mod:`..lexer`): ``# try`` handles nothing.
 * **In prose**: the section holding the statement (from its heading to the next heading of the
   same or a higher level) says what to do when it fails (``If the CLI times out, retry once``),
-  or the file, or the skill's SKILL.md, has an error-handling section (a heading such as
-  ``Error Handling``, ``Recovery``, ``错误处理``) that speaks of agents, tools or timeouts.
+  or the step right after it (the next section of the same level, which reads the result) does,
+  on a line that names the failure of an agent, a tool or a timeout (a table row ``Review
+  failed/timeout | Ask the user whether to retry``), or the file, or the skill's SKILL.md, has
+  an error-handling section (a heading such as ``Error Handling``, ``Recovery``, ``错误处理``)
+  that speaks of agents, tools or timeouts.
 """
 
 from __future__ import annotations
@@ -212,10 +215,18 @@ def _in_section(skill_file: SkillFile, line: int) -> Handling | None:
     around = [s for s in _sections(skill_file) if s[0] <= line <= s[1]]
     if not around:
         return None
-    first, last, _title, _level = max(around, key=lambda s: s[0])
+    first, last, _title, level = max(around, key=lambda s: s[0])
     for number, text in _prose_lines(skill_file, first + 1, last):
         if _FAILURE_PROSE.search(text):
             return Handling(f"{skill_file.path}:{number}", "its section says what to do on failure")
+    following = [s for s in _sections(skill_file) if s[0] == last + 1 and s[3] == level]
+    for next_first, next_last, _next_title, _next_level in following:
+        # the step right after, which reads the result ("Review failed/timeout | Ask the user
+        # whether to retry"), says what to do when the call failed
+        for number, text in _prose_lines(skill_file, next_first + 1, next_last):
+            if _FAILURE_PROSE.search(text) and _AGENT_WORDS.search(text):
+                where = f"{skill_file.path}:{number}"
+                return Handling(where, "the next step says what to do when it fails")
     return None
 
 

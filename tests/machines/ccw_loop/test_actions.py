@@ -232,6 +232,17 @@ def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
         ("python -m unittest -v", "tests.test_calc.T.test_add", "python -m unittest T"),
         ("./run_tests.sh", "tests.test_calc.T.test_add", "python -m unittest T"),
         ("./run_tests.sh", "pkg.test_gone.T.test_add", None),
+        (
+            "python -m pytest --doctest-modules calc.py tests",
+            "calc.py::calc.add",
+            "python -m pytest -q -p no:cacheprovider --doctest-modules T",
+        ),
+        (
+            "pytest --doctest-glob '*.rst' --doctest-continue-on-failure docs",
+            "docs/use.rst::use.rst",
+            "pytest -q -p no:cacheprovider '--doctest-glob=*.rst' --doctest-continue-on-failure T",
+        ),
+        ("python -m unittest -v", "calc.add (doctest)", None),
     ],
     ids=[
         "pytest",
@@ -242,6 +253,9 @@ def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
         "unittest",
         "script-with-unittest-ids",
         "unittest-module-not-here",
+        "doctest-modules",
+        "doctest-glob",
+        "unittest-doctest",
     ],
 )
 def test_rerun_command(loop_ws: Any, command: str, test: str, rerun: str | None) -> None:
@@ -279,6 +293,109 @@ def test_a_unittest_suite_is_debugged_and_fixed(loop_ws: Any) -> None:
         ("confirmed", "python -m unittest tests.test_calc.T.test_add")
     ]
     assert "2 tests passed" in result.message
+
+
+UNITTEST_DESCRIBED = (
+    "import unittest\n\nfrom calc import add\n\n\n"
+    "class T(unittest.TestCase):\n"
+    "    def test_add(self):\n"
+    '        """Adds two numbers."""\n'
+    "        self.assertEqual([add(2, 3), add(1, 1)], [5, 2])\n"
+)
+
+
+def test_a_unittest_failure_is_described_by_its_exception(loop_ws: Any) -> None:
+    """unittest prints a test's docstring under its FAIL heading and assertEqual's diff after the
+    exception: the hypothesis, the fix prompt and the status name the exception line
+    (``AssertionError: Lists differ: ...``), not the docstring or the diff's last marker line."""
+    loop_ws.write_project(bug=True)
+    (loop_ws.root / "tests" / "__init__.py").write_text("")
+    (loop_ws.root / "tests" / "test_calc.py").write_text(UNITTEST_DESCRIBED)
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    agent = loop_ws.write_agent(
+        {
+            "when": "AssertionError: Lists differ: [-1, 0] != [5, 2]",
+            "file": "calc.py",
+            "replace": "a - b",
+            "with": "a + b",
+        }
+    )
+    loop_ws.new_loop()
+    loop = loop_ws.open(test_command="python -m unittest -v", agents={"codex": agent})
+    result = loop.run()
+    assert result.outcome == "completed", result.message
+    (hypothesis,) = loop.doc.skill_state.debug.hypotheses
+    assert (hypothesis.evidence or {}).get(
+        "error_message"
+    ) == "AssertionError: Lists differ: [-1, 0] != [5, 2]"
+    assert "Adds two numbers" not in hypothesis.description
+
+
+DOCTESTED_CALC = 'def add(a, b):\n    """\n    >>> add(2, 3)\n    5\n    """\n    return a - b\n'
+
+
+def test_a_failing_doctest_is_rerun_as_a_doctest_and_fixed(loop_ws: Any) -> None:
+    """A failing doctest of ``pytest --doctest-modules`` is re-run alone with that option (without
+    it pytest finds no such test), confirmed and fixed; it used to be inconclusive every round
+    until max_iterations ended the loop without a fix ever being tried."""
+    loop_ws.write_project(bug=True)
+    (loop_ws.root / "calc.py").write_text(DOCTESTED_CALC)
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    agent = loop_ws.write_agent(
+        {"when": "calc.py::calc.add", "file": "calc.py", "replace": "a - b", "with": "a + b"}
+    )
+    loop_ws.new_loop()
+    loop = loop_ws.open(
+        test_command=f"{loop_ws.pytest_command} --doctest-modules calc.py",
+        agents={"codex": agent},
+    )
+    result = loop.run()
+    assert result.outcome == "completed", result.message
+    statuses = [h.status for h in loop.doc.skill_state.debug.hypotheses]
+    assert statuses == ["confirmed"]
+
+
+DOCTEST_SUITE = (
+    "import doctest\n\nimport calc\n\n\n"
+    "def load_tests(loader, tests, ignore):\n"
+    "    tests.addTests(doctest.DocTestSuite(calc))\n"
+    "    return tests\n"
+)
+
+
+def test_a_failure_that_cannot_be_rerun_alone_is_confirmed_by_failing_again(
+    loop_ws: Any,
+) -> None:
+    """A doctest that unittest runs through ``load_tests`` cannot be re-run alone by its id
+    (``python -m unittest calc.add`` is no test): once the next full run fails it again, it is
+    confirmed (it failed twice) and fixed, instead of being debugged round after round until
+    max_iterations ends the loop without any fix tried."""
+    loop_ws.write_project(bug=True)
+    (loop_ws.root / "calc.py").write_text(DOCTESTED_CALC)
+    (loop_ws.root / "tests" / "__init__.py").write_text("")
+    (loop_ws.root / "tests" / "test_doc.py").write_text(DOCTEST_SUITE)
+    loop_ws.write_tasks([{**BASH, "command": "true"}])
+    agent = loop_ws.write_agent(
+        {"when": "calc.add", "file": "calc.py", "replace": "a - b", "with": "a + b"}
+    )
+    loop_ws.new_loop()
+    loop = loop_ws.open(test_command="python -m unittest -v", agents={"codex": agent})
+    result = loop.run()
+    assert result.outcome == "completed", result.message
+    assert loop.events() == [
+        "init",
+        "develop",
+        "validate",
+        "debug",
+        "validate",
+        "debug",
+        "fix",
+        "validate",
+        "complete",
+    ]
+    (hypothesis,) = loop.doc.skill_state.debug.hypotheses
+    assert hypothesis.status == "confirmed"
+    assert str(hypothesis.verdict_reason).startswith("failed in two full runs")
 
 
 def test_debug_hypothesis_names_error_and_location(loop_ws: Any, started: Any) -> None:

@@ -9,6 +9,7 @@ and the work of a fix that timed out or was interrupted is validated before anyt
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -17,6 +18,7 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.verdict import loop_outcome
 
 from fsm.process.executor import AgentCommand
+from fsm.testing import Reply
 from tests.guarantees.waiting import is_running, wait_until
 from tests.machines.ccw_loop.conftest import PYTEST
 
@@ -80,6 +82,62 @@ def test_script_of_two_pytest_parts_exiting_1_is_not_a_pass(loop_ws: Any, starte
     assert state.validate_.failed_tests == [TEST_ADD]
     assert functions.status_lines(loop.doc)["validate"] == "FAILED (1 of 5 failed)"
     assert TEST_ADD in result.message
+
+
+@pytest.mark.parametrize("colour", ["", " --color=yes"], ids=["plain", "colour"])
+def test_a_run_stopped_at_the_first_failure_says_the_rest_did_not_run(
+    loop_ws: Any, started: Any, colour: str
+) -> None:
+    """``pytest -x`` stops at the first failure: the counts are of the tests that ran, and the
+    verdict and the status line say the run stopped there, so that "1 of 1 failed" is not read
+    as the size of the suite (in colour too, as projects that set ``--color=yes`` run it)."""
+    _project(loop_ws)
+    loop = started(
+        test_command=f"{PYTEST} -x{colour} tests/test_calc.py tests/test_more.py",
+        fix_tool="none",
+    )
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    state = loop.doc.skill_state
+    assert state is not None
+    validate = state.validate_.model_extra or {}
+    assert validate["counts"]["total"] == 1
+    assert validate["verdict"] == (
+        "failed: 1 of 1 tests failed, then the run stopped (pytest -x or --maxfail): "
+        "the tests after it did not run"
+    )
+    assert functions.status_lines(loop.doc)["validate"] == (
+        "FAILED (1 of 1 failed, then the run stopped)"
+    )
+
+
+def test_test_modules_that_cannot_be_imported_are_not_called_failed_tests(
+    loop_ws: Any, started: Any
+) -> None:
+    """A module the tests import that cannot itself be imported is a pytest collection error,
+    which stops the run before any test: the verdict and status say the module was not collected
+    and no test ran (not "1 of 1 tests failed"), and its error is the ImportError, not
+    "collection failure"."""
+    _project(loop_ws)
+    calc = loop_ws.root / "calc.py"
+    calc.write_text("from os import no_such_name\n" + calc.read_text())
+    loop = started(fix_tool="none")
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    state = loop.doc.skill_state
+    assert state is not None
+    validate = state.validate_.model_extra or {}
+    error = (
+        "collection failure: ImportError: cannot import name 'no_such_name' from 'os' "
+        f"({os.__file__})"
+    )
+    assert validate["verdict"] == (
+        f"failed: 1 test module could not be collected, so pytest ran no test ({error})"
+    )
+    assert functions.status_lines(loop.doc)["validate"] == (
+        "FAILED (1 module not collected, so no test ran)"
+    )
+    assert [row.error_message for row in state.validate_.test_results] == [error]
 
 
 @pytest.mark.parametrize(
@@ -291,7 +349,7 @@ def test_fix_that_timed_out_after_changing_files_is_validated(
     child = int((loop_ws.bin_dir / "child.pid").read_text())
     wait_until(lambda: not is_running(child), "the agent's setsid child killed")
     lines = functions.status_lines(loop.doc)
-    assert lines["fixes"] == "1 attempt (1 changed files, 1 failed)"
+    assert lines["fixes"] == "1 attempt (1 changed 1 file, 1 failed)"
     assert lines["validate"] == "PASSED (5 passed)"
 
 
@@ -323,4 +381,23 @@ def test_fix_interrupted_by_a_killed_run_is_validated_on_resume(loop_ws: Any, st
     assert loop.doc.skill_state.debug.hypotheses[0].model_extra["fix_attempts"] == 1
     assert not loop_ws.progress("attempt.json").exists()
     assert result.message == "the task done, 1 fix attempt; validation passed: 5 tests passed"
-    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed files, 1 failed)"
+    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed 1 file, 1 failed)"
+
+
+def test_fixes_line_counts_the_files_the_attempts_changed(loop_ws: Any, started: Any) -> None:
+    """A fix attempt that rewrote several files is not shown as one changed file: the fixes line
+    of status counts the attempts that changed something and the files they changed."""
+    _project(loop_ws)
+
+    def rewrote_the_tests_too(call: Any) -> Any:
+        calc = call.cwd / "calc.py"
+        calc.write_text(calc.read_text().replace("a - b", "a + b"))
+        for name in ("test_calc.py", "test_more.py"):
+            tests = call.cwd / "tests" / name
+            tests.write_text(tests.read_text() + "\n# reviewed\n")
+        return Reply(stdout="fixed, and tidied the tests")
+
+    loop = started(agents={"codex": rewrote_the_tests_too})
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed 3 files, 0 failed)"

@@ -1,5 +1,5 @@
 """The real-project check (``scripts/real-project.sh``), run by the test flow: ccw-loop's word on
-a real package agrees with an independent run of its tests. Skipped, saying why, when PyPI
+real packages agrees with an independent run of their tests. Skipped, saying why, when PyPI
 cannot be reached."""
 
 from __future__ import annotations
@@ -24,22 +24,33 @@ def _driver() -> ModuleType:
 
 
 @pytest.mark.slow
-def test_loop_outcomes_on_a_real_package_agree_with_its_tests(tmp_path: Path) -> None:
+def test_loop_outcomes_on_real_packages_agree_with_their_tests(tmp_path: Path) -> None:
     """With a fixing agent the loop completes and every test passes; with an agent that does
     nothing it ends failed with the failing tests' counts; with one that hangs after fixing,
-    leaving a setsid child, it is cut at task_timeout, its fix validated, within the bound."""
+    leaving a setsid child, it is cut at task_timeout, its fix validated, within the bound; a
+    bug only a doctest finds is fixed (the doctest re-run alone as a doctest), and so is one a
+    unittest suite run by ``make test`` finds (the prompt gives unittest's real error)."""
     driver = _driver()
     try:
-        archive = driver.download(tmp_path / "download")
+        archives = {
+            package: driver.download(tmp_path / "download", package)
+            for package in {scenario[0] for scenario in driver.SCENARIOS.values()}
+        }
     except driver.Unavailable as exc:
         pytest.skip(f"real-project check skipped: {exc}")
-    seen = {name: driver.run_scenario(archive, tmp_path, name) for name in driver.SCENARIOS}
+    seen = {
+        name: driver.run_scenario(archives[scenario[0]], tmp_path, name)
+        for name, scenario in driver.SCENARIOS.items()
+    }
     assert all(result.agrees for result in seen.values()), "\n".join(map(str, seen.values()))
-    assert [(s.outcome, s.exit_code) for s in seen.values()] == [
-        ("completed", 0),
-        ("failed", 4),
-        ("completed", 0),
-    ]
+    assert {name: (s.outcome, s.exit_code) for name, s in seen.items()} == {
+        "fixer": ("completed", 0),
+        "idle": ("failed", 4),
+        "hang": ("completed", 0),
+        "doctest": ("completed", 0),
+        "unittest": ("completed", 0),
+    }
     assert (seen["fixer"].passed, seen["idle"].failed) == (455, 2)
+    assert (seen["doctest"].passed, seen["unittest"].passed) == (256, 816)
     assert "after 3 fix attempts" in seen["idle"].line
     assert seen["hang"].seconds < driver.BOUND

@@ -214,3 +214,74 @@ def test_failures_named_in_unittests_report() -> None:
         ("tests.test_calc.T.test_div", "ZeroDivisionError: division by zero"),
     ]
 
+
+_RULE = "=" * 70 + "\n"
+_DASHES = "-" * 70 + "\n"
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (
+            "FAIL: test_ilen (tests.test_more.IlenTests.test_ilen)\n"
+            "Sanity-checks for ``ilen()``.\n" + _DASHES + "Traceback (most recent call last):\n"
+            '  File "tests/test_more.py", line 537, in test_ilen\n'
+            "    self.assertEqual(\n"
+            "AssertionError: 12 != 11\n",
+            "AssertionError: 12 != 11",
+        ),
+        (
+            "FAIL: test_encode (tests.test_more.RunLengthTest.test_encode)\n"
+            + _DASHES
+            + "Traceback (most recent call last):\n"
+            '  File "tests/test_more.py", line 3444, in test_encode\n'
+            "    self.assertEqual(actual, expected)\n"
+            "AssertionError: Lists differ: [(8, 101)] != [(8, 100)]\n\n"
+            "First differing element 0:\n(8, 101)\n(8, 100)\n\n"
+            "- [(8, 101)]\n?        ^\n\n+ [(8, 100)]\n?        ^\n\n",
+            "AssertionError: Lists differ: [(8, 101)] != [(8, 100)]",
+        ),
+        (
+            "FAIL: ilen (more_itertools.more)\n"
+            "Doctest: more_itertools.more.ilen\n" + _DASHES + "Traceback (most recent call last):\n"
+            '  File "doctest.py", line 2241, in runTest\n'
+            "    raise self.failureException(self.format_failure(new.getvalue()))\n"
+            "AssertionError: Failed doctest test for more_itertools.more.ilen\n"
+            '  File "more_itertools/more.py", line 467, in ilen\n\n' + _DASHES + "Failed example:\n"
+            "    ilen(x for x in range(10))\nExpected:\n    10\nGot:\n    11\n\n",
+            "AssertionError: Failed doctest test for more_itertools.more.ilen",
+        ),
+        (
+            "ERROR: test_x (t.T.test_x)\n" + _DASHES + "Traceback (most recent call last):\n"
+            '  File "t.py", line 3, in helper\n    int("x")\n'
+            "ValueError: invalid literal\n\n"
+            "During handling of the above exception, another exception occurred:\n\n"
+            "Traceback (most recent call last):\n"
+            '  File "t.py", line 9, in test_x\n    helper()\n'
+            "RuntimeError: helper failed\n",
+            "RuntimeError: helper failed",
+        ),
+    ],
+    ids=["docstring-under-heading", "assert-equal-diff", "doctest", "chained"],
+)
+def test_unittest_failure_message_is_the_exception_line(block: str, message: str) -> None:
+    """A unittest failure's message is the exception that ended its traceback, whatever the
+    report prints around it (the test's docstring, a diff, a doctest's example, a chain)."""
+    output = _RULE + block + _RULE + "FAIL: test_z (t.T.test_z)\n" + _DASHES
+    output += "Traceback (most recent call last):\nAssertionError: z\n\n" + _DASHES
+    output += "Ran 9 tests in 0.1s\n\nFAILED (failures=2)\n"
+    assert failures_in_output(output)[0][1] == message
+
+
+def test_a_doctest_in_unittests_report_is_named_as_a_doctest() -> None:
+    """A doctest that unittest ran (``load_tests`` adding a DocTestSuite) is named ``pkg.mod.f
+    (doctest)``: its dotted name is a function of the project, which ``python -m unittest
+    pkg.mod.f`` would call rather than test, so it must not look like a test id."""
+    output = (
+        _RULE + "FAIL: ilen (more_itertools.more)\nDoctest: more_itertools.more.ilen\n" + _DASHES
+    )
+    output += "Traceback (most recent call last):\nAssertionError: Failed doctest test\n\n"
+    output += _DASHES + "Ran 9 tests in 0.1s\n\nFAILED (failures=1)\n"
+    assert failures_in_output(output) == [
+        ("more_itertools.more.ilen (doctest)", "AssertionError: Failed doctest test")
+    ]

@@ -138,7 +138,7 @@ def test_fix_that_changes_nothing_is_a_failed_fix(loop_ws: Any, started: Any, gi
     )
     lines = functions.status_lines(doc)
     assert lines["develop"] == "1/1 tasks done (100%)"
-    assert lines["fixes"] == "3 attempts (0 changed files, 3 failed)"
+    assert lines["fixes"] == "3 attempts (none changed a file, 3 failed)"
     assert lines["validate"] == "FAILED (1 of 2 failed)"
     assert lines["debug"] == f"root cause H1 ({TEST_ADD}), 3/3 fix attempts"
     loop.assert_consistent()

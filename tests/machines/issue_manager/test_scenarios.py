@@ -11,6 +11,7 @@ per save.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from fsm_machines.issue_manager.model import IssueManagerState
 
 from fsm.base.errors import MissingRequirementError
 from fsm.engine.engine import Engine
+from fsm.process.executor import AgentCommand
 from fsm.view.inspect import status
 from tests.machines.issue_manager.conftest import RETRY_HINT, agent_task, command_task
 
@@ -167,6 +169,31 @@ def test_one_failing_task_fails_its_issue_and_the_run(sample: Any, launch: Any) 
     assert [(e["action"], e["issue_id"]) for e in state["errors"]] == [("action-execute", "ISS-2")]
     assert im.read("summary.json")["status"] == "failed"
     assert im.audit() == []
+
+
+def test_an_execution_agent_that_changes_nothing_fails_its_issue(sample: Any, launch: Any) -> None:
+    """A task given to the execution agent that ends without changing any file (it says it did
+    the work) fails its issue, naming that, and the issues that depend on it are blocked; the run
+    ends failed, exit 4, instead of "2 of 2 issues done" over an untouched workspace."""
+    sample.add_issue("ISS-1", "Swap the bases back")
+    sample.add_solution("ISS-1", [agent_task("T1", "Swap the bases back in size.py")])
+    sample.add_issue("ISS-2", "Note it", depends_on=["ISS-1"])
+    sample.add_solution("ISS-2", [_counting("news")])
+    said = "print('Done: I swapped the bases back.')"
+    sample.agents["doer"] = AgentCommand((sys.executable, "-c", said, "{prompt}"))
+    im = launch({"plan_tool": "none", "execute_tool": "doer"})
+
+    result = im.run()
+
+    assert (result.outcome, result.exit_code) == ("failed", 4)
+    error = im.data["issues"]["ISS-1"]["error"]
+    assert error == (
+        "task T1 (task T1) failed: the task changed no file (agent doer exited 0 without an "
+        "edit); Done: I swapped the bases back."
+    )
+    assert sample.statuses()["ISS-1"] == "failed"
+    assert _ran(sample) == []
+    assert "ISS-2 blocked: depends on ISS-1, which failed" in result.message
 
 
 def test_a_failed_planning_is_a_failed_issue_with_its_cause(sample: Any, launch: Any) -> None:

@@ -35,6 +35,17 @@ TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int | None]]] = [
         ("phases/01-a.md", 4),
     ),
     (
+        "context.unbounded_history",
+        {
+            "phases/01-a.md": phase(
+                "const batchResults = []\nfor (const batch of batches) {\n"
+                "  batchResults.push(run(batch))\n"
+                "  Task({ prompt: `Before: ${batchResults.join(', ')}` })\n}"
+            )
+        },
+        ("phases/01-a.md", 6),
+    ),
+    (
         "context.file_read_into_prompt",
         {"phases/01-a.md": phase("Task({ prompt: `Review ${Read(file)}` });")},
         ("phases/01-a.md", 4),
@@ -105,6 +116,16 @@ TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int | None]]] = [
         ("phases/01-a.md", 4),
     ),
     (
+        # the next step reads the result but says nothing of a failed call
+        "agent.call_without_error_handling",
+        {
+            "phases/01-a.md": "# Phase\n\n### Step 4: Review\n\n```bash\n"
+            "ccw cli -p 'review' --tool gemini\n```\n\n### Step 5: Evaluate\n\n"
+            "| Result | Action |\n|---|---|\n| No issues | Proceed to phase 3 |\n"
+        },
+        ("phases/01-a.md", 6),
+    ),
+    (
         "agent.result_unvalidated",
         {"phases/01-a.md": phase("const r = Task({\n  prompt: 'x'\n});\nstate.plan = r.plan;")},
         ("phases/01-a.md", 4),
@@ -135,6 +156,17 @@ QUIET: list[tuple[str, dict[str, str]]] = [
         },
     ),
     ("context.unbounded_history", {"phases/01-a.md": phase("state.results_count += 1;")}),
+    (
+        # one pass over a collection into a list made here, read once after the loop: bounded
+        "context.unbounded_history",
+        {
+            "phases/01-a.md": phase(
+                "const searchResults = []\nfor (const keyword of keywords) {\n"
+                "  searchResults.push({ keyword, results: Grep(keyword) })\n}\n"
+                "Write(path, `${searchResults.map(r => r.keyword).join(', ')}`)"
+            )
+        },
+    ),
     (
         "context.file_read_into_prompt",
         {"phases/01-a.md": phase("Task({ prompt: `Review the file at ${path}` });")},
@@ -193,6 +225,16 @@ QUIET: list[tuple[str, dict[str, str]]] = [
                 "try {\n  const r = Task({ prompt: 'x' });\n"
                 "} catch (e) {\n  state.errors.push(e);\n}"
             )
+        },
+    ),
+    (
+        # the next step, which reads the result, says what to do when the call failed
+        "agent.call_without_error_handling",
+        {
+            "phases/01-a.md": "# Phase\n\n### Step 4: Review\n\n```bash\n"
+            "ccw cli -p 'review' --tool gemini\n```\n\n### Step 5: Evaluate\n\n"
+            "| Result | Action |\n|---|---|\n| No issues | Proceed to phase 3 |\n"
+            "| Review failed/timeout | Ask the user whether to proceed or retry |\n"
         },
     ),
     (

@@ -432,3 +432,30 @@ def test_a_file_that_is_not_utf8_is_diagnosed_and_left_to_a_person(
     assert stuck and all(not f.changes for f in stuck)
     assert any(r.verification_result == "pass" for r in doc.applied_fixes)
     assert_consistent(tuning, instance, before)
+
+
+ONE_PASS_SEARCH = (
+    "\n## Search\n\n```javascript\nconst searchResults = []\n"
+    "for (const keyword of keywords) {\n"
+    '  searchResults.push({ keyword, results: Grep({ pattern: keyword, path: "." }) })\n'
+    "}\n"
+    "Write(`${workDir}/understanding.md`, searchResults.map(r => r.keyword).join('\\n'))\n"
+    "```\n"
+)
+
+
+def test_a_list_filled_in_one_pass_is_left_alone(
+    make_skill: Callable[..., Path], samples: SimpleNamespace, tuning: Tuning
+) -> None:
+    """A list made afresh and filled once per keyword, read after the loop, is no growing
+    history: the run passes at once and the skill is untouched (a sliding window used to be
+    appended to it, dropping the first keywords' results, and kept as a verified fix)."""
+    files = dict(samples.clean)
+    files["phases/02-analyse.md"] += ONE_PASS_SEARCH
+    root = make_skill(files)
+    original = tree_bytes(root)
+    instance = tune(tuning, root)
+    result = instance.run(max_steps=200)
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    assert instance.doc.issues == [] and instance.doc.applied_fixes == []
+    assert tree_bytes(root) == original

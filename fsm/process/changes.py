@@ -1,6 +1,7 @@
-"""Which files a task changed: from git in a repository, from file stamps elsewhere.
+"""Which files a command or an agent changed: from git in a repository, from file stamps elsewhere.
 
-A task's ``files_changed`` is the difference between two snapshots taken before and after it ran.
+What a task changed (ccw-loop's ``files_changed``, whether an issue-manager task did anything)
+is the difference between two snapshots taken before and after it ran.
 
 * In a git work tree (that does not ignore the workspace) the snapshot is ``git status``:
   files that became dirty, dirty files whose content changed again, and dirty files that became
@@ -14,9 +15,10 @@ A task's ``files_changed`` is the difference between two snapshots taken before 
   and virtual environments. A file rewritten with the same content counts as changed there.
   A workspace of more than :data:`MAX_FILES` files is not walked: its changes are unknown.
 
-The loop's own files under the state folder are never reported. :func:`is_known` tells whether
-the two snapshots can say "nothing changed" (a fix that changed nothing is a failed fix; when it
-cannot be known, the validation after the fix judges it).
+fsm's own files (the state folder, an instance's folder given as ``exclude``) are never
+reported. :func:`is_known` tells whether the two snapshots can say "nothing changed" (an agent
+task that changed nothing is a failed task; when it cannot be known, a machine judges the work
+otherwise, as ccw-loop's validation after a fix does).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from fsm.executor import Executor
+from fsm.process.executor import Executor
 
 __all__ = ["MAX_FILES", "Snapshot", "changed_files", "is_known", "take_snapshot"]
 
