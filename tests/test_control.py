@@ -138,3 +138,22 @@ def test_machine_without_control_refuses_commands(workspace: object, bare: objec
     instance.create({})
     with pytest.raises(ControlRefusedError, match="has no control commands"):
         ControlPlane(instance).apply("pause")
+
+
+def test_a_command_another_fsm_journaled_is_not_undone_by_a_later_load(
+    make_counter: MakeCounter,
+) -> None:
+    """A process that paused an instance, then loads it after another fsm process (a second
+    Instance: `fsm resume`, the server) resumed it, sees it running: a version the journal
+    ends with is fsm's own work, never an older copy written back to be merged over."""
+    paused = at_status(make_counter, "paused")
+    other = paused.workspace.instance(paused.machine, paused.id)
+    ControlPlane(other).apply("resume", actor="elsewhere")
+    assert paused.load().status == "running"
+    assert paused.load().status == "running"
+    records = paused.journal.read().records
+    assert [(r["kind"], r.get("event")) for r in records][-2:] == [
+        ("control", "pause"),
+        ("control", "resume"),
+    ]
+    assert records[-1]["actor"] == "elsewhere"

@@ -30,11 +30,12 @@ def _journal(tmp_path: Path) -> Path:
 
 
 def _lengthen(path: Path, copies: int) -> None:
-    """Repeat the journal's middle record (a counting -> counting step) ``copies`` times, so the
-    chain still holds and the last record still describes the document."""
+    """Repeat the journal's first counting -> counting step ``copies`` times right after it, so
+    the chain still holds and every version still rebuilds: each copy applies the same change
+    to the same document, and the records after them are as they were."""
     lines = path.read_bytes().splitlines(keepends=True)
-    counting = next(line for line in lines if b'"source":"counting","dest":"counting"' in line)
-    path.write_bytes(b"".join([*lines[:-1], counting * copies, lines[-1]]))
+    at = next(i for i, line in enumerate(lines) if b'"source":"counting","dest":"counting"' in line)
+    path.write_bytes(b"".join([*lines[: at + 1], lines[at] * copies, *lines[at + 1 :]]))
 
 
 def test_history_tail_prints_the_last_records_in_order(cli: Cli, tmp_path: Path) -> None:

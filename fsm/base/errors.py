@@ -59,6 +59,7 @@ __all__ = [
     "MissingRequirementError",
     "NotARegularFileError",
     "OptionsError",
+    "PatchError",
     "RefusedError",
     "StoreError",
     "UnknownInstanceError",
@@ -210,3 +211,8 @@ class NotARegularFileError(_FileRefused):
 
 class FileTooLargeError(_FileRefused):
     """The file is larger than the limit of what fsm reads of its kind."""
+
+
+class PatchError(ValueError):
+    """A JSON Patch (a journal record's ``changes``) that does not apply to the document it is
+    given; replay and time travel turn it into a problem naming the record."""

@@ -95,6 +95,8 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.max_steps is not None and args.max_steps < 0:
         raise InputError("--max-steps must be 0 or more")
     if args.run_all:
+        if args.actor != "run":
+            raise InputError("--actor goes with one instance (the runs of --all are run-all)")
         return _run_all(args, values)
     if args.machine is None or args.id is None:
         raise InputError("fsm run needs MACHINE and ID (or --all to run every runnable instance)")
@@ -112,7 +114,9 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
         live = sys.stderr.isatty() and not args.interactive  # a menu needs the plain lines
         progress = RunProgress(instance, sys.stderr, live=live)
     try:
-        result = engine.run(max_steps=args.max_steps, chooser=chooser, on_step=progress)
+        result = engine.run(
+            max_steps=args.max_steps, chooser=chooser, actor=args.actor, on_step=progress
+        )
     finally:
         if progress is not None:
             progress.close()
@@ -340,12 +344,18 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Print the journal as it is read (or only its last ``--tail`` records, read from its end).
 
-    Each record is one line: readable text (:func:`fsm.view.history.history_line`), or with
-    ``--json`` the record as the journal holds it (compact JSON), characters a terminal would
-    act on escaped.
+    Each record is one line: readable text (:func:`fsm.view.history.history_line`), with
+    ``--changes`` followed by the fields it changed (:func:`fsm.view.history.change_lines`), or
+    with ``--json`` the record as the journal holds it (compact JSON, which holds its changes),
+    characters a terminal would act on escaped.
     """
     from fsm.model.records import Record
-    from fsm.view.history import history_line
+    from fsm.view.history import change_lines, history_line
+
+    def shown(record: Record) -> str:
+        if not getattr(args, "changes", False):
+            return history_line(record)
+        return "\n".join([history_line(record), *change_lines(record)])
 
     instance = instance_from(args, values)
     if args.tail is not None:
@@ -356,14 +366,14 @@ def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
             sys.stdout.writelines(_json_line(data) + "\n" for data in reversed(raw))
         else:
             records = list(itertools.islice(instance.journal.records_backwards(), args.tail))
-            sys.stdout.writelines(history_line(record) + "\n" for record in reversed(records))
+            sys.stdout.writelines(shown(record) + "\n" for record in reversed(records))
         return 0
     if args.json:
         return _history_json(instance)
     lines: list[str] = []
     for number, record in instance.journal.entries():
         if isinstance(record, Record):
-            lines.append(history_line(record))
+            lines.append(shown(record) if getattr(args, "changes", False) else history_line(record))
             if len(lines) < 4096:
                 continue
             _write_lines(lines)
@@ -448,5 +458,11 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     from fsm.serve.server import ServeOptions, run, served_machines
 
     served = served_machines(_workspace(values), args.machines)
-    run(served, ServeOptions(args.host, args.port, args.allow_remote, args.token_file))
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers {args.workers} must be 1 or more")
+    drive = args.workers if args.workers is not None else (1 if args.drive else 0)
+    options = ServeOptions(
+        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads, drive
+    )
+    run(served, options)
     return 0

@@ -190,6 +190,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show no progress on stderr (only the result line on stdout; --all shows none)",
     )
+    p.add_argument(
+        "--actor",
+        default="run",
+        help="who drives, kept in the journal and in the run's heartbeat, e.g. --actor serve "
+        "(default: run; the runs of --all are run-all)",
+    )
 
 
 def _fire_arguments(p: argparse.ArgumentParser) -> None:
@@ -209,6 +215,12 @@ def _history_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="only the last N records, read from the end of the journal, e.g. --tail 20",
+    )
+    p.add_argument(
+        "--changes",
+        action="store_true",
+        help="under each record, the document's fields it changed (+ added, - removed, "
+        "~ replaced, with the new value)",
     )
 
 
@@ -262,6 +274,34 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="read the token from FILE, readable by you only (default: a new token per start)",
+    )
+    p.add_argument(
+        "--max-body",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="largest request body taken, e.g. --max-body 4194304 (default: 1 MiB); larger "
+        "ones are refused (413) unread",
+    )
+    p.add_argument(
+        "--reads",
+        choices=("private", "all", "none"),
+        default="private",
+        help="which reads need the token: private (default: instances whose document others "
+        "may not read), all, or none",
+    )
+    p.add_argument(
+        "--drive",
+        action="store_true",
+        help="drive the runnable instances (as fsm run --all would, each run in a process of "
+        "its own): Start and Resume from the page then take effect with nothing else running",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with --drive, drive N instances at a time, e.g. --workers 4 (default: 1; "
+        "giving it implies --drive)",
     )
 
 

@@ -56,6 +56,7 @@ from fsm.model.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, Run
 from fsm.model.records import AGENT_RUNS, ErrorRecord, GuardResult, TransitionRecord
 from fsm.process import orphans
 from fsm.process.agent_runs import AgentRecorder
+from fsm.store.heartbeat import Pulse, heartbeats_of
 from fsm.store.protocol import Lease
 
 __all__ = ["Engine", "Kernel"]
@@ -198,6 +199,7 @@ class _Attempt:
         "data",
         "evaluated",
         "loaded",
+        "pulse",
         "rules",
         "started",
         "transition",
@@ -210,8 +212,11 @@ class _Attempt:
         rules: DocumentRules,
         *,
         codec_reads_document: bool,
+        pulse: Pulse | None = None,
     ) -> None:
         self.loaded = loaded
+        self.pulse = pulse
+        """The heartbeat of the run under way, told of each action it starts."""
         self.contexts = contexts
         """The context a transition's guards and actions see, from a source state."""
         self.rules = rules
@@ -250,7 +255,10 @@ class _Attempt:
         data, doc = current.data, current.doc
         last = len(transition.actions) - 1
         unchecked = False
+        pulse = self.pulse
         for position, (name, action) in enumerate(transition.actions):
+            if pulse is not None:
+                pulse.doing(name, current.state)
             try:
                 update = action(doc, tctx)
                 if update:
@@ -319,6 +327,8 @@ class Engine:
         in one thread (a worker), hands each engine the same one."""
         self.control = ControlPlane(instance)
         self._lock_held = False
+        self.pulse: Pulse | None = None
+        """The heartbeat of the run under way (:mod:`fsm.store.heartbeat`): told of each action."""
         # The context of this engine's steps and, per (transition, source), the copy its guards
         # and actions see: what they hold is fixed for the instance, so they are built once.
         self._ctx: Context | None = None
@@ -471,7 +481,14 @@ class Engine:
                 self.check_requirements(loaded)
             loaded = self.control.start_if_needed(loaded, actor=actor)
             self.instance.log.info("run_started", state=loaded.state, status=loaded.status)
-            result = self._run_steps(max_steps, chooser, actor, on_step)
+            store = self.instance.store
+            pulse = Pulse(heartbeats_of(store), self.instance.id, actor, loaded.state)
+            with pulse.running():
+                self.pulse = pulse
+                try:
+                    result = self._run_steps(max_steps, chooser, actor, on_step)
+                finally:
+                    self.pulse = None
         self.instance.log.info(
             RUN_ENDED_EVENTS[result.outcome],
             state=result.state,
@@ -496,6 +513,8 @@ class Engine:
             if ended is not None:
                 return ended
             result = self._step(None, actor, loaded=loaded)
+            if self.pulse is not None:
+                self.pulse.doing(None, result.state)
             if result.outcome == "waiting" and chooser is not None:
                 choices = self.allowed_events()
                 event = chooser(result.state, choices) if choices else None
@@ -593,6 +612,7 @@ class Engine:
             self._transition_context,
             self.instance.rules,
             codec_reads_document=self._codec_reads_document,
+            pulse=self.pulse,
         )
         try:
             chosen = self.kernel.take(state, event, attempt)

@@ -67,7 +67,11 @@ def _external_control(
     except ValidationError:
         their_state = base.state
     before, after = (base.state, base.status), (their_state, their_status)
-    return [external_control(rules, before, after, their_hash, during_step=True)]
+    return [
+        external_control(
+            rules, before, after, their_hash, during_step=True, core_hash=rules.core_hash(theirs)
+        )
+    ]
 
 
 def _settle_state(

@@ -45,8 +45,9 @@ from fsm.base.log import EventLog
 from fsm.base.update import bytes_hash
 from fsm.engine.merge import merge_concurrent
 from fsm.engine.rules import DocumentRules, Loaded
-from fsm.engine.versions import seen_control, written_over
+from fsm.engine.versions import is_journaled, seen_control, written_over
 from fsm.model.definition import describe_validation
+from fsm.model.patch import changes_of
 from fsm.model.records import MergeRecord, Record, RepairRecord
 from fsm.store.protocol import JournalLog, LateWrite, Lease, Proposal, Snapshot, Store
 
@@ -142,10 +143,19 @@ class Transaction:
         return saved
 
     def _write(
-        self, data: Mapping[str, Any], before: list[Record], record: Record, base: Loaded | None
+        self,
+        data: Mapping[str, Any],
+        before: list[Record],
+        record: Record,
+        base: Loaded | None,
+        *,
+        since: Mapping[str, Any] | None = None,
     ) -> tuple[Loaded, _Lost | None]:
-        """One swap of ``data`` (merged with what the store holds by then) and its records."""
+        """One swap of ``data`` (merged with what the store holds by then) and its records;
+        ``since``: the version the journal is at once the ``before`` records are written (what
+        the step's changes are said against; default: the base)."""
         rules = self.rules
+        base_data = since if since is not None else None if base is None else base.data
         loaded: Loaded | None = None  # what build made last (the swap wrote the last one)
         core = ""
         merged_on: bytes | None = None
@@ -158,17 +168,34 @@ class Transaction:
                     "it was left as it is"
                 )
             merged, entry, records = data, record, before
+            previous: Mapping[str, Any] | None = (
+                None if current is None else since if since is not None else base_data
+            )
             if base is not None and current is not None and current.raw != base.raw:
                 theirs = self._their_data(current.raw, data)
                 their_base = self._read_by(current.raw, base)
                 merged, more = merge_concurrent(
                     rules, data, their_base, theirs, current.raw, self._last
                 )
+                # What changed is said against the version the journal ends at: theirs when
+                # it is journaled (by a record here, or by whoever wrote it), else the step's
+                # base, the step's record then carrying their change too (it is marked merged).
+                journaled = since if since is not None else self._journal_end([current], base)
+                if more:
+                    more = [r.with_changes(changes_of(journaled, theirs)) for r in more]
+                    previous = theirs
+                else:
+                    previous = journaled
                 records = [*before, *more]
                 entry = record.as_merged()
             final = rules.touched(merged)
             doc = self._validated(final)
             raw = rules.render(final, self.id)
+            if len(raw) > jsonio.MAX_BYTES:
+                raise UnwritableDocumentError(
+                    f"the document of '{self.id}' would be {len(raw) / 1048576:.1f} MiB, more "
+                    f"than a document may hold ({jsonio.MAX_BYTES // 1048576} MiB)"
+                )
             state = rules.machine.codec.read(doc)
             status = rules.status_of(final)
             core = rules.core_hash(final)
@@ -178,6 +205,7 @@ class Transaction:
                 status=status,
                 doc_hash=bytes_hash(raw),
                 core_hash=core,
+                changes=changes_of(previous, final),
             )
             loaded = Loaded(final, raw, doc, state, status)
             merged_on = current.raw if entry is not record and current is not None else None
@@ -199,6 +227,20 @@ class Transaction:
         lost = None if swapped.late is None else self._lost(swapped.late)
         rules.after_save(loaded)
         return loaded, lost
+
+    def _journal_end(self, found: list[Snapshot | Loaded], fallback: Loaded) -> Mapping[str, Any]:
+        """The version the journal ends at, among those just ``found`` and those this
+        transaction wrote or merged, recognised by the journal's last hash: what the next
+        record's changes are said against when other writers wrote meanwhile (a version they
+        wrote and journaled, fsm's version before they wrote an older copy back, ...); the
+        ``fallback`` when none has that hash (an edit the journal does not hold)."""
+        last = self._last()
+        if last is not None and last.doc_hash is not None:
+            versions = [*found, fallback, *(v for v, _ in reversed(self.recent))]
+            for version in [*versions, *(v for v, _ in reversed(self._seen))]:
+                if bytes_hash(version.raw) == last.doc_hash:
+                    return version.data
+        return fallback.data
 
     def _their_data(self, raw: bytes, ours: Mapping[str, Any]) -> dict[str, Any]:
         """The document another writer left (``raw``); when it is corrupt the step's result is
@@ -299,6 +341,12 @@ class Transaction:
         merged, before = merge_concurrent(
             self.rules, ours.data, their_base, theirs, their_raw, self._last
         )
+        # What changed is said against the version the journal ends at (the store may hold a
+        # version another writer put there without journaling it), then against theirs when
+        # a record of their version comes first.
+        end = self._journal_end([on_disk], ours)
+        if before:
+            before = [r.with_changes(changes_of(end, theirs)) for r in before]
         record = MergeRecord(
             source=ours.state,
             dest=ours.state,
@@ -307,7 +355,7 @@ class Transaction:
             merged=True,
         )
         self.log.info("lost_write_reapplied", state=ours.state)
-        return self._write(merged, before, record, on_disk)
+        return self._write(merged, before, record, on_disk, since=theirs if before else end)
 
     def reconcile(self, loaded: Loaded) -> Loaded:
         """``loaded``, or, when another writer wrote back an older version of fsm's work along
@@ -325,6 +373,11 @@ class Transaction:
             newest = self.recent[-1][0]
             if current.raw == newest.raw:
                 return current
+            if is_journaled(bytes_hash(current.raw), self._last()):
+                # fsm's own work, committed by another process (``fsm resume``, a server):
+                # the newest version, not an older one written back.
+                self.recent.append((current, self.rules.core_hash(current.data)))
+                return current
             base = written_over(self.rules, self._versions(), current)
             if base is None:
                 return current  # not a version fsm wrote: somebody else's edit, left to replay
@@ -335,6 +388,8 @@ class Transaction:
                 )
             seen = seen_control(self.rules, newest, current, self._last())
             if seen is not None:
+                end = self._journal_end([], newest)
+                seen = seen.with_changes(changes_of(end, current.data))
                 self.store.append(self.id, [seen], fence=self.fence)
                 self.log.info(
                     "external_control_seen",
@@ -376,12 +431,15 @@ class Transaction:
             except StoreError:
                 current = base
             entry = record.as_merged() if current.raw != base.raw else record
+            # The document did not change, unless another writer changed it meanwhile.
+            previous = current.data if entry is record else self._journal_end([current], base)
             stamped = entry.stamped(
                 time=self.rules.clock.iso(),
                 state=current.state,
                 status=current.status,
                 doc_hash=bytes_hash(current.raw),
                 core_hash=self.rules.core_hash(current.data),
+                changes=None if entry is record else changes_of(previous, current.data),
             )
             self.store.append(self.id, [stamped], fence=self.fence)
         return current
@@ -421,5 +479,5 @@ class Transaction:
             status=current.status,
             doc_hash=bytes_hash(current.raw),
             core_hash=self.rules.core_hash(current.data),
-        )
+        ).with_changes(changes_of(None, current.data))  # the whole document: replay restarts
         self.store.append(self.id, [record], fence=self.fence)

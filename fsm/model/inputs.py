@@ -136,8 +136,14 @@ def input_problems(machine: Machine, inputs: Mapping[str, Any]) -> tuple[list[st
 
 
 def check_document_size(machine: Machine, data: Mapping[str, Any]) -> None:
-    """Refuse a created document larger than a document may be (nothing is written)."""
-    size = _size(data)
+    """Refuse a created document larger than a document may be, as it would be written (with
+    the machine's indent), so that it can always be read back (nothing is written)."""
+    from fsm.base.jsonrender import render_document
+
+    try:
+        size = len(render_document(data, machine.spec.storage.indent).encode("utf-8"))
+    except (TypeError, ValueError, UnicodeEncodeError):
+        size = _size(data)  # not JSON at all: validation says so in its own words
     if size > jsonio.MAX_BYTES:
         raise InputTooLargeError(
             f"cannot create {machine.name} instance: its document would be {_mib(size)}, more "

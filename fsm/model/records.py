@@ -24,6 +24,12 @@ retry         ``status_from``, ``status_to``, ``items`` (what was reopened), ``r
               instance reopened from its final state (``event`` is ``retry``)
 ============  ===========================================================================
 
+A record that leads to a new version of the document also says what changed against the version
+it replaced: a JSON Patch under ``changes``, or only the changed paths under ``changed`` when the
+patch is large (:mod:`fsm.model.patch`; :func:`record_changes`, :func:`changed_paths`). Like
+``agents`` these keys live in ``extra``: journals written before them, and fsms that do not know
+them, read as before.
+
 A record of a kind this fsm does not know (written by a newer fsm, or by hand) is read as an
 :class:`UnknownRecord`; keys a definition does not name are kept in ``extra`` (and written back by
 :meth:`Record.to_json`). A record of a known kind whose fields do not fit raises
@@ -66,6 +72,8 @@ from fsm.model._record_shapes import Shape, fits, misfit, shape_of, unreadable_f
 
 __all__ = [
     "AGENT_RUNS",
+    "CHANGED",
+    "CHANGES",
     "FORMAT",
     "ControlRecord",
     "CreateRecord",
@@ -79,7 +87,9 @@ __all__ = [
     "TransitionRecord",
     "UnknownRecord",
     "agent_runs",
+    "changed_paths",
     "parse_record",
+    "record_changes",
 ]
 
 FORMAT = 2
@@ -142,18 +152,32 @@ class Record:
         return self._with({"merged": True})
 
     def stamped(
-        self, *, time: str, state: str, status: str | None, doc_hash: str, core_hash: str
+        self,
+        *,
+        time: str,
+        state: str,
+        status: str | None,
+        doc_hash: str,
+        core_hash: str,
+        changes: Mapping[str, Any] | None = None,
     ) -> Self:
-        """This record as the commit writes it: when, and the document it led to."""
-        return self._with(
-            {
-                "time": time,
-                "state": state,
-                "status": status,
-                "doc_hash": doc_hash,
-                "core_hash": core_hash,
-            }
-        )
+        """This record as the commit writes it: when, the document it led to, and what changed
+        (``changes``: :func:`fsm.model.patch.changes_of`'s answer, kept under :data:`CHANGES` or
+        :data:`CHANGED`)."""
+        stamp: dict[str, Any] = {
+            "time": time,
+            "state": state,
+            "status": status,
+            "doc_hash": doc_hash,
+            "core_hash": core_hash,
+        }
+        if changes:
+            stamp["extra"] = {**self.extra, **changes}
+        return self._with(stamp)
+
+    def with_changes(self, changes: Mapping[str, Any]) -> Self:
+        """This record saying what changed (:func:`fsm.model.patch.changes_of`'s answer)."""
+        return self._with({"extra": {**self.extra, **changes}})
 
     def _with(self, changes: Mapping[str, Any]) -> Self:
         """A copy with ``changes`` (fields whose types the signature already gives): the
@@ -364,21 +388,18 @@ def parse_record(data: dict[str, Any], line: int) -> Record:
         if checked is None:
             return _parse_unseen(data, line, kind, signature)
         _LAST[kind] = checked
-    _, cls, has_extra = checked
+    _, cls, extra = checked
     version = data.setdefault("format", 1)
     if not 1 <= version <= FORMAT:
         raise unreadable_format(version, line, FORMAT)
     record = object.__new__(cls)
-    if has_extra:
-        _keep_extra(data, cls)
+    if extra:
+        # The keys the kind does not define (a step's changes, its agent runs), known from the
+        # signature: moved into ``extra`` without working them out again.
+        pop = data.pop
+        data["extra"] = {key: pop(key) for key in extra}
     _ADOPT(record, "__dict__", data)
     return record
-
-
-def _keep_extra(data: dict[str, Any], cls: type[Record]) -> None:
-    """Move the keys ``cls`` does not define into ``data["extra"]``."""
-    known = _shape(cls).known
-    data["extra"] = {k: data.pop(k) for k in data.keys() - known}
 
 
 def _parse_unseen(data: dict[str, Any], line: int, kind: str, signature: list[Any]) -> Record:
@@ -398,12 +419,13 @@ def _parse_unseen(data: dict[str, Any], line: int, kind: str, signature: list[An
         raise JournalRecordError(line, misfit(data, shape))
     if len(_CHECKED) >= _MAX_SIGNATURES:  # a hostile journal: every line another shape
         _CHECKED.clear()
-    has_extra = not data.keys() <= shape.known
-    _CHECKED[(kind, *signature)] = _LAST[kind] = (signature, cls, has_extra)
+    extra = tuple(key for key in data if key not in shape.known)
+    _CHECKED[(kind, *signature)] = _LAST[kind] = (signature, cls, extra)
     data.setdefault("format", 1)
     record = object.__new__(cls)
-    if has_extra:
-        _keep_extra(data, cls)
+    if extra:
+        pop = data.pop
+        data["extra"] = {key: pop(key) for key in extra}
     _ADOPT(record, "__dict__", data)
     return record
 
@@ -415,10 +437,11 @@ def _shape(cls: type[Record]) -> Shape:
     return shape
 
 
-_CHECKED: dict[tuple[Any, ...], tuple[list[Any], type[Record], bool]] = {}
+_CHECKED: dict[tuple[Any, ...], tuple[list[Any], type[Record], tuple[str, ...]]] = {}
 """Signatures that fit their kind (the kind, keys, then value types): the signature as
-:func:`parse_record` compares it, the kind's class, and whether it has keys it does not define."""
-_LAST: dict[str, tuple[list[Any], type[Record], bool]] = {}
+:func:`parse_record` compares it, the kind's class, and the keys it has that the kind does not
+define (kept in ``extra``)."""
+_LAST: dict[str, tuple[list[Any], type[Record], tuple[str, ...]]] = {}
 """Each known kind's signature checked or found last (as :data:`_CHECKED` holds it)."""
 _MAX_SIGNATURES = 512
 
@@ -462,3 +485,34 @@ def agent_runs(record: Record) -> list[dict[str, Any]]:
     if not isinstance(runs, list):
         return []
     return [run for run in runs if isinstance(run, dict)]
+
+
+CHANGES = "changes"
+"""The key of a record's JSON Patch (RFC 6902) against the version of the document it replaced
+(see :mod:`fsm.model.patch`): written by every record that leads to a new version (format 2 journals
+written before it have none). Like :data:`AGENT_RUNS` it is kept in ``extra``, so every fsm reads
+journals with it."""
+CHANGED = "changed"
+"""The key of the paths (JSON Pointers) a record changed, written instead of :data:`CHANGES`
+when the patch was larger than :data:`fsm.model.patch.PATCH_LIMIT`."""
+
+
+def record_changes(record: Record) -> list[dict[str, Any]] | None:
+    """The record's patch (None when it has none: it changed no document, it kept only the
+    paths, or it was written before records said what changed)."""
+    ops = record.extra.get(CHANGES)
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        return None
+    return ops
+
+
+def changed_paths(record: Record) -> list[str] | None:
+    """The paths the record changed (from its patch, or the paths kept instead of one); None
+    when it does not say."""
+    ops = record_changes(record)
+    if ops is not None:
+        return list(dict.fromkeys(str(op.get("path", "")) for op in ops))
+    paths = record.extra.get(CHANGED)
+    if isinstance(paths, list) and all(isinstance(path, str) for path in paths):
+        return paths
+    return None

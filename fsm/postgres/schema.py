@@ -25,6 +25,9 @@ The tables:
   matter).
 * ``fsm_kept``: documents quarantined as unreadable and step results that could not be
   committed, never deleted by fsm.
+* ``fsm_heartbeats``: the heartbeat of the run driving each instance (its host, pid, actor and
+  the action in progress: :mod:`fsm.store.heartbeat`), one row per instance, with the time it
+  was published by the server's clock, so that a reader on any host sees who drives.
 
 Partial indexes keep claims as fast with 100,000 finished instances as with none: the claim
 looks only at rows that are runnable.
@@ -96,6 +99,22 @@ CREATE TABLE fsm_kept (
     id text NOT NULL,
     raw bytea NOT NULL,
     kept timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
+    (
+        2,
+        "heartbeats of the runs driving instances",
+        """
+CREATE TABLE fsm_heartbeats (
+    space text NOT NULL,
+    machine text NOT NULL,
+    id text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    data text NOT NULL,
+    beat timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (space, machine, id)
 );
 """,
     ),

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +52,7 @@ from fsm.base.ids import validate_id
 from fsm.model.records import Record
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
 from fsm.store.file_store import FileStore
+from fsm.store.heartbeat import Heartbeat
 from fsm.store.journal import JournalRead, TypedRecords, line_bytes
 from fsm.store.protocol import (
     Build,
@@ -64,7 +67,7 @@ from fsm.store.protocol import (
     Swapped,
 )
 
-__all__ = ["PostgresJournal", "PostgresLease", "PostgresStore"]
+__all__ = ["PostgresHeartbeats", "PostgresJournal", "PostgresLease", "PostgresStore"]
 
 MAX_ROUNDS = 50
 """Rounds a swap may redo while other writers keep changing the document."""
@@ -402,6 +405,67 @@ def _parsed(line: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+class PostgresHeartbeats:
+    """The heartbeats of one machine's runs (:mod:`fsm.store.heartbeat`) in ``fsm_heartbeats``,
+    so that a server on any host sees the workers of every host.
+
+    A row carries the time it was published by the server's clock; a reader takes the
+    heartbeat's age from it, not from the publishing host's clock, and moves the action's start
+    by the same difference, so hosts whose clocks disagree still agree on who is alive. A
+    heartbeat is best effort: a database that cannot be reached loses a beat, never the step.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def _key(self, instance_id: str) -> tuple[str, str, str]:
+        return (self.store.space, self.store.machine, validate_id(instance_id))
+
+    def publish(self, instance_id: str, heartbeat: Heartbeat) -> None:
+        """Keep ``heartbeat`` as the instance's (one statement: insert or replace)."""
+        sql = (
+            "INSERT INTO fsm_heartbeats (space, machine, id, host, pid, data) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (space, machine, id) DO UPDATE SET "
+            "host = EXCLUDED.host, pid = EXCLUDED.pid, data = EXCLUDED.data, "
+            "beat = clock_timestamp()"
+        )
+        params = (*self._key(instance_id), heartbeat.host, heartbeat.pid, _json(heartbeat))
+        with contextlib.suppress(StoreError):
+            self.store.db.run(lambda conn: conn.execute(sql, params))
+
+    def clear(self, instance_id: str, heartbeat: Heartbeat) -> None:
+        """Remove the instance's heartbeat when it is still this run's (host and pid)."""
+        sql = (
+            "DELETE FROM fsm_heartbeats WHERE space = %s AND machine = %s AND id = %s "
+            "AND host = %s AND pid = %s"
+        )
+        params = (*self._key(instance_id), heartbeat.host, heartbeat.pid)
+        with contextlib.suppress(StoreError):
+            self.store.db.run(lambda conn: conn.execute(sql, params))
+
+    def read(self, instance_id: str) -> Heartbeat | None:
+        """The instance's latest heartbeat, its times on this host's clock."""
+        sql = (
+            "SELECT data, extract(epoch FROM clock_timestamp() - beat) FROM fsm_heartbeats "
+            "WHERE space = %s AND machine = %s AND id = %s"
+        )
+        params = self._key(instance_id)
+        row = self.store.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        if row is None:
+            return None
+        found = Heartbeat.from_json(_parsed(row[0]))
+        if found is None:
+            return None
+        beat = time.time() - float(row[1])
+        shift = beat - found.beat  # the publishing host's clock to this one's
+        started = None if found.action_started is None else found.action_started + shift
+        return dataclasses.replace(found, beat=beat, action_started=started)
+
+
+def _json(heartbeat: Heartbeat) -> str:
+    return json.dumps(heartbeat.to_json(), separators=(",", ":"))
+
+
 class PostgresStore:
     """The instances of one machine in a PostgreSQL database (see the module docstring)."""
 
@@ -447,6 +511,10 @@ class PostgresStore:
         """Where the file store would keep the instance's side files and meta folder: in the
         workspace of the host that runs it."""
         return self._files.folders(instance_id)
+
+    def heartbeats(self) -> PostgresHeartbeats:
+        """The heartbeats of the runs driving this machine's instances, in the database."""
+        return PostgresHeartbeats(self)
 
     def permissions(self, instance_id: str) -> int | None:
         """None: a row has no permission bits."""

@@ -11,7 +11,11 @@ Safe by default:
   a redirect to the same page without it); they are refused when they come from another origin
   (``Origin`` or ``Sec-Fetch-Site``), and a request authorised by the cookie alone must say its
   origin;
-* when remote clients are allowed, every request needs the token, reads included.
+* when remote clients are allowed, every request needs the token, reads included; on loopback,
+  reads of an instance whose document others may not read need it too (:data:`READS`);
+* limits come before work: the token and origin of a request that changes something are checked
+  before its body is read, and a body larger than ``max_body`` is refused with 413 without being
+  read (by its ``Content-Length``, or as soon as a body without one grows past the limit).
 
 The token is new at every start, or read from a file only its owner can read
 (:func:`read_token_file`).
@@ -34,7 +38,25 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fsm.base.errors import InputError
 
-__all__ = ["Access", "AccessGuard", "check_bind", "is_loopback", "new_token", "read_token_file"]
+__all__ = [
+    "MAX_BODY",
+    "READS",
+    "Access",
+    "AccessGuard",
+    "check_bind",
+    "is_loopback",
+    "new_token",
+    "read_token_file",
+]
+
+MAX_BODY = 1024 * 1024
+"""Bytes a request body may have by default (``fsm serve --max-body``): a create's inputs or a
+control command's reason; a document may be larger, but its inputs rarely are."""
+READS = ("private", "all", "none")
+"""Which reads need the token (``fsm serve --reads``): ``private``, the default, those of an
+instance whose document others may not read (its mode has no read bit for others, as fsm keeps
+a document created under umask 077); ``all`` every read; ``none`` no read (on loopback)."""
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 SECURITY_HEADERS = [
@@ -100,6 +122,15 @@ class Access:
     host: str
     port: int
     remote: bool = False
+    max_body: int = MAX_BODY
+    reads: str = "private"
+
+    def read_refused(self, headers: Headers, mode: int | None) -> bool:
+        """True when a read of an instance whose document has permission bits ``mode`` (None:
+        the store has none) needs the token and the request does not carry it."""
+        if self.reads == "none" or self.authorised(headers):
+            return False
+        return self.reads == "all" or (mode is not None and not mode & 0o004)
 
     @property
     def cookie(self) -> str:
@@ -173,6 +204,10 @@ class AccessGuard:
             return
         headers = Headers(scope=scope)
         response = self._refusal(scope, headers)
+        if response is None and scope["method"] not in _SAFE_METHODS:
+            response = self._change_refusal(headers)
+            if response is None:
+                receive, response = await self._limited(headers, receive)
         if response is not None:
             await response(scope, receive, send)
             return
@@ -202,6 +237,52 @@ class AccessGuard:
             )
         return None
 
+    def _change_refusal(self, headers: Headers) -> Response | None:
+        """A request that changes something without the token or from another origin is
+        refused here, before its body is read."""
+        refusal = self.access.control_refusal(headers)
+        if refusal is None:
+            return None
+        status, message = refusal
+        return JSONResponse({"error": message, "exit_code": 2}, status_code=status)
+
+    async def _limited(self, headers: Headers, receive: Receive) -> tuple[Receive, Response | None]:
+        """``receive`` for the application, or a 413 when the body is larger than allowed: by
+        its ``Content-Length`` without reading it, else by reading at most the limit."""
+        limit = self.access.max_body
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                return receive, _refused(400, "the Content-Length header is not a number")
+            if int(length) > limit:
+                return receive, _too_large(int(length), limit)
+            return receive, None
+        # No length given (a chunked body): read it here, never more than the limit.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return receive, _too_large(None, limit)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay, None
+
     def _login(self, scope: Scope, query: list[tuple[str, str]], given: str) -> Response:
         """Set the cookie when the token is right, and send the browser to the page without
         the token in its address (out of the history and of what the page can leak)."""
@@ -213,3 +294,18 @@ class AccessGuard:
                 self.access.cookie, self.access.token, httponly=True, samesite="strict", path="/"
             )
         return response
+
+
+def _refused(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message, "exit_code": 2}, status_code=status)
+
+
+def _too_large(size: int | None, limit: int) -> JSONResponse:
+    said = f" of {size} bytes" if size is not None else ""
+    response = _refused(
+        413,
+        f"the request body{said} is larger than this server takes ({limit} bytes; "
+        "fsm serve --max-body sets it): it was not read",
+    )
+    response.headers["connection"] = "close"
+    return response

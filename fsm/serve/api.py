@@ -16,33 +16,62 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from fsm.engine.control import ControlPlane
+from fsm.engine.instance import Instance
 from fsm.serve import events
 from fsm.serve.models import (
+    Changes,
     ControlRequest,
     CreateRequest,
     ErrorBody,
     History,
+    InstanceInfo,
     Listing,
+    MachineSummary,
     Session,
+    Version,
 )
-from fsm.serve.views import Served, history, instance_rows, instance_status, machine_view
-from fsm.view.inspect import InstanceStatus
+from fsm.serve.travel import changes_between, version_at
+from fsm.serve.views import (
+    Filters,
+    Served,
+    history,
+    instance_rows,
+    instance_status,
+    machine_view,
+)
+from fsm.store.heartbeat import heartbeats_of
+from fsm.view import diagram
 
 __all__ = ["router"]
 
 SVG = "image/svg+xml"
 
 
+DOCUMENT = {"$ref": "#/components/schemas/Document"}
+"""The document answers' schema: one of the served machines' document models (the OpenAPI
+document lists them; see :func:`fsm.serve.app.openapi`)."""
+ACTOR = "serve"
+"""The actor of every change made through the API (the client's reason is kept beside it)."""
+
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "bad input (exit code 2)"},
     404: {"model": ErrorBody, "description": "unknown machine or instance (exit code 2)"},
     503: {"model": ErrorBody, "description": "store error (exit code 6)"},
+}
+READS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    401: {
+        "model": ErrorBody,
+        "description": "the instance's document is private (others may not read it) and the "
+        "token is missing",
+    },
 }
 CHANGES: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     401: {"model": ErrorBody, "description": "the token is missing or wrong"},
     403: {"model": ErrorBody, "description": "another origin, or a cookie without an Origin"},
     409: {"model": ErrorBody, "description": "not allowed now (exit code 3)"},
+    413: {"model": ErrorBody, "description": "the body is larger than --max-body"},
 }
 
 
@@ -53,11 +82,27 @@ def served(request: Request) -> Served:
 
 
 def may_change(request: Request) -> None:
-    """Refuse control and create requests without the token or from another origin."""
+    """Refuse control and create requests without the token or from another origin (the
+    access guard has refused them already, before their body was read: this keeps a route
+    safe whatever middleware it is mounted under)."""
     refusal = request.app.state.access.control_refusal(request.headers)
     if refusal is not None:
         status_code, message = refusal
         raise HTTPException(status_code, message)
+
+
+def readable(request: Request, server: Served, machine: str, instance_id: str) -> Instance:
+    """The instance, when this client may read it: an instance whose document others may not
+    read needs the token (``fsm serve --reads``)."""
+    instance = server.instance(machine, instance_id)
+    access = request.app.state.access
+    if access.read_refused(request.headers, instance.store.permissions(instance.id)):
+        raise HTTPException(
+            401,
+            f"the document of '{instance.id}' is private (others may not read it): open the "
+            "URL fsm serve printed, or send 'Authorization: Bearer <token>'",
+        )
+    return instance
 
 
 ServedDep = Annotated[Served, Depends(served)]
@@ -66,12 +111,17 @@ router = APIRouter(prefix="/api")
 
 @router.get("/session", response_model=Session)
 def get_session(request: Request) -> Session:
-    """Whether this client may send control commands (it holds the token)."""
+    """Whether this client may send control commands (it holds the token), and whether the
+    server drives the runnable instances itself."""
     access = request.app.state.access
-    return Session(control=access.authorised(request.headers), remote=access.remote)
+    return Session(
+        control=access.authorised(request.headers),
+        remote=access.remote,
+        drives=request.app.state.drives,
+    )
 
 
-@router.get("/machines", tags=["machines"])
+@router.get("/machines", tags=["machines"], response_model=list[MachineSummary])
 def get_machines(server: ServedDep) -> list[dict[str, Any]]:
     """``fsm machines --json``: the machines this server shows."""
     return [
@@ -110,19 +160,44 @@ def get_machine_diagram(machine: str, server: ServedDep) -> Response:
 
 @router.get("/instances", response_model=Listing, tags=["instances"], responses=ERRORS)
 def get_instances(
+    request: Request,
     server: ServedDep,
     machine: str | None = None,
     status: str | None = None,
+    outcome: Annotated[
+        str | None, Query(description="success, failure, or none (not ended)")
+    ] = None,
+    q: Annotated[
+        str | None, Query(description="words looked for in the id, title and reason")
+    ] = None,
+    since: Annotated[
+        str | None, Query(description="updated at or after (ISO 8601 date or time)")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
-    """``fsm ls --json``: instances newest first, by machine and status, a page at a time."""
-    return instance_rows(server, machine or None, status or None, limit, offset)
+    """``fsm ls --json``: instances newest first, filtered, a page at a time. A filter value
+    nothing could match (``status=faild``) is a 400 naming the closest one."""
+    filters = Filters(machine or None, status or None, outcome or None, q or None, since or None)
+    access = request.app.state.access
+    stores: dict[str, Any] = {}
+
+    def private(machine_name: str, instance_id: str) -> bool:
+        if access.reads == "none" or access.authorised(request.headers):
+            return False
+        if machine_name not in stores:
+            stores[machine_name] = server.workspace.store_for(server.machine(machine_name))
+        refused: bool = access.read_refused(
+            request.headers, stores[machine_name].permissions(instance_id)
+        )
+        return refused
+
+    return instance_rows(server, filters, limit, offset, private)
 
 
 @router.post(
     "/instances/{machine}",
-    response_model=InstanceStatus,
+    response_model=InstanceInfo,
     status_code=201,
     tags=["instances"],
     responses={
@@ -138,42 +213,132 @@ def create_instance(
     resolved = server.machine(machine)
     instance_id = body.id if body.id is not None else server.workspace.new_id(resolved)
     instance = server.workspace.instance(resolved, instance_id)
-    instance.create(body.inputs, actor="web")
-    return instance_status(instance)
+    instance.create(body.inputs, actor=ACTOR)
+    return instance_info(server, instance)
+
+
+def instance_info(server: Served, instance: Instance) -> dict[str, Any]:
+    """``fsm status --json``, who drives the instance, and the command that would."""
+    info = instance_status(instance)
+    beat = heartbeats_of(instance.store).read(instance.id)
+    info["driver"] = beat.to_json() if beat is not None and beat.alive() else None
+    name = instance.machine.name
+    source = server.sources.get(name, name)
+    info["run_command"] = f"fsm -C {server.workspace.path} run {source} {instance.id}"
+    return info
 
 
 @router.get(
     "/instances/{machine}/{instance_id}",
-    response_model=InstanceStatus,
+    response_model=InstanceInfo,
     tags=["instances"],
-    responses=ERRORS,
+    responses=READS,
 )
-def get_status(machine: str, instance_id: str, server: ServedDep) -> dict[str, Any]:
-    """``fsm status --json``: state, status, outcome and reason, events, legal commands."""
-    return instance_status(server.instance(machine, instance_id))
+def get_status(
+    request: Request, machine: str, instance_id: str, server: ServedDep
+) -> dict[str, Any]:
+    """``fsm status --json``: state, status, outcome and reason, events, legal commands; and
+    ``driver``, the run driving it now (None: nobody), with ``run_command``, the command that
+    would."""
+    return instance_info(server, readable(request, server, machine, instance_id))
 
 
-@router.get("/instances/{machine}/{instance_id}/document", tags=["instances"], responses=ERRORS)
-def get_document(machine: str, instance_id: str, server: ServedDep) -> dict[str, Any]:
+@router.get(
+    "/instances/{machine}/{instance_id}/document",
+    tags=["instances"],
+    responses={
+        **READS,
+        200: {
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Document"}}}
+        },
+    },
+)
+def get_document(
+    request: Request, machine: str, instance_id: str, server: ServedDep
+) -> dict[str, Any]:
     """The instance's document as it is on disk."""
-    instance = server.instance(machine, instance_id)
+    instance = readable(request, server, machine, instance_id)
     return instance.store.read(instance.id).data
 
 
 @router.get(
     "/instances/{machine}/{instance_id}/history",
     response_model=History,
+    response_model_exclude_unset=True,
     tags=["instances"],
-    responses=ERRORS,
+    responses=READS,
 )
 def get_history(
+    request: Request,
     machine: str,
     instance_id: str,
     server: ServedDep,
     limit: Annotated[int, Query(ge=1, le=10000)] = 200,
 ) -> dict[str, Any]:
-    """``fsm history --json``: the latest ``limit`` journal records, oldest first."""
-    return history(server.instance(machine, instance_id), limit)
+    """``fsm history --json``: the latest ``limit`` journal records, oldest first, each with
+    its journal line (``lines``), by which time travel names it."""
+    return history(readable(request, server, machine, instance_id), limit)
+
+
+@router.get(
+    "/instances/{machine}/{instance_id}/versions/{line}",
+    response_model=Version,
+    response_model_exclude_unset=True,
+    tags=["time travel"],
+    responses=READS,
+)
+def get_version(
+    request: Request, machine: str, instance_id: str, line: int, server: ServedDep
+) -> dict[str, Any]:
+    """The document as the record on journal line ``line`` left it, rebuilt from the
+    journal's changes and checked against the record's hashes (``check``)."""
+    instance = readable(request, server, machine, instance_id)
+    version = version_at(instance, line)
+    return {
+        "line": version.line,
+        "record": version.record,
+        "document": version.document,
+        "check": {"verdict": version.check.verdict, "reason": version.check.reason},
+    }
+
+
+@router.get(
+    "/instances/{machine}/{instance_id}/versions/{line}/diagram.svg",
+    tags=["time travel"],
+    responses={**READS, 200: {"content": {SVG: {}}}},
+    response_class=Response,
+)
+def get_version_diagram(
+    request: Request, machine: str, instance_id: str, line: int, server: ServedDep
+) -> Response:
+    """The instance's diagram as of the record on line ``line``: its state, the visits
+    counted up to it."""
+    instance = readable(request, server, machine, instance_id)
+    version = version_at(instance, line)
+    state = version.record.get("state") or version.record.get("dest")
+    overlay = diagram.overlay_from_journal(version.records, str(state))
+    dot = diagram.to_dot(instance.machine, run=overlay)
+    return Response(server.render(dot), media_type=SVG)
+
+
+@router.get(
+    "/instances/{machine}/{instance_id}/changes",
+    response_model=Changes,
+    response_model_by_alias=True,
+    response_model_exclude_unset=True,
+    tags=["time travel"],
+    responses=READS,
+)
+def get_changes(
+    request: Request,
+    machine: str,
+    instance_id: str,
+    server: ServedDep,
+    first: Annotated[int, Query(alias="from", ge=1)],
+    to: Annotated[int, Query(ge=1)],
+) -> dict[str, Any]:
+    """What changed between the versions of the records on lines ``from`` and ``to``."""
+    return changes_between(readable(request, server, machine, instance_id), first, to)
 
 
 @router.get(
@@ -182,14 +347,17 @@ def get_history(
     responses={**ERRORS, 200: {"content": {SVG: {}}}},
     response_class=Response,
 )
-def get_instance_diagram(machine: str, instance_id: str, server: ServedDep) -> Response:
+def get_instance_diagram(
+    request: Request, machine: str, instance_id: str, server: ServedDep
+) -> Response:
     """``fsm diagram MACHINE --run ID``: current state, visit counts, untaken edges dimmed."""
-    return Response(server.instance_svg(server.instance(machine, instance_id)), media_type=SVG)
+    instance = readable(request, server, machine, instance_id)
+    return Response(server.instance_svg(instance), media_type=SVG)
 
 
 @router.post(
     "/instances/{machine}/{instance_id}/{command}",
-    response_model=InstanceStatus,
+    response_model=InstanceInfo,
     tags=["instances"],
     responses=CHANGES,
     dependencies=[Depends(may_change)],
@@ -201,11 +369,12 @@ def control(
     server: ServedDep,
     body: Annotated[ControlRequest | None, Body()] = None,
 ) -> dict[str, Any]:
-    """``fsm start|pause|resume|stop``: refused with 409 when not legal now."""
+    """``fsm start|pause|resume|stop``: refused with 409 when not legal now. The journal's
+    actor is the server (``serve``); the client's reason is kept beside it."""
     instance = server.instance(machine, instance_id)
     request = body or ControlRequest()
-    ControlPlane(instance).apply(command, actor=request.actor, reason=request.reason)
-    return instance_status(instance)
+    ControlPlane(instance).apply(command, actor=ACTOR, reason=request.reason)
+    return instance_info(server, instance)
 
 
 @router.get(

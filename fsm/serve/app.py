@@ -11,13 +11,15 @@ import asyncio
 import contextlib
 import html
 import importlib.metadata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from fsm.base.errors import (
@@ -31,6 +33,7 @@ from fsm.base.errors import (
 )
 from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
+from fsm.serve.drive import Driver
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.view.terminal import one_line
@@ -55,20 +58,30 @@ def http_status(exc: FsmError) -> int:
     return 500
 
 
-def create_app(served: Served, access: Access, feed: ChangeFeed | None = None) -> FastAPI:
-    """The application showing ``served`` under the rules of ``access``."""
+def create_app(
+    served: Served,
+    access: Access,
+    feed: ChangeFeed | None = None,
+    driver: Callable[[ChangeFeed], Driver] | None = None,
+) -> FastAPI:
+    """The application showing ``served`` under the rules of ``access``; with ``driver``
+    (``fsm serve --drive``), the driver made with the change feed drives the runnable
+    instances while the application runs."""
     changes = feed or ChangeFeed(sources_of(served.workspace, served.machines.values()))
+    driving = driver(changes) if driver is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
-        watcher = asyncio.create_task(changes.watch(stop))
+        tasks = [asyncio.create_task(changes.watch(stop))]
+        if driving is not None:
+            tasks.append(asyncio.create_task(driving.run(stop)))
         try:
             yield
         finally:
             stop.set()
             changes.close()
-            await asyncio.gather(watcher, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     app = FastAPI(
         title="fsm serve",
@@ -82,12 +95,88 @@ def create_app(served: Served, access: Access, feed: ChangeFeed | None = None) -
     app.state.served = served
     app.state.access = access
     app.state.feed = changes
+    app.state.drives = driving.workers if driving is not None else 0
     app.include_router(router)
+    app.openapi = lambda: openapi(app, served, access)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _pages(app)
     _errors(app)
     app.add_middleware(AccessGuard, access=access)
     return app
+
+
+EVENTS_DESCRIPTION = """A `text/event-stream` of server-sent events:
+
+* `ready` (data `{}`), once the stream is set up: load what the page shows then;
+* `change` (data `{"machine": "<name>" | null, "id": "<id>" | null}`), whenever an instance's
+  document or journal changed (`machine: null`: reload everything);
+* comments (`: keep-alive`) every 15 seconds; `retry: 1000` asks browsers to reconnect after a
+  second."""
+
+
+def openapi(app: FastAPI, served: Served, access: Access) -> dict[str, Any]:
+    """The OpenAPI document as the server answers: 400 (never 422) for bad input, the token as
+    a security scheme (a bearer token or this server's cookie), the served machines' document
+    models as ``Document``, and the event stream's events."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+    from pydantic.json_schema import models_json_schema
+
+    schema = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    components["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "the token fsm serve printed",
+        },
+        "cookie": {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": access.cookie,
+            "description": "set by opening the address fsm serve printed (?token=...)",
+        },
+    }
+    models: list[tuple[type[BaseModel], Literal["validation"]]] = [
+        (machine.document_model, "validation") for machine in served.machines.values()
+    ]
+    refs, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    schemas.update(defs.get("$defs", {}))
+    schemas["Document"] = {
+        "description": "An instance document: one of the served machines' document models "
+        "(GET /api/machines/{machine}/schema gives each).",
+        "anyOf": list(refs.values()) or [{"type": "object"}],
+    }
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            if responses.pop("422", None) is not None and "400" not in responses:
+                responses["400"] = {
+                    "description": "bad input (exit code 2)",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                    },
+                }
+            if method == "post":
+                operation["security"] = [{"bearer": []}, {"cookie": []}]
+            elif path.startswith("/api/instances/") and not access.remote:
+                operation["security"] = [{}, {"bearer": []}, {"cookie": []}]
+            elif access.remote:
+                operation["security"] = [{"bearer": []}, {"cookie": []}]
+            if path == "/api/events":
+                operation["description"] = EVENTS_DESCRIPTION
+                operation["responses"]["200"] = {
+                    "description": "the event stream",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                }
+    app.openapi_schema = schema
+    return schema
 
 
 def _version() -> str:

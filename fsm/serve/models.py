@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fsm.view.listing import ListedInstance
 
 __all__ = [
+    "Changes",
     "ControlRequest",
     "CreateRequest",
+    "Driver",
     "ErrorBody",
     "History",
+    "InstanceInfo",
+    "JournalRecord",
     "Listing",
+    "MachineSummary",
+    "PatchOp",
     "Row",
     "Session",
+    "Version",
 ]
 
 
@@ -33,6 +40,9 @@ class Row(ListedInstance):
     :class:`fsm.view.listing.ListedInstance`, plus the machine's progress lines."""
 
     progress: dict[str, str] = field(default_factory=dict)
+    private: bool = False
+    """Shown without its details: its document others may not read, and this client has no
+    token."""
 
 
 class Listing(BaseModel):
@@ -43,20 +53,142 @@ class Listing(BaseModel):
     rows: list[Row]
 
 
-class History(BaseModel):
-    """The latest journal records, oldest first; ``more`` when older ones were left out."""
+class PatchOp(BaseModel):
+    """One operation of a JSON Patch (RFC 6902)."""
 
-    records: list[dict[str, Any]]
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    op: Literal["add", "remove", "replace", "move", "copy", "test"]
+    path: str
+    value: Any = None
+    from_: str | None = Field(None, alias="from")
+
+
+class JournalRecord(BaseModel):
+    """A journal record as the journal holds it (``fsm history --json``): the fields every
+    kind has; a kind's own fields (``guards``, ``actions``, ``error``, ``reason``, ...) and
+    ``agents`` ride along."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str
+    time: str | None = None
+    event: str | None = None
+    source: str | None = None
+    dest: str | None = None
+    actor: str | None = None
+    duration_ms: float | None = None
+    merged: bool | None = None
+    state: str | None = None
+    status: str | None = None
+    doc_hash: str | None = None
+    core_hash: str | None = None
+    format: int | None = None
+    changes: list[PatchOp] | None = None
+    """What the record changed: a JSON Patch against the version before it."""
+    changed: list[str] | None = None
+    """The paths it changed, instead of ``changes`` when the patch was large."""
+
+
+class History(BaseModel):
+    """The latest journal records, oldest first, with the journal line of each (``lines``);
+    ``more`` when older ones were left out."""
+
+    records: list[JournalRecord]
+    lines: list[int]
     more: bool
 
 
+class Check(BaseModel):
+    """How a rebuilt version checks out against its record's hashes."""
+
+    verdict: Literal["exact", "core", "foreign", "mismatch", "unchecked", "unknown"]
+    reason: str
+
+
+class Version(BaseModel):
+    """The document as of one record, rebuilt from the journal's changes."""
+
+    line: int
+    record: JournalRecord
+    document: dict[str, Any] | None
+    """None when it cannot be rebuilt (``check.reason`` says why)."""
+    check: Check
+
+
+class Changes(BaseModel):
+    """What changed between the versions of two records."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: int = Field(alias="from")
+    to: int
+    known: bool
+    reason: str
+    changes: list[PatchOp]
+    paths: list[str]
+
+
+class Driver(BaseModel):
+    """The run driving an instance (its heartbeat)."""
+
+    host: str
+    pid: int
+    driver: str
+    started: str
+    beat: float
+    state: str | None
+    action: str | None
+    action_started: float | None
+
+
+class InstanceInfo(BaseModel):
+    """``fsm status --json``, who drives the instance and the command that would."""
+
+    machine: str
+    id: str
+    state: str
+    state_description: str
+    status: str | None
+    final: bool
+    outcome: str | None
+    reason: str | None
+    events: list[dict[str, Any]]
+    control: list[str]
+    summary: dict[str, str]
+    document: str
+    last_agent: dict[str, Any] | None = None
+    driver: Driver | None = None
+    """The run driving it now (None: nobody)."""
+    run_command: str
+    """The command that would drive it."""
+
+
+class MachineSummary(BaseModel):
+    """A machine this server shows (``fsm machines --json``)."""
+
+    name: str
+    description: str
+    version: str
+    source: str
+
+
 class ControlRequest(BaseModel):
-    """Why, and who (kept in the journal)."""
+    """Why (kept in the journal beside the server's name, ``serve``, as the actor)."""
 
     model_config = ConfigDict(extra="forbid")
 
     reason: str | None = Field(None, max_length=500)
-    actor: str = Field("web", min_length=1, max_length=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_actor(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "actor" in data:
+            raise ValueError(
+                "the actor of a change made here is the server ('serve'); say who you are in "
+                "'reason'"
+            )
+        return data
 
 
 class CreateRequest(BaseModel):
@@ -69,7 +201,10 @@ class CreateRequest(BaseModel):
 
 
 class Session(BaseModel):
-    """What this browser may do."""
+    """What this browser may do, and what the server does."""
 
     control: bool
     remote: bool
+    drives: int = 0
+    """How many runnable instances the server drives at a time (``fsm serve --drive``; 0: it
+    drives none, ``fsm run`` does)."""

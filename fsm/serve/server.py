@@ -16,8 +16,9 @@ import uvicorn
 
 from fsm.base.errors import FsmError, InputError
 from fsm.engine.instance import Workspace
-from fsm.serve.access import Access, check_bind, new_token, read_token_file
+from fsm.serve.access import MAX_BODY, Access, check_bind, new_token, read_token_file
 from fsm.serve.app import create_app
+from fsm.serve.drive import Driver
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.view.terminal import one_line
@@ -35,6 +36,10 @@ class ServeOptions:
     port: int = 8765
     allow_remote: bool = False
     token_file: Path | None = None
+    max_body: int = MAX_BODY
+    reads: str = "private"
+    drive: int = 0
+    """How many runnable instances the server drives at a time (0: it drives none)."""
 
 
 class _Server(uvicorn.Server):
@@ -62,9 +67,24 @@ def run(served: Served, options: ServeOptions, out: TextIO = sys.stdout) -> None
     token = read_token_file(options.token_file) if options.token_file else new_token()
     listener = _bind(options.host, options.port)
     port = int(listener.getsockname()[1])
-    access = Access(token, options.host, port, remote=options.allow_remote)
+    if options.max_body < 1:
+        raise InputError(f"--max-body {options.max_body} must be 1 or more")
+    access = Access(
+        token,
+        options.host,
+        port,
+        remote=options.allow_remote,
+        max_body=options.max_body,
+        reads=options.reads,
+    )
+    if options.drive < 0:
+        raise InputError(f"--workers {options.drive} must be 1 or more")
     feed = ChangeFeed(sources_of(served.workspace, served.machines.values()))
-    app = create_app(served, access, feed)
+
+    def driver(changes: ChangeFeed) -> Driver:
+        return Driver(served, changes, options.drive, out)
+
+    app = create_app(served, access, feed, driver if options.drive else None)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -79,6 +99,8 @@ def run(served: Served, options: ServeOptions, out: TextIO = sys.stdout) -> None
     print(f"  machines  {', '.join(sorted(served.machines)) or 'none'}", file=out)
     if options.token_file:
         print(f"  token     from {options.token_file} (open the URL with ?token=...)", file=out)
+    if options.drive:
+        print(f"  drives    runnable instances, {options.drive} at a time", file=out)
     print("  Ctrl-C stops", file=out, flush=True)
     try:
         _Server(config, feed).run(sockets=[listener])

@@ -9,22 +9,28 @@ from __future__ import annotations
 
 import inspect as pyinspect
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from fsm.base.errors import FsmError, UnknownInstanceError, UnknownMachineError
+from fsm.base import jsonio
+from fsm.base.clock import iso_utc
+from fsm.base.errors import FsmError, InputError, UnknownInstanceError, UnknownMachineError
 from fsm.engine.instance import Instance, Workspace
 from fsm.model.definition import did_you_mean
 from fsm.model.machine import Machine
 from fsm.model.settings import input_settings, option_settings
+from fsm.serve.travel import latest_records
 from fsm.store.protocol import Store
 from fsm.view import diagram
 from fsm.view.inspect import status
-from fsm.view.listing import ListedInstance, list_instances
+from fsm.view.listing import ListedInstance, list_instances, matches
+from fsm.view.listing_filters import declared_statuses
 
-__all__ = ["Served", "history", "instance_rows", "instance_status", "machine_view"]
+__all__ = ["Filters", "Served", "history", "instance_rows", "instance_status", "machine_view"]
 
 MAX_PAGE = 500
 
@@ -77,24 +83,148 @@ class Served:
         return self.render(diagram.to_dot(instance.machine, run=overlay))
 
 
+OUTCOMES = ("success", "failure", "none")
+"""Values of the outcome filter: ended with success, ended with failure, not ended."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the instances page asks for (every one optional)."""
+
+    machine: str | None = None
+    status: str | None = None
+    outcome: str | None = None
+    text: str | None = None
+    """Words looked for in the id, the document's title and the outcome's reason."""
+    since: str | None = None
+    """Only instances updated at or after this time (ISO 8601 date or date and time)."""
+
+
 def instance_rows(
     served: Served,
-    machine: str | None = None,
-    status_filter: str | None = None,
+    filters: Filters | None = None,
     limit: int = 100,
     offset: int = 0,
+    private: Callable[[str, str], bool] | None = None,
 ) -> dict[str, Any]:
-    """A page of ``fsm ls``, newest first, each row with its machine's progress lines."""
-    machines = [served.machine(machine)] if machine else list(served.machines.values())
-    rows = list_instances(served.workspace, machines, status_filter)
-    shown = rows[offset : offset + min(limit, MAX_PAGE)]
+    """A page of ``fsm ls``, newest first, each row with its machine's progress lines.
+
+    A filter value no row could ever match is refused (InputError, HTTP 400) with the closest
+    value and the list of them, as ``fsm ls --status`` does. ``private(machine, id)`` tells
+    which rows to show without their details (their document is not for this client)."""
+    filters = filters or Filters()
+    if filters.machine and filters.machine not in served.machines:
+        names = ", ".join(sorted(served.machines)) or "no machine"
+        suggestion = did_you_mean(filters.machine, served.machines)
+        raise InputError(
+            f"unknown machine '{filters.machine}' for machine{suggestion}; this server shows "
+            f"{names}"
+        )
+    if filters.outcome and filters.outcome not in OUTCOMES:
+        suggestion = did_you_mean(filters.outcome, OUTCOMES)
+        raise InputError(
+            f"unknown outcome '{filters.outcome}' for outcome{suggestion}; the outcomes are: "
+            f"{', '.join(OUTCOMES)}"
+        )
+    since = _since(filters.since) if filters.since else None
+    machines = (
+        [served.machine(filters.machine)] if filters.machine else list(served.machines.values())
+    )
+    every = list_instances(served.workspace, machines)
+    if filters.status:
+        _check_status(filters.status, machines, every)
     stores: dict[str, Store | None] = {}
+    rows = [
+        row
+        for row in every
+        if matches(row, filters.status)
+        and _outcome_matches(row, filters.outcome)
+        and (since is None or row.updated >= since)
+    ]
+    if filters.text:
+        rows = [row for row in rows if _text_matches(served, row, filters.text, stores)]
+    shown = rows[offset : offset + min(limit, MAX_PAGE)]
     listed = []
     for row in shown:
-        item = row.to_json()
-        item["progress"] = _progress(served, row, stores)
+        if private is not None and private(row.machine, row.id):
+            item = {**dict.fromkeys(row.to_json()), "machine": row.machine, "id": row.id}
+            item.update(updated=row.updated, private=True, progress={})
+        else:
+            item = row.to_json()
+            item["progress"] = _progress(served, row, stores)
         listed.append(item)
     return {"total": len(rows), "offset": offset, "rows": listed}
+
+
+def _check_status(status: str, machines: list[Machine], rows: list[ListedInstance]) -> None:
+    known: dict[str, None] = {}
+    for machine in machines:
+        known.update(dict.fromkeys(declared_statuses(machine)))
+    known.update(dict.fromkeys(row.status for row in rows if row.status))
+    if status not in known:
+        raise InputError(
+            f"unknown status '{status}' for status{did_you_mean(status, known)}; the statuses "
+            f"are: {', '.join(known) or 'none (no shown machine has a control status)'}"
+        )
+
+
+def _outcome_matches(row: ListedInstance, outcome: str | None) -> bool:
+    if outcome is None:
+        return True
+    if outcome == "none":
+        return row.outcome is None
+    return row.outcome == outcome
+
+
+def _since(text: str) -> str:
+    """``text`` (an ISO 8601 date, or date and time, UTC unless it says) as the rows' text of
+    a time, which compares as the times do."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(
+            f"since={text!r} is not a date or time: give one such as 2026-01-31 or "
+            "2026-01-31T12:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return iso_utc(moment.astimezone(UTC))
+
+
+def _text_matches(
+    served: Served, row: ListedInstance, text: str, stores: dict[str, Store | None]
+) -> bool:
+    """Whether every word of ``text`` is in the row's id, reason or document title."""
+    words = text.casefold().split()
+    known = f"{row.id} {row.reason or ''} {row.error or ''}".casefold()
+    missing = [word for word in words if word not in known]
+    if not missing:
+        return True
+    title = _title(served, row, stores).casefold()
+    return all(word in title for word in missing)
+
+
+def _title(served: Served, row: ListedInstance, stores: dict[str, Store | None]) -> str:
+    store = _store(served, row.machine, stores)
+    if store is None:
+        return ""
+    found = store.listed(row.id)
+    try:
+        data = jsonio.loads_quick(found.raw) if found.raw is not None else None
+    except ValueError:
+        return ""
+    title = data.get("title") if isinstance(data, dict) else None
+    return title if isinstance(title, str) else ""
+
+
+def _store(served: Served, name: str, stores: dict[str, Store | None]) -> Store | None:
+    if name not in stores:
+        machine = served.machines.get(name)
+        try:
+            stores[name] = None if machine is None else served.workspace.store_for(machine)
+        except FsmError:
+            stores[name] = None
+    return stores[name]
 
 
 def _progress(
@@ -105,12 +235,7 @@ def _progress(
     hook = machine.hooks.summary if machine is not None else None
     if machine is None or hook is None or row.error is not None:
         return {}
-    if row.machine not in stores:
-        try:
-            stores[row.machine] = served.workspace.store_for(machine)
-        except FsmError:
-            stores[row.machine] = None
-    store = stores[row.machine]
+    store = _store(served, row.machine, stores)
     if store is None:
         return {}
     try:
@@ -128,16 +253,14 @@ def instance_status(instance: Instance) -> dict[str, Any]:
 
 
 def history(instance: Instance, limit: int) -> dict[str, Any]:
-    """The latest ``limit`` journal records, oldest first, read from the journal's end."""
-    records: list[dict[str, Any]] = []
-    more = False
-    for record in instance.journal.backwards():
-        if len(records) == limit:
-            more = True
-            break
-        records.append(record)
-    records.reverse()
-    return {"records": records, "more": more}
+    """The latest ``limit`` journal records, oldest first, read from the journal's end, with
+    the journal line of each (``lines``: what time travel names a record by)."""
+    found, more = latest_records(instance, limit)
+    return {
+        "records": [record for _, record in found],
+        "lines": [line for line, _ in found],
+        "more": more,
+    }
 
 
 def statuses_of(machine: Machine) -> list[str]:

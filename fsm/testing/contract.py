@@ -36,10 +36,12 @@ in a forked child; others by an exception at the point.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,7 +61,9 @@ from fsm.engine.engine import Engine
 from fsm.engine.instance import Instance, Workspace
 from fsm.engine.rules import Loaded
 from fsm.model.machine import Machine, load_machine
-from fsm.model.records import ControlRecord, TransitionRecord
+from fsm.model.rebuild import Rebuilder
+from fsm.model.records import ControlRecord, TransitionRecord, record_changes
+from fsm.store.heartbeat import STALE, Pulse, heartbeats_of
 from fsm.store.protocol import Layout, Proposal, Snapshot, Store, StoreFactory
 from fsm.view.inspect import check_replay
 
@@ -344,6 +348,81 @@ class StoreContract:
         assert (saved.status, saved.data["count"]) == ("paused", 1)
         assert Engine(instance).run().outcome == "paused"
         check_replay(instance)
+
+    # --- what each step changed --------------------------------------------------------------
+
+    def test_each_record_says_what_its_step_changed(
+        self, workspace: Workspace, machine: Machine
+    ) -> None:
+        """Every record of a run, another writer's merged edit and a control command included,
+        carries what its step changed (a JSON Patch written with it by the one transaction), and
+        the patches rebuild every version to the bytes its record's hash names."""
+        instance = self.started(workspace, machine, "c1")
+        base = instance.load()
+        other = self.handle(workspace.path, workspace.store_factory()).instance(machine, "c1")
+        self._commit_title(other, other.load(), "renamed elsewhere")
+        self._counted(instance, base)
+        ControlPlane(instance).apply("pause")
+        ControlPlane(instance).apply("resume")
+        Engine(instance).run()
+        assert instance.load().state == "done"
+        records = instance.journal.records()
+        assert all(record_changes(record) is not None for record in records), [
+            (record.kind, record.event) for record in records if record_changes(record) is None
+        ]
+        count_paths = [
+            [op["path"] for op in record_changes(record) or []]
+            for record in records
+            if record.kind == "transition" and record.event == "count"
+        ]
+        assert count_paths
+        assert all("/count" in paths for paths in count_paths), count_paths
+        rules = instance.rules
+        rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
+        verdicts = []
+        for number, record in enumerate(records, 1):
+            rebuilder.follow(number, record)
+            verdicts.append(rebuilder.check(record).verdict)
+        assert set(verdicts) <= {"exact", "unchecked"}, list(zip(verdicts, records, strict=True))
+        assert rebuilder.document == instance.load().data
+        check_replay(instance)
+
+    # --- who drives ----------------------------------------------------------------------------
+
+    def test_a_heartbeat_is_seen_by_another_handle_until_cleared(
+        self, workspace: Workspace, machine: Machine
+    ) -> None:
+        """The heartbeat a run publishes for an instance is read, alive and with its action, by
+        another handle (another process would see the same); the latest replaces the one
+        before, a run that is not the publisher cannot clear it, and once cleared none is left."""
+        self.started(workspace, machine, "c1")
+        mine = heartbeats_of(self.store(workspace, machine))
+        other = self.handle(workspace.path, workspace.store_factory())
+        theirs = heartbeats_of(self.store(other, machine))
+        assert theirs.read("c1") is None
+        pulse = Pulse(mine, "c1", "worker", "idle")
+        with pulse.running():
+            seen = theirs.read("c1")
+            assert seen is not None
+            assert seen.alive()
+            assert (seen.driver, seen.pid, seen.state, seen.action) == (
+                "worker",
+                os.getpid(),
+                "idle",
+                None,
+            )
+            pulse.doing("count", "counting")
+            pulse._publish()
+            seen = theirs.read("c1")
+            assert seen is not None
+            assert (seen.action, seen.state) == ("count", "counting")
+            assert seen.action_started is not None
+            assert abs(seen.action_started - time.time()) < STALE
+            stranger = dataclasses.replace(seen, pid=seen.pid + 1)
+            theirs.clear("c1", stranger)
+            assert theirs.read("c1") is not None
+        assert theirs.read("c1") is None
+        assert mine.read("c1") is None
 
     # --- locks and leases ----------------------------------------------------------------------
 

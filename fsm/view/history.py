@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fsm.model.records import (
     AGENT_RUNS,
+    CHANGED,
     ControlRecord,
     ErrorRecord,
     MergeRecord,
@@ -16,10 +17,14 @@ from fsm.model.records import (
     RetryRecord,
     TransitionRecord,
     agent_runs,
+    record_changes,
 )
 from fsm.view.terminal import one_line
 
-__all__ = ["history_line"]
+__all__ = ["change_lines", "history_line"]
+
+SHOWN_VALUE = 80
+"""Characters of a changed value ``fsm history --changes`` shows (the rest is cut, with ...)."""
 
 
 def history_line(record: Record) -> str:
@@ -70,3 +75,42 @@ def _history_rest(record: Record) -> str:
 
 _STEP_TEXTS: dict[tuple[str | None, ...], str] = {}
 _MAX_STEP_TEXTS = 1024
+
+
+_SIGNS = {"add": "+", "remove": "-", "replace": "~", "move": ">", "copy": "=", "test": "?"}
+
+
+def change_lines(record: Record) -> list[str]:
+    """The lines ``fsm history --changes`` shows under a record: one per operation of its
+    patch (``+`` added, ``-`` removed, ``~`` replaced, with the new value cut to
+    :data:`SHOWN_VALUE` characters), the paths alone when it kept only those, nothing when it
+    changed no document (or was written before records said what changed)."""
+    import json
+
+    ops = record_changes(record)
+    if ops is None:
+        paths = record.extra.get(CHANGED)
+        if isinstance(paths, list):
+            shown = ", ".join(str(path) or "(the whole document)" for path in paths)
+            return [one_line(f"    changed {shown} (a large change: the paths only)")]
+        return []
+    lines = []
+    for op in ops:
+        name = str(op.get("op"))
+        path = str(op.get("path", ""))
+        sign = _SIGNS.get(name, "?")
+        if path == "" and name in ("add", "replace"):
+            value = op.get("value")
+            size = f"{len(value)} fields" if isinstance(value, dict) else "a value"
+            lines.append(f"    {sign} (the whole document: {size})")
+            continue
+        text = f"    {sign} {path}"
+        if name in ("move", "copy"):
+            text += f" from {op.get('from')}"
+        elif "value" in op:
+            value = json.dumps(op["value"], ensure_ascii=False, default=str)
+            if len(value) > SHOWN_VALUE:
+                value = value[: SHOWN_VALUE - 3] + "..."
+            text += f" = {value}"
+        lines.append(one_line(text))
+    return lines

@@ -11,6 +11,7 @@ from fsm.base.update import bytes_hash
 from fsm.engine.control import ControlPlane
 from fsm.engine.instance import Instance
 from fsm.model.machine import event_options
+from fsm.model.rebuild import Rebuilder
 from fsm.model.records import (
     CreateRecord,
     Record,
@@ -156,6 +157,7 @@ def replay(instance: Instance) -> ReplayReport:
     loaded = instance.load()
     report = ReplayReport(0, loaded.state, loaded.status)
     chain = _Chain()
+    versions = _Versions(instance)
     bad_lines: list[int] = []
     bad_count = last_line = misfits = 0
     for number, record in instance.journal.entries():
@@ -172,6 +174,7 @@ def replay(instance: Instance) -> ReplayReport:
             continue
         report.records += 1
         chain.follow(report.records, record)
+        versions.follow(number, record)
     if bad_count == 1 and bad_lines == [last_line]:
         report.notes.append(f"the last journal line ({last_line}) is torn and was skipped")
     elif bad_count:
@@ -188,6 +191,7 @@ def replay(instance: Instance) -> ReplayReport:
     if chain.unreported:
         report.problems.append(f"and {chain.unreported} more records that break the chain")
     _check_last(instance, loaded, chain.last, chain.state, report)
+    versions.report(report)
     return report
 
 
@@ -256,6 +260,48 @@ def _check_last(
             )
         if last.status != loaded.status:
             report.notes.append(f"status changed outside fsm: '{last.status}' -> '{loaded.status}'")
+
+
+class _Versions:
+    """Each record's version rebuilt from the journal's patches (:mod:`fsm.model.rebuild`) and
+    checked against its hashes: the first record whose fsm fields the patches do not give is a
+    problem, the first whose other programs' fields differ a note."""
+
+    def __init__(self, instance: Instance) -> None:
+        rules = instance.rules
+        self.rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
+        self.wrong: str | None = None
+        self.drifted: str | None = None
+
+    def follow(self, number: int, record: Record) -> None:
+        rebuilder = self.rebuilder
+        rebuilder.follow(number, record)
+        if not rebuilder.known or self.wrong is not None:
+            return
+        check = rebuilder.check(record)
+        if check.verdict == "mismatch":
+            self.wrong = _line_of(number, record)
+        elif check.verdict == "core" and self.drifted is None:
+            self.drifted = _line_of(number, record)
+
+    def report(self, report: ReplayReport) -> None:
+        if self.wrong is not None:
+            report.problems.append(
+                "the journal's changes do not rebuild its documents: applying the changes of "
+                f"{self.wrong} to the version before it does not give the recorded hash"
+            )
+        elif self.drifted is not None:
+            report.notes.append(
+                f"from {self.drifted} on, other programs' fields differ from what the journal's "
+                "changes give (a change another program made between steps is not journaled)"
+            )
+        rebuilder = self.rebuilder
+        if rebuilder.seen_changes and not rebuilder.known:
+            report.notes.append(f"the changes were not checked to the end: {rebuilder.reason}")
+
+
+def _line_of(number: int, record: Record) -> str:
+    return f"the record on line {number} ({' '.join(filter(None, [record.kind, record.event]))})"
 
 
 def check_replay(instance: Instance) -> ReplayReport:

@@ -30,7 +30,15 @@ if TYPE_CHECKING:
     from fsm.model.machine import Machine
     from fsm.store.protocol import Store
 
-__all__ = ["ListedInstance", "Row", "belongs_to", "list_instances", "matches", "row_of"]
+__all__ = [
+    "ListedInstance",
+    "Row",
+    "belongs_to",
+    "list_instances",
+    "matches",
+    "one_per_document",
+    "row_of",
+]
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,12 @@ def matches(listed: ListedInstance, status_filter: str | None) -> bool:
 def list_instances(
     workspace: Workspace, machines: list[Machine], status_filter: str | None = None
 ) -> list[ListedInstance]:
-    """Instances of ``machines`` in ``workspace``, newest first (by document modification)."""
+    """Instances of ``machines`` in ``workspace``, newest first (by document modification).
+
+    Each instance is listed once, under its machine, even when machines share a storage layout
+    (see :func:`belongs_to`, :func:`one_per_document`)."""
     rows: list[Row] = []
+    where: list[str] = []
     for machine in machines:
         try:
             store = workspace.store_for(machine)
@@ -85,7 +97,28 @@ def list_instances(
             row = row_of(machine, store, instance_id)
             if row is not None:
                 rows.append(row)
-    return newest_first(rows, status_filter)
+                where.append(store.describe(instance_id))
+    return newest_first(one_per_document(rows, where), status_filter)
+
+
+def one_per_document(rows: list[Row], where: list[str]) -> list[Row]:
+    """``rows`` with one row per document (``where`` says each row's document).
+
+    Machines may keep their documents in the same place (issue-manager and skill-tuning both
+    keep ``.workflow/.scratchpad/{id}/state.json``). A journal that names its machine decides
+    (:func:`belongs_to`); a document whose journal does not (written by another program, or
+    before create records named their machine) belongs to the machines whose model it fits, or,
+    when it fits none, is listed once, under the first machine, as invalid."""
+    seen: dict[str, list[int]] = {}
+    for index, place in enumerate(where):
+        seen.setdefault(place, []).append(index)
+    dropped: set[int] = set()
+    for indexes in seen.values():
+        if len(indexes) < 2:
+            continue
+        valid = [i for i in indexes if rows[i].listed.error is None]
+        dropped.update(i for i in indexes if i not in (valid or indexes[:1]))
+    return [row for index, row in enumerate(rows) if index not in dropped]
 
 
 def options_error_row(machine: str, exc: FsmError) -> Row:

@@ -4,17 +4,21 @@ anywhere are never lost, and a server restart leaves documents and journals in a
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fsm.base.errors import ControlRefusedError
 from fsm.testing.postgres_cluster import TemporaryCluster
-from tests.postgres.fleet import Fleet
+from tests.postgres.fleet import MACHINE, Fleet
+from tests.serve.conftest import launch_serve, stop_serve
 
 pytestmark = pytest.mark.slow
 
@@ -182,3 +186,42 @@ def test_fsm_run_refuses_an_instance_a_worker_holds(fleet: Fleet) -> None:
     fleet.wait_until(lambda: fleet.settled([instance_id]), "the instance to end")
     fleet.stop_workers()
     fleet.check(instance_id, count=2)
+
+
+def test_a_worker_is_seen_driving_from_another_checkout(fleet: Fleet, tmp_path: Path) -> None:
+    """While a worker drives an instance, its heartbeat is in the database: ``fsm serve`` in
+    another checkout of the project (no file of the worker's) says the worker drives it, with
+    its pid and the action in progress; once the instance ended, nobody drives it."""
+    (instance_id,) = fleet.create(1, limit=3, delay=1.0)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "fsm.toml").write_text(f'[store]\nurl = "{fleet.url}"\nspace = "project"\n')
+    serve = launch_serve(elsewhere, str(MACHINE))
+    try:
+        status = f"{serve.base}/api/instances/worker-counter/{instance_id}"
+        headers = {"Authorization": f"Bearer {serve.token}"}
+
+        def driver() -> dict[str, Any] | None:
+            request = urllib.request.Request(status, headers=headers)
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                found: dict[str, Any] | None = json.loads(answer.read())["driver"]
+            return found
+
+        worker = fleet.worker()
+        seen: list[dict[str, Any]] = []
+
+        def working() -> bool:
+            now = driver()
+            if now is None or now["action"] != "work":
+                return False
+            seen.append(now)
+            return True
+
+        fleet.wait_until(working, "the worker's heartbeat with its action")
+        assert (seen[0]["driver"], seen[0]["pid"]) == ("worker", worker.pid)
+        assert seen[0]["action_started"] <= time.time()
+        fleet.wait_until(lambda: fleet.settled([instance_id]), "the instance to end")
+        fleet.wait_until(lambda: driver() is None, "nobody driving it")
+    finally:
+        stop_serve(serve.process)
+    fleet.stop_workers()

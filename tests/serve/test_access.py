@@ -104,9 +104,9 @@ def test_reads_need_no_token_on_loopback(api: Api) -> None:
     """On loopback, pages and reads are open; the session says whether control is possible."""
     api.counter("c1")
     assert api.client.get("/api/instances/counter/c1").status_code == 200
-    assert api.client.get("/api/session").json() == {"control": False, "remote": False}
+    assert api.client.get("/api/session").json() == {"control": False, "remote": False, "drives": 0}
     api.client.cookies.set(COOKIE, TOKEN)
-    assert api.client.get("/api/session").json() == {"control": True, "remote": False}
+    assert api.client.get("/api/session").json() == {"control": True, "remote": False, "drives": 0}
 
 
 @pytest.mark.parametrize(

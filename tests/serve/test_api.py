@@ -26,7 +26,10 @@ def test_listing_is_fsm_ls_with_progress(api: Api) -> None:
         row.to_json() for row in list_instances(api.workspace, [api.served.machines["counter"]])
     ]
     assert [row["id"] for row in body["rows"]] == ["new", "old"]
-    assert [{k: v for k, v in row.items() if k != "progress"} for row in body["rows"]] == expected
+    assert [
+        {k: v for k, v in row.items() if k not in {"progress", "private"}} for row in body["rows"]
+    ] == expected
+    assert [row["private"] for row in body["rows"]] == [False, False]
     assert body["rows"][0]["progress"] == {"progress": "0/7"}
     assert body["total"] == 2
 
@@ -58,7 +61,11 @@ def test_status_is_fsm_status_json(api: Api) -> None:
     instance = api.counter("c1", limit=3)
     answer = api.client.get("/api/instances/counter/c1")
     assert answer.status_code == 200
-    assert answer.json() == status(instance).to_json()
+    assert answer.json() == {
+        **status(instance).to_json(),
+        "driver": None,
+        "run_command": f"fsm -C {api.workspace.path} run counter c1",
+    }
     assert answer.json()["control"] == ["start", "stop"]
 
 
@@ -75,9 +82,10 @@ def test_history_gives_the_latest_records(api: Api) -> None:
     Engine(instance).run()
     everything = instance.journal.read().records
     latest = api.client.get("/api/instances/counter/c1/history", params={"limit": 2}).json()
-    assert latest == {"records": everything[-2:], "more": True}
+    count = len(everything)
+    assert latest == {"records": everything[-2:], "lines": [count - 1, count], "more": True}
     whole = api.client.get("/api/instances/counter/c1/history").json()
-    assert whole == {"records": everything, "more": False}
+    assert whole == {"records": everything, "lines": list(range(1, count + 1)), "more": False}
 
 
 def test_instance_diagram_is_the_run_overlay(api: Api) -> None:
@@ -113,28 +121,41 @@ def test_machine_view_and_schema(api: Api) -> None:
 
 
 def test_create_makes_an_instance(api: Api) -> None:
-    """``POST /api/instances/M`` is ``fsm new``: 201, the document exists, journaled by web."""
+    """``POST /api/instances/M`` is ``fsm new``: 201, the document exists, journaled with the
+    server as its actor."""
     answer = api.post("/api/instances/counter", {"id": "fresh", "inputs": {"limit": 9}})
     assert answer.status_code == 201
     assert answer.json()["id"] == "fresh"
     instance = api.instance("fresh")
     assert instance.load().doc.limit == 9  # type: ignore[attr-defined]
-    assert instance.journal.read().records[0]["actor"] == "web"
+    assert instance.journal.read().records[0]["actor"] == "serve"
     generated = api.post("/api/instances/ccw-loop", {"inputs": {"title": "t", "description": "d"}})
     assert generated.status_code == 201
     assert generated.json()["id"].startswith("loop-v2-")
 
 
 def test_control_applies_and_journals(api: Api) -> None:
-    """A legal command is applied, journaled with actor and reason, and the new status answered."""
+    """A legal command is applied, journaled with the server as actor and the client's reason,
+    and the new status answered."""
     api.counter("c1", limit=3)
-    answer = api.post("/api/instances/counter/c1/start", {"reason": "go", "actor": "ann"})
+    answer = api.post("/api/instances/counter/c1/start", {"reason": "ann: go"})
     assert answer.status_code == 200
     assert answer.json()["status"] == "running"
     assert answer.json()["control"] == ["pause", "stop"]
     last = api.instance("c1").journal.last()
     assert isinstance(last, ControlRecord)
-    assert (last.event, last.actor, last.reason) == ("start", "ann", "go")
+    assert (last.event, last.actor, last.reason) == ("start", "serve", "ann: go")
+
+
+def test_a_client_cannot_choose_the_actor(api: Api) -> None:
+    """A control command naming its own actor is refused (400) and nothing is journaled: the
+    journal's actor of a change made here is always the server."""
+    instance = api.counter("c1", limit=3)
+    before = instance.journal.read().records
+    answer = api.post("/api/instances/counter/c1/start", {"reason": "go", "actor": "root"})
+    assert answer.status_code == 400
+    assert "the actor of a change made here is the server ('serve')" in answer.json()["error"]
+    assert instance.journal.read().records == before
 
 
 # --- errors: the exit codes' meanings as HTTP statuses -------------------------------------
@@ -366,17 +387,22 @@ def test_openapi_describes_the_api_and_no_page_loads_from_elsewhere(api: Api) ->
 def test_a_listing_row_has_the_fields_of_fsm_ls_json_and_progress(api: Api) -> None:
     """The API's listing rows, as its OpenAPI document describes them and as it answers them,
     have exactly the fields of `fsm ls --json` (declared once, in the listing) plus the
-    machine's progress lines."""
+    machine's progress lines and whether the row is shown without its details."""
     import dataclasses
 
     from fsm.view.listing import ListedInstance
 
     fields = [f.name for f in dataclasses.fields(ListedInstance)]
     spec = api.client.get("/api/openapi.json").json()
-    assert list(spec["components"]["schemas"]["Row"]["properties"]) == [*fields, "progress"]
+    assert list(spec["components"]["schemas"]["Row"]["properties"]) == [
+        *fields,
+        "progress",
+        "private",
+    ]
     api.counter("c1")
     rows = api.client.get("/api/instances").json()["rows"]
-    assert [list(row) for row in rows] == [[*fields, "progress"]]
+    assert [list(row) for row in rows] == [[*fields, "progress", "private"]]
+    assert rows[0]["private"] is False
 
 
 def test_pages_refuse_unknown_machines_and_unsafe_ids(api: Api) -> None:

@@ -9,6 +9,7 @@ Screenshots of each page are written to ``$FSM_SCREENSHOTS`` (default: ``build/s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,27 @@ JS_CURRENT_STATE = """() => {
   return null;
 }"""
 STATUS = "() => document.querySelector('#status').textContent"
+DRIVER = "() => document.getElementById('driver').textContent"
+JS_ROWS = """() => [...document.querySelectorAll('#journal tr')].map(
+  (row) => [...row.cells].map((cell) => cell.textContent))"""
+"""The journal's rows, newest first, each the text of its cells (time, kind, event, move,
+changed, actions, actor, duration, reason): textContent, which does not depend on layout."""
+JS_CHANGED = """() => [...document.querySelectorAll('#journal tr.kind-transition ul.changes')]
+  .map((list) => list.textContent)"""
+JS_DOCUMENT_VALUE = """(key) => {
+  for (const line of document.querySelectorAll('#document > details > div > .json-line')) {
+    const label = line.querySelector('.json-key');
+    if (label && label.textContent === key + ': ') return line.lastChild.textContent;
+  }
+  return null;
+}"""
+JS_ROW_LINE = """(text) => {
+  for (const row of document.querySelectorAll('#journal tr')) {
+    if (row.cells[4] && row.cells[4].textContent.includes(text)) return Number(row.dataset.line);
+  }
+  return null;
+}"""
+TRAVEL_SHOWN = "() => !document.getElementById('travel').hidden"
 JS_VISITS = """(state) => {
   for (const node of document.querySelectorAll('#diagram svg g.node')) {
     if (node.querySelector('title').textContent !== state) continue;
@@ -220,6 +242,9 @@ def test_instance_page_follows_a_run_and_controls_it(
         assert page.inner_text("#status") == "running"
         page.wait_for_selector("#control-pause", timeout=WAIT_MS)
         assert buttons(page) == ["Pause", "Stop"]
+        # Who drives it: the run's heartbeat; each journal row says what its step changed.
+        wait_until(page, DRIVER, lambda text: text.startswith("driven by run (pid "))
+        wait_until(page, JS_CHANGED, lambda lists: any("~ /count = " in t for t in lists))
         shot(page, "instance")
         page.click("#control-pause")
         assert run.wait(timeout=30) == 5
@@ -228,10 +253,18 @@ def test_instance_page_follows_a_run_and_controls_it(
             run.kill()
         run.communicate()
     wait_until(page, STATUS, "paused")
+    nobody = wait_until(
+        page, DRIVER, lambda text: text.startswith("nobody is driving this instance")
+    )
+    assert nobody.endswith(f"run {COUNTER} slow would"), nobody
     page.wait_for_selector("#control-resume", timeout=WAIT_MS)
     assert buttons(page) == ["Start", "Resume", "Stop"]
-    rows = page.eval_on_selector_all("#journal tr", "rows => rows.map(r => r.innerText)")
-    assert any("\tpause\t" in row and "\tweb\t" in row for row in rows[:5]), rows[:5]
+    # The pause is journaled as the server's (its actor is serve, whatever the client says).
+    rows = wait_until(
+        page, JS_ROWS, lambda rows: any(r[2] == "pause" and r[6] == "serve" for r in rows[:5])
+    )
+    pause = next(row for row in rows if row[2] == "pause")
+    assert pause[3] == "running → paused", pause
     shot(page, "instance-paused")
     page.click("#control-resume")
     wait_until(page, STATUS, "running")
@@ -240,6 +273,149 @@ def test_instance_page_follows_a_run_and_controls_it(
     instance = Workspace(workspace).instance(load_machine(COUNTER), "slow")
     assert instance.load().status == "running"
     ControlPlane(instance).apply("stop", reason="test over")
+
+
+def test_a_journal_row_shows_the_instance_as_of_that_step(page: Page, server: ServeProcess) -> None:
+    """Clicking a journal row shows the document and the diagram as of that step (rebuilt and
+    checked against the recorded hash), kept in the address so that the link opens the same
+    view; shift-clicking another row shows the changes between the two (and the later one);
+    Back to now shows the current document and diagram again."""
+    page.goto(f"{server.base}/instances/counter/finished")
+    wait_until(page, JS_CURRENT_STATE, "done")
+    assert page.evaluate(JS_DOCUMENT_VALUE, "count") == "2"
+    first = wait_until(page, JS_ROW_LINE, lambda line: line is not None, "~ /count = 1")
+    second = page.evaluate(JS_ROW_LINE, "~ /count = 2")
+    assert second is not None and second > first
+    page.click(f"#journal tr[data-line='{first}'] td:nth-child(4)")
+    wait_until(page, TRAVEL_SHOWN, True)
+    wait_until(page, JS_DOCUMENT_VALUE, "1", "count")
+    wait_until(page, JS_CURRENT_STATE, "counting")
+    assert page.inner_text("#travel-line") == str(first)
+    assert page.text_content("#travel-check") == (
+        "rebuilt from the journal's changes; it has the recorded hash"
+    )
+    assert page.text_content("#diagram-when") == f"as of line {first}"
+    assert f"line={first}" in page.url
+    # The changes from the step before it are listed with it.
+    assert "~ /count = 1" in (page.text_content("#travel-changes") or "")
+    page.click(f"#journal tr[data-line='{second}'] td:nth-child(4)", modifiers=["Shift"])
+    wait_until(
+        page,
+        "() => document.getElementById('travel-changes').textContent",
+        lambda text: (
+            text.startswith(f"Changes from line {first} to line {second}")
+            and "~ /count = 2" in text
+        ),
+    )
+    wait_until(page, JS_DOCUMENT_VALUE, "2", "count")  # the later of the two is shown
+    assert page.inner_text("#travel-line") == str(second)
+    assert page.evaluate("window.getSelection().toString()") == ""
+    shot(page, "instance-time-travel")
+    # The link opens the same view.
+    page.goto(f"{server.base}/instances/counter/finished?line={first}")
+    wait_until(page, TRAVEL_SHOWN, True)
+    wait_until(page, JS_DOCUMENT_VALUE, "1", "count")
+    wait_until(page, JS_CURRENT_STATE, "counting")
+    page.click("#travel-back")
+    wait_until(page, TRAVEL_SHOWN, False)
+    wait_until(page, JS_DOCUMENT_VALUE, "2", "count")
+    wait_until(page, JS_CURRENT_STATE, "done")
+    assert "line=" not in page.url
+
+
+def test_instances_are_searched_and_filtered_from_the_address(
+    page: Page, server: ServeProcess
+) -> None:
+    """Words typed in the search narrow the list to the instances whose id, title or reason
+    hold them, the outcome filter to those that ended so; every filter is kept in the address,
+    and an address with filters opens the page filtered; Clear shows everything again."""
+    page.wait_for_selector("tr[data-id='broken']", timeout=WAIT_MS)
+    page.fill("#filter-q", "parser")
+    rows = "() => [...document.querySelectorAll('#rows tr')].map((r) => r.dataset.id || null)"
+    wait_until(page, rows, ["loop-v2-20260101T000000-0a1b2c3d"])
+    wait_until(page, "() => location.search", "?q=parser")
+    page.fill("#filter-q", "")
+    page.select_option("#filter-outcome", "failure")
+    # The slow counter may have been stopped (a failure) by an earlier test.
+    wait_until(page, rows, lambda ids: "broken" in ids and set(ids) <= {"broken", "slow"})
+    assert "outcome=failure" in page.url
+    page.goto(f"{server.base}/?machine=counter&outcome=success")
+    wait_until(page, rows, ["finished"])
+    assert page.input_value("#filter-outcome") == "success"
+    assert page.input_value("#filter-machine") == "counter"
+    page.goto(f"{server.base}/?q=nothing-has-this")
+    wait_until(page, "() => document.getElementById('rows').textContent", "No instance matches.")
+    page.click("#filter-clear")
+    wait_until(page, "() => document.querySelectorAll('#rows tr[data-id]').length", 4)
+    assert page.evaluate("location.search") == ""
+
+
+def test_the_driver_line_shows_the_action_in_progress_and_its_age(
+    page: Page, server: ServeProcess, workspace: Path
+) -> None:
+    """While a run's action is under way the driver line names it and how long it has run,
+    the seconds growing without a reload; when the run ended, the line says nothing drives it."""
+    instance = Workspace(workspace).instance(load_machine(COUNTER), "long")
+    instance.create({"limit": 1})
+    page.goto(f"{server.base}/instances/counter/long")
+    wait_until(page, DRIVER, lambda text: text.startswith("nobody is driving this instance"))
+    argv = ["-C", str(workspace), "-o", "delay=6", "run", str(COUNTER), "long", "-q"]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "fsm", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=fsm_env(),
+    )
+    try:
+        pattern = re.compile(r"driven by run \(pid (\d+) on .+\), action increment for (\d+) s$")
+        first = wait_until(page, DRIVER, lambda text: pattern.match(text) is not None)
+        found = pattern.match(first)
+        assert found is not None
+        assert int(found.group(1)) == run.pid
+        wait_until(
+            page,
+            DRIVER,
+            lambda text: (
+                (now := pattern.match(text)) is not None and int(now.group(2)) > int(found.group(2))
+            ),
+        )
+        shot(page, "instance-driver")
+        assert run.wait(timeout=60) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.communicate()
+    wait_until(page, DRIVER, "ended: nothing to drive")
+
+
+def test_resume_on_the_page_is_driven_by_a_server_that_drives(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """With ``fsm serve --drive`` and nothing else running, a paused instance is left alone and
+    the page says the server drives it once runnable; Resume on the page makes the server drive
+    it (the driver line names serve) to its end."""
+    (tmp_path / "fsm.toml").write_text("[machine.counter]\ndelay = 0.5\n")
+    instance = Workspace(tmp_path).instance(load_machine(COUNTER), "by-server")
+    instance.create({"limit": 4})
+    ControlPlane(instance).apply("start")
+    ControlPlane(instance).apply("pause", reason="not yet")
+    serve = launch_serve(tmp_path, str(COUNTER), "--drive")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        opened = context.new_page()
+        opened.goto(serve.url)
+        opened.goto(f"{serve.base}/instances/counter/by-server")
+        wait_until(opened, STATUS, "paused")
+        wait_until(opened, DRIVER, lambda text: "this server (fsm serve --drive) drives it" in text)
+        opened.click("#control-resume")
+        wait_until(opened, DRIVER, lambda text: text.startswith("driven by serve (pid "))
+        wait_until(opened, JS_CURRENT_STATE, "done")
+        wait_until(opened, DRIVER, "ended: nothing to drive")
+    finally:
+        context.close()
+        stop_serve(serve.process)
+    assert instance.load().data["count"] == 4
 
 
 def test_machine_page_renders_its_diagram(page: Page, server: ServeProcess) -> None:

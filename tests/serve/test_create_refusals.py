@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from fsm.base import jsonio
 from tests.serve.conftest import Api
 
 
@@ -28,13 +29,26 @@ def test_fields_fsm_owns_are_refused_over_http(
 
 
 def test_a_30_mb_title_is_refused_over_http_and_nothing_is_written(api: Api) -> None:
-    """Inputs larger than a document may be are a 413 (exit code 2), before anything is
-    written: the instance does not exist and no folder was made."""
+    """A body larger than the server takes is a 413 (exit code 2) before it is read: the
+    instance does not exist and no folder was made."""
     title = "x" * (30 * 1024 * 1024)
     answer = api.post(
         "/api/instances/counter", {"id": "big", "inputs": {"limit": 1, "title": title}}
     )
     assert answer.status_code == 413
     assert answer.json()["exit_code"] == 2
-    assert "more than a document may hold (16.0 MiB)" in answer.json()["error"]
+    assert "larger than this server takes (1048576 bytes" in answer.json()["error"]
     assert not (api.workspace.path / ".counters").exists()
+
+
+def test_a_document_over_the_store_limit_is_refused_and_nothing_is_written(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create whose inputs are within the limit but whose document, as written (indented),
+    would be larger than a document may be is a 413; nothing is written."""
+    monkeypatch.setattr(jsonio, "MAX_BYTES", 4096)
+    inputs = {"limit": 1, "title": "x" * 2000, "errors": [{}] * 400}
+    answer = api.post("/api/instances/counter", {"id": "big", "inputs": inputs})
+    assert answer.status_code == 413, answer.text
+    assert "its document would be" in answer.json()["error"]
+    assert not api.instance("big").exists()

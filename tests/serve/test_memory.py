@@ -7,7 +7,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from fsm.serve.views import instance_rows
+from fsm.serve.views import Filters, instance_rows
 from tests.serve.conftest import make_served
 
 DOCUMENTS = 200
@@ -24,12 +24,13 @@ def test_listing_holds_one_document_at_a_time_and_keeps_none(tmp_path: Path) -> 
     for number in range(DOCUMENTS):
         document = {"status": "running", "phase": "counting", "count": number, "title": padding}
         (folder / f"c{number:03d}.json").write_text(json.dumps(document))
-    instance_rows(served, "counter", limit=5)  # warm up: imports, schemas, the store
+    # warm up: imports, schemas, the store
+    instance_rows(served, Filters(machine="counter"), limit=5)
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        listing = instance_rows(served, "counter", limit=5)
+        listing = instance_rows(served, Filters(machine="counter"), limit=5)
         peak = tracemalloc.get_traced_memory()[1] - before
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before

@@ -12,6 +12,7 @@ const base = apiInstance(machine, id);
 const tree = new JsonTree(document.getElementById("document"), { openDepth: 1 });
 let events = {}; // transition index -> event name, for the journal's guards
 let mayControl = false;
+let serverDrives = false;
 
 function byId(name) {
   return document.getElementById(name);
@@ -36,9 +37,51 @@ function showStatus(info) {
     ? enabled.map((e) => badge(e.auto ? e.event : `${e.event} (manual)`, "event"))
     : el("span", { class: "muted", text: "none" }));
   byId("document-path").textContent = info.document;
+  shownInfo = info;
+  showDriver(info);
   showControls(info.control);
   document.title = `${id} · ${info.state} · fsm serve`;
 }
+
+// Who drives the instance: the run's heartbeat, or the command that would drive it.
+function showDriver(info) {
+  const driver = info.driver;
+  const line = byId("driver");
+  if (driver) {
+    const doing = driver.action && driver.action_started
+      ? `, action ${driver.action} for ${Math.max(0, Math.round(Date.now() / 1000 - driver.action_started))} s`
+      : "";
+    line.dataset.since = driver.action_started || "";
+    clear(line, `driven by ${driver.driver} (pid ${driver.pid} on ${driver.host})${doing}`);
+  } else if (info.final) {
+    clear(line, el("span", { class: "muted", text: "ended: nothing to drive" }));
+  } else if (serverDrives) {
+    clear(line, el("span", { class: "muted", text: "nobody is driving this instance now: this server (fsm serve --drive) drives it whenever it is runnable" }));
+  } else {
+    clear(line, el("span", { class: info.status === "running" ? "bad-text" : "muted", text: "nobody is driving this instance: " }),
+      el("code", { text: info.run_command }), " would");
+  }
+}
+
+let shownInfo = null;
+
+// A heartbeat changes without the document changing (an action starts, a run is killed), so
+// the change feed does not tell it: while the instance has not ended its status is asked again
+// every few seconds (not while the tab is hidden), and the action's age counts up every second.
+const DRIVER_POLL_MS = 2000;
+function watchDriver() {
+  setInterval(() => { if (shownInfo && shownInfo.driver) showDriver(shownInfo); }, 1000);
+  setInterval(async () => {
+    if (!shownInfo || shownInfo.final || document.hidden) return;
+    try {
+      showStatus(await api(base));
+    } catch {
+      // the live feed's next reload shows the error
+    }
+  }, DRIVER_POLL_MS);
+}
+// The action's duration counts up between updates.
+setInterval(() => { if (shownInfo && shownInfo.driver) showDriver(shownInfo); }, 1000);
 
 function showControls(legal) {
   const buttons = COMMANDS.filter((c) => legal.includes(c)).map((command) =>
@@ -92,18 +135,46 @@ function agentRun(run) {
 }
 
 function guardChips(record) {
-  return (record.guards || []).map((g) => el("span", {
+  const guards = record.guards || [];
+  if (!guards.length) return [];
+  const chips = guards.map((g) => el("span", {
     class: `chip ${g.result === true ? "good" : ""}`,
     title: `transition ${g.transition} (${events[g.transition] || "?"}): ${g.result}`,
     text: `${g.result === true ? "✓" : g.result === false ? "✗" : "?"} ${g.guard}`,
   }));
+  // Guards are collapsed: the summary says how many held.
+  const held = guards.filter((g) => g.result === true).length;
+  return [el("details", { class: "guards" }, el("summary", { text: `${held}/${guards.length} guards held` }), chips)];
 }
 
-function journalRow(record) {
-  const kind = record.kind || "?";
-  const move = record.kind === "control" && record.status_from
+// JSON Patch operations as lines: "+ /path = value", "− /path", "~ /path = value".
+function opsList(ops) {
+  return el("ul", { class: "changes" }, ops.map((op) => {
+    const shown = op.value === undefined || op.op === "remove" ? "" : JSON.stringify(op.value);
+    const kind = op.op === "add" ? "added" : op.op === "remove" ? "removed" : "replaced";
+    return el("li", { class: kind, title: shown }, `${op.op === "add" ? "+" : op.op === "remove" ? "−" : "~"} ${op.path || "/"}`,
+      shown ? el("span", { class: "muted", text: ` = ${shown.length > 60 ? shown.slice(0, 57) + "..." : shown}` }) : null);
+  }));
+}
+
+// What the step changed: its patch (or the paths alone when it was large).
+function changeList(record) {
+  const ops = Array.isArray(record.changes) ? record.changes : null;
+  const paths = ops ? ops.map((op) => op.path) : Array.isArray(record.changed) ? record.changed : [];
+  if (!paths.length) return el("span", { class: "muted", text: ops ? "nothing" : "" });
+  if (ops && ops.length === 1 && ops[0].path === "") return el("span", { class: "muted", text: "the whole document" });
+  return opsList(ops || paths.map((path) => ({ op: "changed", path })));
+}
+
+function moveOf(record) {
+  return record.kind === "control" && record.status_from
     ? `${record.status_from} → ${record.status_to}`
     : `${record.source ?? "-"} → ${record.dest ?? "-"}`;
+}
+
+function journalRow(record, line) {
+  const kind = record.kind || "?";
+  const move = moveOf(record);
   const notes = [];
   if (record.error) {
     notes.push(el("span", { class: "bad-text", text: `${record.action ? record.action + ": " : ""}${record.error}` }));
@@ -112,12 +183,34 @@ function journalRow(record) {
   if (record.reason) notes.push(el("span", { text: record.reason }));
   if (Array.isArray(record.agents)) notes.push(...record.agents.filter((r) => r && typeof r === "object").map(agentRun));
   const actions = Array.isArray(record.actions) ? record.actions.join(", ") : record.action || "";
-  return el("tr", { class: `kind-${kind.replace(/[^a-z]/g, "")}` },
+  const marks = [];
+  if (record.merged) marks.push(badge("merged with another writer", "merged"));
+  if (record.actor === "external") marks.push(badge("another program", "external"));
+  const classes = [`kind-${kind.replace(/[^a-z]/g, "")}`];
+  if (travel && line === travel.line) classes.push("selected");
+  if (travel && line === travel.from) classes.push("compared");
+  const pick = (event) => {
+    if (line === undefined || event.target.closest("details, a")) return;
+    // Shift: the changes between the step shown and this one, the later of the two shown.
+    const shown = event.shiftKey && travel && travel.line !== line
+      ? travelTo(Math.max(travel.line, line), Math.min(travel.line, line))
+      : travelTo(line, previousLine(line));
+    shown.catch(showError);
+  };
+  return el("tr", {
+    class: classes.join(" "),
+    "data-line": line ?? null,
+    tabindex: 0,
+    title: "the document and the diagram as of this step (shift-click: the changes since the selected one)",
+    onclick: pick,
+    onmousedown: (event) => { if (event.shiftKey) event.preventDefault(); }, // no text selected
+    onkeydown: (event) => { if (event.key === "Enter") pick(event); },
+  },
     el("td", {}, when(record.time)),
-    el("td", {}, badge(kind, `kind-${kind.replace(/[^a-z]/g, "")}`)),
+    el("td", {}, badge(kind, `kind-${kind.replace(/[^a-z]/g, "")}`), marks),
     el("td", { text: record.event || "" }),
     el("td", { text: move }),
-    el("td", {}, guardChips(record)),
+    el("td", {}, changeList(record), guardChips(record)),
     el("td", { text: actions }),
     el("td", { text: record.actor || "" }),
     el("td", { class: "number", text: record.duration_ms !== undefined ? `${record.duration_ms} ms` : "" }),
@@ -125,20 +218,109 @@ function journalRow(record) {
 }
 
 function showJournal(history) {
-  const newest = [...history.records].reverse();
-  clear(byId("journal"), newest.map(journalRow));
+  const lines = history.lines || [];
+  journal = history.records.map((record, index) => [lines[index], record]).filter(([line]) => line !== undefined);
+  const newest = history.records.map((record, index) => [record, lines[index]]).reverse();
+  clear(byId("journal"), newest.map(([record, line]) => journalRow(record, line)));
+  fillCompare();
   byId("journal-count").textContent = `(${history.more ? "latest " : ""}${history.records.length} records, newest first${history.more ? "; fsm history shows all" : ""})`;
 }
 
+// Time travel: the document and the diagram as of one journal record (rebuilt by the server
+// from the journal's changes), and the changes between two records. Kept in the address
+// (?line=N&from=M), so that a link opens the same view; live updates leave it as it is.
+let travel = null; // { line, from } while the page shows an earlier version
+let journal = []; // [line, record] of the records shown, oldest first
+
+function previousLine(line) {
+  const index = journal.findIndex(([shown]) => shown === line);
+  return index > 0 ? journal[index - 1][0] : null;
+}
+
+function recordLabel(line, record) {
+  return `${line}: ${record.kind}${record.event ? " " + record.event : ""} (${moveOf(record)})`;
+}
+
+function fillCompare() {
+  const options = (selected) => journal.map(([line, record]) =>
+    el("option", { value: String(line), selected: line === selected, text: recordLabel(line, record) }));
+  clear(byId("travel-from"), el("option", { value: "", text: "-" }), options(travel ? travel.from : null));
+  clear(byId("travel-to"), options(travel ? travel.line : null));
+}
+
+function remember() {
+  const query = new URLSearchParams();
+  if (travel) {
+    query.set("line", String(travel.line));
+    if (travel.from !== null) query.set("from", String(travel.from));
+  }
+  history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
+}
+
+async function travelTo(line, from) {
+  travel = { line, from: from ?? null };
+  remember();
+  const requests = [api(`${base}/versions/${line}`), api(`${base}/versions/${line}/diagram.svg`)];
+  if (travel.from !== null) requests.push(api(`${base}/changes?from=${travel.from}&to=${line}`));
+  const [version, svg, changes] = await Promise.all(requests);
+  if (!travel || travel.line !== line) return; // another row was picked meanwhile
+  byId("travel").hidden = false;
+  byId("travel-line").textContent = String(line);
+  const record = version.record;
+  clear(byId("travel-step"), when(record.time), ` ${record.kind}${record.event ? " " + record.event : ""} `,
+    el("span", { text: moveOf(record) }), record.actor ? ` by ${record.actor}` : "");
+  const check = version.check;
+  byId("travel-check").textContent = check.verdict === "exact"
+    ? "rebuilt from the journal's changes; it has the recorded hash"
+    : `rebuilt: ${check.verdict}${check.reason ? ` (${check.reason})` : ""}`;
+  byId("diagram-when").textContent = `as of line ${line}`;
+  byId("document-when").textContent = `as of line ${line}`;
+  clear(byId("diagram"), svgElement(svg));
+  byId("diagram").dataset.state = record.state || record.dest || "";
+  if (version.document === null) clear(byId("document"), el("p", { class: "muted", text: check.reason || "not known" }));
+  else tree.show(version.document);
+  showChanges(changes);
+  fillCompare();
+  for (const row of byId("journal").querySelectorAll("tr")) {
+    const shown = Number(row.dataset.line);
+    row.classList.toggle("selected", shown === line);
+    row.classList.toggle("compared", shown === travel.from);
+  }
+}
+
+function showChanges(changes) {
+  const target = byId("travel-changes");
+  if (!changes) {
+    clear(target);
+    return;
+  }
+  const heading = el("h3", { text: `Changes from line ${changes.from} to line ${changes.to}` });
+  if (!changes.known) clear(target, heading, el("p", { class: "muted", text: `not known: ${changes.reason}` }));
+  else if (!changes.changes.length) clear(target, heading, el("p", { class: "muted", text: "none: the two versions are the same" }));
+  else clear(target, heading, opsList(changes.changes));
+}
+
+async function backToNow() {
+  travel = null;
+  remember();
+  byId("travel").hidden = true;
+  byId("diagram-when").textContent = "now";
+  byId("document-when").textContent = "now";
+  for (const row of byId("journal").querySelectorAll("tr")) row.classList.remove("selected", "compared");
+  await reload();
+}
+
 async function reload() {
+  const now = travel === null;
   const [info, history, documentData, svg] = await Promise.all([
     api(base),
     api(`${base}/history?limit=200`),
-    api(`${base}/document`),
-    api(`${base}/diagram.svg`),
+    now ? api(`${base}/document`) : null,
+    now ? api(`${base}/diagram.svg`) : null,
   ]);
   showStatus(info);
   showJournal(history);
+  if (!now) return; // the page shows an earlier version: the document and diagram stay
   tree.show(documentData);
   const diagram = byId("diagram");
   clear(diagram, svgElement(svg));
@@ -151,10 +333,29 @@ async function start() {
   link.textContent = machine;
   byId("instance-id").textContent = id;
   fillNav().catch(showError);
-  mayControl = (await session()).control;
+  const granted = await session();
+  mayControl = granted.control;
+  serverDrives = granted.drives > 0;
   const view = await api(`/api/machines/${encodeURIComponent(machine)}`);
   events = Object.fromEntries(view.transitions.map((t) => [t.index, t.event]));
-  live({ machine, instance: id }, reload);
+  byId("travel-back").addEventListener("click", () => backToNow().catch(showError));
+  const compare = () => {
+    const to = Number(byId("travel-to").value);
+    const from = byId("travel-from").value;
+    travelTo(to, from === "" ? null : Number(from)).catch(showError);
+  };
+  byId("travel-from").addEventListener("change", compare);
+  byId("travel-to").addEventListener("change", compare);
+  const params = new URLSearchParams(location.search);
+  if (params.get("line")) {
+    const from = params.get("from");
+    travel = { line: Number(params.get("line")), from: from ? Number(from) : null };
+  }
+  watchDriver();
+  live({ machine, instance: id }, async () => {
+    await reload();
+    if (travel && byId("travel").hidden) await travelTo(travel.line, travel.from); // opened with ?line=
+  });
 }
 
 start().catch(showError);

@@ -1,5 +1,6 @@
-// The instances page: every instance of every machine shown, newest first, filtered by machine
-// and status, updated live.
+// The instances page: every instance of every machine shown, newest first, searched (words in
+// the id, title or reason) and filtered by machine, status, outcome and last update, the
+// filters kept in the address; updated live.
 
 import {
   api, badge, clear, el, fillNav, instanceHref, live, machineHref, outcomeBadge, showError,
@@ -9,6 +10,9 @@ import {
 const PAGE = 100;
 const machineSelect = document.getElementById("filter-machine");
 const statusSelect = document.getElementById("filter-status");
+const outcomeSelect = document.getElementById("filter-outcome");
+const searchInput = document.getElementById("filter-q");
+const sinceInput = document.getElementById("filter-since");
 const rows = document.getElementById("rows");
 const count = document.getElementById("count");
 const more = document.getElementById("more");
@@ -16,7 +20,13 @@ let shown = PAGE;
 let statusesByMachine = {};
 
 function filters() {
-  return { machine: machineSelect.value, status: statusSelect.value };
+  return {
+    q: searchInput.value.trim(),
+    machine: machineSelect.value,
+    status: statusSelect.value,
+    outcome: outcomeSelect.value,
+    since: sinceInput.value,
+  };
 }
 
 function progressText(progress) {
@@ -45,14 +55,13 @@ function row(item) {
 }
 
 async function reload() {
-  const { machine, status } = filters();
   const query = new URLSearchParams({ limit: String(shown) });
-  if (machine) query.set("machine", machine);
-  if (status) query.set("status", status);
+  for (const [key, value] of Object.entries(filters())) if (value) query.set(key, value);
   const listing = await api(`/api/instances?${query}`);
   clear(rows, listing.rows.map(row));
   if (!listing.rows.length) {
-    rows.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No instances." })));
+    const filtered = Object.values(filters()).some(Boolean);
+    rows.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: filtered ? "No instance matches." : "No instances." })));
   }
   count.textContent = `${listing.total} instance${listing.total === 1 ? "" : "s"}`;
   more.hidden = listing.total <= listing.rows.length;
@@ -82,9 +91,22 @@ async function start() {
   machineSelect.value = params.get("machine") || "";
   fillStatuses();
   statusSelect.value = params.get("status") || "";
+  outcomeSelect.value = params.get("outcome") || "";
+  searchInput.value = params.get("q") || "";
+  sinceInput.value = params.get("since") || "";
   const feed = live({}, reload, 500);
-  machineSelect.addEventListener("change", () => { fillStatuses(); remember(); shown = PAGE; feed.reload(); });
-  statusSelect.addEventListener("change", () => { remember(); shown = PAGE; feed.reload(); });
+  const changed = () => { remember(); shown = PAGE; feed.reload(); };
+  machineSelect.addEventListener("change", () => { fillStatuses(); changed(); });
+  for (const control of [statusSelect, outcomeSelect, sinceInput]) control.addEventListener("change", changed);
+  let typing = null; // a search runs once typing pauses
+  searchInput.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(changed, 250); });
+  document.getElementById("filters").addEventListener("submit", (event) => { event.preventDefault(); changed(); });
+  document.getElementById("filter-clear").addEventListener("click", () => {
+    for (const control of [searchInput, sinceInput]) control.value = "";
+    for (const control of [machineSelect, statusSelect, outcomeSelect]) control.value = "";
+    fillStatuses();
+    changed();
+  });
   more.addEventListener("click", () => { shown += PAGE; feed.reload(); });
 }
 
