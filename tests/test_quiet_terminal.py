@@ -90,6 +90,30 @@ def test_the_cli_run_of_many_steps_writes_few_lines(
     assert lines[-1].startswith("step 301: counting -> done (finish)")
 
 
+def test_a_long_action_is_not_silence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off a terminal, a step whose action runs longer than WAITING seconds gets a line naming
+    the action and how long it has run (from the run's heartbeat) before the step's own line;
+    quick steps get none."""
+    from fsm.cli import main
+    from fsm.view import progress
+    from tests.conftest import COUNTER
+
+    monkeypatch.setattr(progress, "WAITING", 0.6)
+    monkeypatch.setattr(progress, "_LOOK", 0.1)
+    monkeypatch.setattr("fsm.store.heartbeat.INTERVAL", 0.1)
+    assert main(["-C", str(tmp_path), "new", str(COUNTER), "--id", "s", "--set", "limit=1"]) == 0
+    capsys.readouterr()
+    assert main(["-C", str(tmp_path), "-o", "delay=1.5", "run", str(COUNTER), "s"]) == 0
+    lines = [line.split(" [")[0] for line in capsys.readouterr().err.splitlines()]
+    waiting = [line for line in lines if "running for" in line]
+    assert waiting, lines
+    assert re.fullmatch(r"step 1: action increment running for \ds in state 'idle'", waiting[0])
+    assert lines.index(waiting[0]) < lines.index("step 1: idle -> counting (count)")
+    assert not any("step 2: action" in line for line in lines)  # the finish step is quick
+
+
 def test_fontconfig_warnings_are_dropped_and_other_output_kept(
     capfd: pytest.CaptureFixture[str],
 ) -> None:

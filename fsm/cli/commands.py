@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -302,12 +303,30 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
         from fsm.process.agent_runs import run_line
 
         out(one_line(f"  agent:   {run_line(info.last_agent)} (at {info.last_agent['time']})"))
+    driver = driver_line(info.driver, info.runnable, f"fsm run {args.machine} {info.id}")
+    if driver:
+        out(one_line(f"  driver:  {driver}"))
     enabled = [e.event + ("" if e.auto else " (manual)") for e in info.events if e.enabled]
     out(f"  events:  {', '.join(enabled) or 'none'}")
     if info.control:
         out(f"  control: {', '.join(info.control)}")
     out(f"  file:    {info.document}")
     return 0
+
+
+def driver_line(
+    driver: dict[str, Any] | None, waiting: bool, command: str, now: float | None = None
+) -> str:
+    """Who drives the instance (``run pid 4242 on build-7, action develop for 12 s``), or, when
+    nobody does and it waits for a run, that nobody does and the command that would; empty
+    when nobody needs to (the instance ended, or is paused)."""
+    if driver is None:
+        return f"nobody is driving it: '{command}' would" if waiting else ""
+    line = f"{driver['driver']} pid {driver['pid']} on {driver['host']}"
+    if driver.get("action") and driver.get("action_started") is not None:
+        seconds = max(0, round((time.time() if now is None else now) - driver["action_started"]))
+        line += f", action {driver['action']} for {seconds} s"
+    return line
 
 
 def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -39,7 +39,6 @@ from fsm.serve.views import (
     instance_status,
     machine_view,
 )
-from fsm.store.heartbeat import heartbeats_of
 from fsm.view import diagram
 
 __all__ = ["router"]
@@ -219,9 +218,7 @@ def create_instance(
 
 def instance_info(server: Served, instance: Instance) -> dict[str, Any]:
     """``fsm status --json``, who drives the instance, and the command that would."""
-    info = instance_status(instance)
-    beat = heartbeats_of(instance.store).read(instance.id)
-    info["driver"] = beat.to_json() if beat is not None and beat.alive() else None
+    info = instance_status(instance)  # its driver included
     name = instance.machine.name
     source = server.sources.get(name, name)
     info["run_command"] = f"fsm -C {server.workspace.path} run {source} {instance.id}"

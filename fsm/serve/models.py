@@ -160,6 +160,8 @@ class InstanceInfo(BaseModel):
     last_agent: dict[str, Any] | None = None
     driver: Driver | None = None
     """The run driving it now (None: nobody)."""
+    runnable: bool = False
+    """Whether a run would drive it now: with no driver, it waits for one."""
     run_command: str
     """The command that would drive it."""
 

@@ -10,6 +10,7 @@ from fsm.base.errors import JournalMismatchError, JournalRecordError
 from fsm.base.update import bytes_hash
 from fsm.engine.control import ControlPlane
 from fsm.engine.instance import Instance
+from fsm.engine.rules import runnable
 from fsm.model.machine import event_options
 from fsm.model.rebuild import Rebuilder
 from fsm.model.records import (
@@ -20,6 +21,7 @@ from fsm.model.records import (
     UnknownRecord,
     agent_runs,
 )
+from fsm.store.heartbeat import heartbeats_of
 from fsm.view.history import history_line
 
 __all__ = [
@@ -71,6 +73,12 @@ class InstanceStatus:
     document: str
     last_agent: dict[str, Any] | None = None
     """The latest agent run recorded in the journal (see :func:`fsm.model.records.agent_runs`)."""
+    driver: dict[str, Any] | None = None
+    """The run driving the instance now, by its live heartbeat (host, pid, driver, the action in
+    progress and when it started: :class:`fsm.store.heartbeat.Heartbeat`); None when nobody."""
+    runnable: bool = False
+    """Whether a run would drive it now (not final; running, or waiting for a run to start it):
+    with no ``driver``, it waits for one."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -96,6 +104,7 @@ def status(instance: Instance) -> InstanceStatus:
         error = instance.journal.last_error()
         if error is not None:
             reason = f"last error: {error.action}: {error.error}"
+    beat = heartbeats_of(instance.store).read(instance.id)
     return InstanceStatus(
         machine=machine.name,
         id=instance.id,
@@ -110,6 +119,8 @@ def status(instance: Instance) -> InstanceStatus:
         summary=summary,
         document=instance.where,
         last_agent=last_agent_run(instance),
+        driver=beat.to_json() if beat is not None and beat.alive() else None,
+        runnable=runnable(machine, loaded.state, loaded.status),
     )
 
 

@@ -7,10 +7,17 @@ ends. Elsewhere (a CI log, a pipe): plain lines, one for each of the first
 :data:`FIRST_STEPS` steps, then at most one every :data:`INTERVAL` seconds, and always one for a
 failed step and for the run's last step, so that a run of 20,000 quick steps writes a few dozen
 lines and a log still ends with where the run stopped. ``--quiet`` shows neither.
+
+A step whose action takes long (an agent, a test suite) is not silence: from the run's own
+heartbeat (:mod:`fsm.store.heartbeat`), the live line shows the action and its age as it grows,
+and elsewhere a line ``... action develop running for 30 s`` is written every :data:`WAITING`
+seconds while no step ends.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
@@ -21,12 +28,18 @@ if TYPE_CHECKING:
     from fsm.engine.instance import Instance
     from fsm.model.outcome import StepResult
 
-__all__ = ["FIRST_STEPS", "INTERVAL", "RunProgress"]
+__all__ = ["FIRST_STEPS", "INTERVAL", "WAITING", "RunProgress"]
 
 FIRST_STEPS = 10
 """Steps shown one line each at the start of a run on a non-terminal."""
 INTERVAL = 5.0
 """Seconds between two progress lines on a non-terminal after the first steps."""
+
+WAITING = 30.0
+"""Seconds without a step after which a non-terminal gets a line naming the action in progress
+(and again every as many seconds)."""
+_LOOK = 1.0
+"""Seconds between two looks at the run's heartbeat while a step runs."""
 
 _SUMMARY_KEYS = 4
 """Summary entries shown on the live line (the first ones the machine's summary hook gives)."""
@@ -42,6 +55,7 @@ class RunProgress:
         *,
         live: bool,
         clock: Callable[[], float] = time.monotonic,
+        watch: bool = True,
     ) -> None:
         self.instance = instance
         self.stream = stream
@@ -50,8 +64,15 @@ class RunProgress:
         self.steps = 0
         self._live: Any = None
         self._last_written = self.started
+        self._quiet_since = time.monotonic()
+        """When the last line (or step) was shown, by the real clock (the watcher's)."""
+        self._line = ""
+        """The live line of the last step (the action in progress is added to it)."""
         self._unwritten: str | None = None
         """The line of the last step when it was not written (written by :meth:`close`)."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
         if live:
             from rich.console import Console
             from rich.live import Live
@@ -59,11 +80,19 @@ class RunProgress:
             console = Console(file=stream, highlight=False, soft_wrap=False)
             self._live = Live("", console=console, auto_refresh=False, transient=False)
             self._live.start()
+        if watch:
+            self._watcher = threading.Thread(target=self._watch, name="fsm-progress", daemon=True)
+            self._watcher.start()
 
     def __call__(self, result: StepResult) -> None:
         """Show one step."""
+        with self._lock:
+            self._show(result)
+
+    def _show(self, result: StepResult) -> None:
         self.steps += 1
         now = self.clock()
+        self._quiet_since = time.monotonic()
         elapsed = now - self.started
         what = f"{result.source} -> {result.state}" if result.source else result.state
         event = f" ({result.event})" if result.event else ""
@@ -72,10 +101,11 @@ class RunProgress:
         if self._live is not None:
             from rich.text import Text
 
-            line = (
+            self._line = (
                 f"{self.instance.machine.name} {self.instance.id} | step {self.steps} | "
-                f"{result.state}{event} | {summary} | {_clock(elapsed)}{failed}"
+                f"{result.state}{event} | {summary}"
             )
+            line = f"{self._line} | {_clock(elapsed)}{failed}"
             self._live.update(Text(one_line(line), overflow="ellipsis", no_wrap=True))
             self._live.refresh()
             return
@@ -90,19 +120,54 @@ class RunProgress:
         else:
             self._unwritten = line
 
+    def _watch(self) -> None:
+        """While a step runs, show the action in progress (from the run's heartbeat)."""
+        from fsm.store.heartbeat import heartbeats_of
+
+        while not self._stop.wait(_LOOK):
+            try:
+                beat = heartbeats_of(self.instance.store).read(self.instance.id)
+            except Exception:  # progress is decoration: never let it break a run
+                continue
+            if beat is None or beat.pid != os.getpid() or beat.action is None:
+                continue
+            age = max(0.0, time.time() - (beat.action_started or time.time()))
+            with self._lock:
+                self._waiting(beat.action, beat.state, age)
+
+    def _waiting(self, action: str, state: str | None, age: float) -> None:
+        if self._live is not None:
+            from rich.text import Text
+
+            line = f"{self._line or self.instance.id} | {action} for {_clock(age)}"
+            self._live.update(Text(one_line(line), overflow="ellipsis", no_wrap=True))
+            self._live.refresh()
+            return
+        now = time.monotonic()
+        if now - self._quiet_since >= WAITING:
+            where = f" in state '{state}'" if state else ""
+            line = f"step {self.steps + 1}: action {action} running for {age:.0f}s{where}"
+            self._write(one_line(line), keep=True)
+            self._quiet_since = now
+
     def close(self) -> None:
         """Stop redrawing (the last line stays on screen); elsewhere write the last step's
         line if it was not written yet."""
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join()
+            self._watcher = None
         if self._live is not None:
             self._live.stop()
             self._live = None
         if self._unwritten is not None:
             self._write(self._unwritten)
 
-    def _write(self, line: str) -> None:
+    def _write(self, line: str, *, keep: bool = False) -> None:
         self.stream.write(line + "\n")
         self.stream.flush()
-        self._unwritten = None
+        if not keep:  # a line about the action in progress leaves the step's line to write
+            self._unwritten = None
 
     def _summary(self) -> str:
         """The first entries of the machine's summary of the document, as ``key value`` pairs."""
