@@ -84,15 +84,17 @@ _FENCED = """
 """
 
 _ASYNC = "set_config('synchronous_commit', 'off', true)"
-"""In a claim or a release: its transaction's commit does not wait for the write-ahead log to
-reach the disk (the setting in effect when a transaction commits is the one that counts; ``true``:
-for this transaction only). Neither needs to outlive a crash of the server on its own: the log is
-written in order, so the first step the claim leads to, committed synchronously, makes the claim
-durable with it; a claim lost with the server (no step committed on it) is only an instance
-claimable again, and the writes fenced by it are refused; a release lost with the server leaves a
-claim that its holder's lease ends. Every step's commit still waits for the disk: a worker
-commits one flush per step, as the bare loop of the benchmarks does, instead of three more per
-instance."""
+"""In a claim (and a run's notifications): its transaction's commit does not wait for the
+write-ahead log to reach the disk (the setting in effect when a transaction commits is the one
+that counts; ``true``: for this transaction only). A claim need not outlive a crash of the server
+on its own: the log is written in order, so the first step the claim leads to, committed
+synchronously, makes the claim durable with it; a claim lost with the server (no step committed
+on it) is only an instance claimable again, and the writes fenced by it are refused. A release
+does wait for the disk: one lost with the server would leave the instance held by a worker that
+lives on and renews its lease, so that no other worker could claim it until that worker ends,
+and an ended instance named as held. Every step's commit waits for the disk: a
+worker commits one flush per step, as the bare loop of the benchmarks does, and one more per
+instance for its release."""
 
 _LOCKING = """
 fsm_lock AS MATERIALIZED (
@@ -318,7 +320,7 @@ class PostgresLease:
                 WHERE space = %s AND machine = %s AND id = %s AND holder = %s AND fence = %s
                 RETURNING runnable
             )
-            SELECT CASE WHEN runnable THEN pg_notify('{WORK}', %s) END, {_ASYNC} FROM freed
+            SELECT CASE WHEN runnable THEN pg_notify('{WORK}', %s) END FROM freed
         """
         params = (store.space, store.machine, self.instance_id, self.holder.id, self.token, key)
         with contextlib.suppress(StoreError):  # unreachable: the lease expires on its own
