@@ -402,7 +402,7 @@ def dead_temporaries(folder: Path, prefix: str = ".") -> list[Path]:
     dead = []
     for name in names:
         match = _TEMPORARY.match(name) if name.startswith(prefix) else None
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if match and int(match.group(1)) != os.getpid() and not process_alive(int(match.group(1))):
             dead.append(folder / name)
     return sorted(dead)
 
@@ -415,7 +415,8 @@ def remove_dead_temporaries(path: Path) -> None:
             tmp.unlink()
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

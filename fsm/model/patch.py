@@ -337,24 +337,24 @@ def _parent(document: Any, tokens: list[str]) -> Any:
 
 
 def _add(document: Any, tokens: list[str], value: Any) -> Any:
-    if not tokens:
-        return value
-    parent = _parent(document, tokens)
-    last = tokens[-1]
-    if type(parent) is dict:
-        parent[last] = value
-    else:
-        parent.insert(_index(parent, last, tokens, len(tokens) - 1, end=True), value)
-    return document
+    return _put(document, tokens, value, insert=True)
 
 
 def _set(document: Any, tokens: list[str], value: Any) -> Any:
+    return _put(document, tokens, value, insert=False)
+
+
+def _put(document: Any, tokens: list[str], value: Any, *, insert: bool) -> Any:
+    """``value`` at ``tokens``: a member set, or an array element inserted (``add``, where
+    ``-`` is the end) or replaced."""
     if not tokens:
         return value
     parent = _parent(document, tokens)
     last = tokens[-1]
     if type(parent) is dict:
         parent[last] = value
+    elif insert:
+        parent.insert(_index(parent, last, tokens, len(tokens) - 1, end=True), value)
     else:
         parent[_index(parent, last, tokens, len(tokens) - 1)] = value
     return document

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fsm.base.clock import iso_utc
+from fsm.base.files import process_alive
 
 if TYPE_CHECKING:
     from fsm.store.protocol import Store
@@ -80,7 +81,7 @@ class Heartbeat:
         if now - self.beat > STALE:
             return False
         if self.host == socket.gethostname():
-            return _exists(self.pid)
+            return process_alive(self.pid)
         return True
 
     def to_json(self) -> dict[str, Any]:
@@ -108,16 +109,6 @@ class Heartbeat:
         except (KeyError, TypeError, ValueError):
             return None
         return beat
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 class Heartbeats(Protocol):
