@@ -84,6 +84,7 @@ def list_instances(
     (see :func:`belongs_to`, :func:`one_per_document`)."""
     rows: list[Row] = []
     where: list[str] = []
+    shared = len(machines) > 1  # one machine's ids name one document each: nothing to merge
     for machine in machines:
         try:
             store = workspace.store_for(machine)
@@ -97,8 +98,9 @@ def list_instances(
             row = row_of(machine, store, instance_id)
             if row is not None:
                 rows.append(row)
-                where.append(store.describe(instance_id))
-    return newest_first(one_per_document(rows, where), status_filter)
+                if shared:
+                    where.append(store.describe(instance_id))
+    return newest_first(one_per_document(rows, where) if shared else rows, status_filter)
 
 
 def one_per_document(rows: list[Row], where: list[str]) -> list[Row]:
