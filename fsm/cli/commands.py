@@ -20,6 +20,7 @@ from fsm.cli.command_values import instance_from, workspace_from
 from fsm.view.terminal import emit_json, json_text, one_line, out
 
 if TYPE_CHECKING:
+    from fsm.engine.driving import Driven
     from fsm.engine.instance import Instance
 
 __all__ = [
@@ -133,7 +134,7 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """``fsm worker``: claim and drive instances until SIGTERM (see :mod:`fsm.worker`): a line
     per instance as it ends, totals on stderr; exit 0 when told to stop, the fleet's exit code
     with ``--drain``."""
-    from fsm.cli.fleet import Driven, exit_code, line_of
+    from fsm.cli.fleet import exit_code
     from fsm.engine.worker import WorkerOptions, work
     from fsm.model.discovery import open_machine, registered_machines
 
@@ -148,19 +149,12 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
         if not queue or "/" in queue:
             raise InputError(f"--queue '{queue}' is not a queue name")
 
-    def show(driven: Driven) -> None:
-        out(line_of(driven))
-        sys.stdout.flush()  # a line as each instance ends, also into a pipe
-
     options = WorkerOptions(args.queues, args.jobs, args.max_steps, args.drain)
-    results = work(workspace, machines, options, show)
+    results = work(workspace, machines, options, _show_driven)
     # An instance driven more than once (paused, then resumed and claimed again) is counted
     # once, by how its last run ended: the totals are instances, as fsm run --all's are.
     last = {(result.machine, result.id): result for result in results}
-    counts: dict[str, int] = {}
-    for result in last.values():
-        counts[result.outcome] = counts.get(result.outcome, 0) + 1
-    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    shown = _totals(list(last.values()))
     runs = f" in {len(results)} runs" if len(results) != len(last) else ""
     print(f"fsm: worker drove {len(last)} instances{runs}: {shown or 'none'}", file=sys.stderr)
     return exit_code(list(last.values())) if args.drain else 0
@@ -187,7 +181,7 @@ def cmd_retry(args: argparse.Namespace, values: dict[str, Any]) -> int:
 def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """``fsm run --all [MACHINE] [--jobs N]``: one line per instance as it ends, totals on
     stderr, the fleet's exit code."""
-    from fsm.cli.fleet import Driven, drive_all, exit_code, line_of
+    from fsm.cli.fleet import drive_all, exit_code
     from fsm.model.discovery import open_machine, registered_machines
 
     if args.id is not None:
@@ -200,19 +194,28 @@ def _run_all(args: argparse.Namespace, values: dict[str, Any]) -> int:
     names = [args.machine] if args.machine else sorted(registered_machines())
     machines = [open_machine(name) for name in names]
 
-    def show(driven: Driven) -> None:
-        out(line_of(driven))
-        sys.stdout.flush()  # a line as each instance ends, also into a pipe
-
     results = drive_all(
-        workspace, machines, jobs=args.jobs, max_steps=args.max_steps, on_result=show
+        workspace, machines, jobs=args.jobs, max_steps=args.max_steps, on_result=_show_driven
     )
+    shown = _totals(results) or "none was runnable"
+    print(f"fsm: {len(results)} instances run: {shown}", file=sys.stderr)
+    return exit_code(results)
+
+
+def _show_driven(driven: Driven) -> None:
+    """The line of one instance a fleet or a worker drove, as it ends (also into a pipe)."""
+    from fsm.cli.fleet import line_of
+
+    out(line_of(driven))
+    sys.stdout.flush()
+
+
+def _totals(results: Sequence[Driven]) -> str:
+    """How many of ``results`` ended each way (``2 completed, 1 failed``; empty for none)."""
     counts: dict[str, int] = {}
     for result in results:
         counts[result.outcome] = counts.get(result.outcome, 0) + 1
-    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-    print(f"fsm: {len(results)} instances run: {shown or 'none was runnable'}", file=sys.stderr)
-    return exit_code(results)
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
 
 
 def _menu(state: str, choices: Sequence[Any]) -> str | None:
