@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from fsm.base.errors import DefinitionError, UnknownMachineError
+from fsm.base.reading import read_limited
 
 if TYPE_CHECKING:  # finding a machine needs neither pydantic nor the machine's module
     from fsm.model.machine import Machine
@@ -73,9 +74,22 @@ def workspace_machines(workspace: Path | None = None) -> dict[str, MachineEntry]
         if not _CURRENT:
             return {}
         workspace = _CURRENT[0]
+    root = workspace.resolve()
+    try:
+        text = read_limited(root / "fsm.toml", _MAX_TOML)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        text = None  # load_config says what is wrong with it
+    if text is not None and b"machines" not in text:
+        # No [machines] table can be in it: listing and naming stay free of the configuration
+        # module (and of pydantic, which it imports).
+        return {}
+    seen = _SEEN.get(root)
+    if seen is not None and text is not None and seen[0] == text:
+        return dict(seen[1])
     from fsm.model.config import load_config
 
-    root = workspace.resolve()
     config = load_config(root)
     found: dict[str, MachineEntry] = {}
     for name, where in config.definitions.items():
@@ -83,7 +97,16 @@ def workspace_machines(workspace: Path | None = None) -> dict[str, MachineEntry]
         if path.suffix not in {".yaml", ".yml"}:
             path = path / "machine.yaml"
         found[name] = MachineEntry(name, path, f"workspace ({root / 'fsm.toml'} [machines])")
+    if text is not None:
+        _SEEN[root] = (text, dict(found))
     return found
+
+
+_MAX_TOML = 1024 * 1024
+"""fsm.toml's size limit (as :data:`fsm.model.config.MAX_TOML_BYTES`, which imports pydantic)."""
+_SEEN: dict[Path, tuple[bytes, dict[str, MachineEntry]]] = {}
+"""Each workspace's fsm.toml as last read, and the machines it named (one parse per process
+while it does not change)."""
 
 
 def registered_machines(workspace: Path | None = None) -> dict[str, MachineEntry]:
