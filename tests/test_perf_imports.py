@@ -70,6 +70,19 @@ def test_ls_of_unchanged_documents_imports_neither_pydantic_nor_the_machine(
     assert _imported(tmp_path, ["ls", "ccw-loop", "--status", "created"], watched) == []
 
 
+def test_ls_of_every_machine_with_an_fsm_toml_imports_no_pydantic(tmp_path: Path) -> None:
+    """`fsm ls` of every machine in a workspace whose fsm.toml names no machine of its own
+    answers from its indexes without the configuration module (nor pydantic): the workspace's
+    `[machines]` are looked for without parsing a file that cannot hold them."""
+    (tmp_path / "fsm.toml").write_text('[machine.ccw-loop]\ntest_command = "true"\n')
+    inputs = ["--set", "title=t", "--set", "description=d"]
+    _imported(tmp_path, ["new", "ccw-loop", "--id", "i1", *inputs], ())
+    time.sleep(2.1)  # the index keeps rows of documents left alone for two seconds
+    watched = (*NEVER, "pydantic", "fsm.model.config")
+    _imported(tmp_path, ["ls"], watched)
+    assert _imported(tmp_path, ["ls"], watched) == []
+
+
 def test_history_imports_neither_the_control_plane_nor_the_replay_check(tmp_path: Path) -> None:
     """`fsm history` (whole, or its tail) needs the instance and its journal: not the control
     plane and replay check of fsm.view.inspect, nor anything `fsm status` avoids."""
