@@ -12,6 +12,8 @@ from pathlib import Path
 
 from common import COUNTER, PYTHON, Result, command_env, fsm, median_runs, timed
 
+from fsm.store import chain
+
 IMPORT_BASELINE = [PYTHON, "-c", "import transitions, pydantic, structlog, yaml"]
 PARSE_BASELINE = [
     PYTHON,
@@ -186,7 +188,7 @@ def _long_journal(workspace: Path, instance_id: str, records: int, env: dict[str
     stopped = subprocess.run(run, cwd=workspace, env=env, check=False, capture_output=True)
     assert stopped.returncode == 5, stopped.stderr  # the step limit
     path = workspace / ".counters" / f"{instance_id}.fsm" / "journal.ndjson"
-    lines = path.read_bytes().splitlines(keepends=True)
-    with path.open("wb") as handle:
-        handle.writelines(lines[:-1])
-        handle.write(lines[-1] * (records - len(lines) + 1))
+    lines = path.read_bytes().splitlines()
+    copies = [*lines, *[lines[-1]] * (records - len(lines))]
+    with path.open("wb") as handle:  # linked again: copies of one line break the journal's chain
+        handle.writelines(line + b"\n" for line in chain.relinked(copies))

@@ -141,6 +141,7 @@ def _journal(workspace: Path, instance_id: str, env: dict[str, str]) -> None:
     from fsm.base.update import bytes_hash
     from fsm.engine.instance import Workspace
     from fsm.model.machine import load_machine
+    from fsm.store import chain
 
     workspace.mkdir(exist_ok=True)
     c = str(COUNTER)
@@ -152,24 +153,27 @@ def _journal(workspace: Path, instance_id: str, env: dict[str, str]) -> None:
     instance = Workspace(workspace).instance(load_machine(COUNTER), instance_id)
     rules = instance.rules
     paths = instance.store.paths(instance_id)
-    lines = paths.journal.read_bytes().splitlines(keepends=True)
+    lines = paths.journal.read_bytes().splitlines()
     template = json.loads(lines[-1])
+    template.pop(chain.KEY)
     data = json.loads(paths.document.read_bytes())
-    with paths.journal.open("ab") as handle:
-        for _ in range(RECORDS - len(lines)):
-            data["count"] += 1
-            record = {
-                **template,
-                "doc_hash": bytes_hash(rules.render(data, instance_id)),
-                "core_hash": rules.core_hash(data),
-                "changes": [{"op": "replace", "path": "/count", "value": data["count"]}],
-            }
-            handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+    for _ in range(RECORDS - len(lines)):
+        data["count"] += 1
+        record = {
+            **template,
+            "doc_hash": bytes_hash(rules.render(data, instance_id)),
+            "core_hash": rules.core_hash(data),
+            "changes": [{"op": "replace", "path": "/count", "value": data["count"]}],
+        }
+        lines.append(json.dumps(record, separators=(",", ":")).encode())
+    with paths.journal.open("wb") as handle:  # linked as fsm links them
+        handle.writelines(line + b"\n" for line in chain.relinked(lines))
     paths.document.write_bytes(rules.render(data, instance_id))
 
 
 def _strip(workspace: Path, source: str, target: str) -> None:
-    """A copy of ``source`` (document and journal) as ``target``, without the patches."""
+    """A copy of ``source`` (document and journal) as ``target``, without the patches: a
+    journal of format 2, written before records said what changed or were linked."""
     folder = workspace / ".counters"
     (folder / f"{target}.json").write_bytes((folder / f"{source}.json").read_bytes())
     meta = folder / f"{target}.fsm"
@@ -181,6 +185,8 @@ def _strip(workspace: Path, source: str, target: str) -> None:
         for line in lines:
             record = json.loads(line)
             record.pop("changes", None)
+            record.pop("chain", None)  # as a journal written before records were linked
+            record["format"] = 2
             out.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
 
 

@@ -244,6 +244,7 @@ def test_the_store_interface_imports_no_implementation() -> None:
     assert imports_of("fsm.store.protocol") <= {
         "fsm.base.jsonio",
         "fsm.base.errors",
+        "fsm.store.chain",
         "fsm.store.journal",
         "fsm.model.records",
     }

@@ -12,6 +12,7 @@ import pytest
 
 from fsm.engine.instance import Workspace
 from fsm.model.records import TransitionRecord
+from fsm.store import chain
 from fsm.store import journal as journal_module
 from fsm.store.journal import Journal, TypedRecords
 from fsm.view.inspect import MAX_REPORTED, replay
@@ -33,9 +34,10 @@ def _lengthen(path: Path, copies: int) -> None:
     """Repeat the journal's first counting -> counting step ``copies`` times right after it, so
     the chain still holds and every version still rebuilds: each copy applies the same change
     to the same document, and the records after them are as they were."""
-    lines = path.read_bytes().splitlines(keepends=True)
+    lines = path.read_bytes().splitlines()
     at = next(i for i, line in enumerate(lines) if b'"source":"counting","dest":"counting"' in line)
-    path.write_bytes(b"".join([*lines[: at + 1], lines[at] * copies, *lines[at + 1 :]]))
+    copied = [*lines[: at + 1], *[lines[at]] * copies, *lines[at + 1 :]]
+    path.write_bytes(b"".join(line + b"\n" for line in chain.relinked(copied)))
 
 
 def test_history_tail_prints_the_last_records_in_order(cli: Cli, tmp_path: Path) -> None:

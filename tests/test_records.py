@@ -241,9 +241,9 @@ def test_replay_passes_over_an_unknown_kind_without_a_state(old: Instance) -> No
             '"status_to":"running","items":"ISS-1"}',
             "needs 'items' as a list of text, not \"ISS-1\"",
         ),
-        ('{"kind":"create","dest":"a","format":3}', "written by a newer fsm (journal format 3"),
+        ('{"kind":"create","dest":"a","format":4}', "written by a newer fsm (journal format 4"),
         ('{"kind":"mystery","format":9}', "written by a newer fsm (journal format 9"),
-        ('{"kind":"create","dest":"a","format":0}', "has no journal format 0 (formats are 1 to 2)"),
+        ('{"kind":"create","dest":"a","format":0}', "has no journal format 0 (formats are 1 to 3)"),
     ],
     ids=[
         "missing",

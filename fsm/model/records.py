@@ -40,9 +40,12 @@ skip the line, as they do an unreadable one.
 appended to by whichever fsm runs next, so one journal may hold records of several formats, and a
 reader starting from its end (``fsm history --tail``) never sees its first line. A record without
 ``format`` (every journal written before this field existed) is format 1, which has the same
-fields as format 2. A higher format than :data:`FORMAT` means a newer fsm changed what the fields
-mean: such a record is refused with a clear error (upgrade fsm) rather than misread. Adding a field
-is not a new format: older readers keep it in ``extra``.
+fields as format 2. Format 3 says what is checked, not what the fields mean: its records are
+linked into a chain (``chain``, the last key of the line, :mod:`fsm.store.chain`), which ``fsm
+replay`` checks; records of formats 1 and 2 have no link and are not checked so. A higher format
+than :data:`FORMAT` means a newer fsm changed what the fields mean: such a record is refused with a
+clear error (upgrade fsm) rather than misread. Adding a field is not a new format: older readers
+keep it in ``extra``.
 
 **Representation.** Frozen dataclasses: the writers build them with their ``__init__`` (typed
 keywords: renaming a field is a mypy error at every writer and reader). Readers get them from
@@ -72,6 +75,7 @@ from fsm.model._record_shapes import Shape, fits, misfit, shape_of, unreadable_f
 
 __all__ = [
     "AGENT_RUNS",
+    "CHAINED",
     "CHANGED",
     "CHANGES",
     "FORMAT",
@@ -92,8 +96,11 @@ __all__ = [
     "record_changes",
 ]
 
-FORMAT = 2
+FORMAT = 3
 """The journal format this fsm writes, and the highest it reads."""
+CHAINED = 3
+"""The first format whose records are linked into a chain (:mod:`fsm.store.chain`): a record of
+this format or newer without its link was tampered with."""
 
 
 class _NoExtra(Mapping[str, Any]):
@@ -145,6 +152,9 @@ class Record:
     doc_hash: str | None = None
     core_hash: str | None = None
     format: int = FORMAT
+    chain: str | None = field(default=None, compare=False, repr=False)
+    """The record's link in the journal's chain (read, never written by :meth:`to_json`: the
+    journal links a line when it appends it, :mod:`fsm.store.chain`)."""
     extra: Mapping[str, Any] = field(default=_NO_EXTRA, repr=False)
 
     def as_merged(self) -> Self:

@@ -51,6 +51,7 @@ from fsm.base.errors import (
 from fsm.base.ids import validate_id
 from fsm.model.records import Record
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
+from fsm.store import chain
 from fsm.store.file_store import FileStore
 from fsm.store.heartbeat import Heartbeat
 from fsm.store.journal import JournalRead, TypedRecords, line_bytes
@@ -117,7 +118,7 @@ WITH {lock} target AS (
         queue = CASE WHEN i.records = 0 THEN %(queue)s ELSE i.queue END,
         creator = coalesce(i.creator, %(creator)s)
     WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
-      AND i.version = %(version)s
+      AND i.version = %(version)s AND i.records = %(records)s
     {fenced} {locked}
     RETURNING i.records - %(count)s AS base, i.version, i.holder
 ), journal AS (
@@ -139,6 +140,7 @@ WITH {lock} target AS (
     UPDATE fsm_instances AS i SET
         records = i.records + %(count)s, creator = coalesce(i.creator, %(creator)s)
     WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
+      AND i.records = %(records)s
     {fenced} {locked}
     RETURNING i.records - %(count)s AS base
 ), journal AS (
@@ -247,9 +249,14 @@ taken over in the same statement) and read its document: one round trip per clai
 without waiting for the disk (see ``_ASYNC``)."""
 
 
-def _line(record: Record) -> str:
-    """The journal line of ``record`` (the file store's, without its newline)."""
-    return line_bytes(record.to_json())[:-1].decode("utf-8")
+def _lines(records: Sequence[Record], previous: bytes) -> tuple[list[str], bytes]:
+    """The journal lines of ``records`` (the file store's, without their newlines), linked
+    after ``previous`` (:mod:`fsm.store.chain`), and the link of the last."""
+    lines = []
+    for record in records:
+        line, previous = chain.chained(line_bytes(record.to_json())[:-1], previous)
+        lines.append(line.decode("utf-8"))
+    return lines, previous
 
 
 def _creator(records: Sequence[Record]) -> str | None:
@@ -483,6 +490,10 @@ class PostgresStore:
         self._files = FileStore.from_layout(layout)
         self._known: dict[str, tuple[bytes | None, int]] = {}
         """What this handle last saw of each instance: its bytes and version."""
+        self._links: dict[str, tuple[int, bytes]] = {}
+        """The length of each instance's journal as this handle last wrote or read it, and the
+        link its next record follows: a write of records assumes that length (the statement
+        checks it), so that the chain holds whoever appended meanwhile."""
         self._stamps: dict[str, list[int]] = {}
         self._sessions: set[str] = set()
         self._unsent: set[str] = set()
@@ -497,6 +508,7 @@ class PostgresStore:
         """Forget what this handle knows of the instance (its run ended: a worker's store
         handle outlives the runs of many instances, and keeps only those it runs)."""
         self._known.pop(instance_id, None)
+        self._links.pop(instance_id, None)
         self._stamps.pop(instance_id, None)
 
     def key(self, instance_id: str) -> str:
@@ -582,6 +594,7 @@ class PostgresStore:
         if row is not None and int(row[0]) == known[1]:
             return True
         self._known.pop(instance_id, None)
+        self._links.pop(instance_id, None)
         return False
 
     def list_ids(self) -> list[str]:
@@ -624,6 +637,7 @@ class PostgresStore:
                 return Swapped(proposal, current)
             self._refused(instance_id, holder, token)
             known = None  # another writer was quicker: build again on its version
+            self._links.pop(instance_id, None)
         raise StoreError(f"the document of '{instance_id}' kept changing: nothing was written")
 
     def _fence_of(self, instance_id: str, fence: Lease | None) -> tuple[int | None, int | None]:
@@ -642,7 +656,8 @@ class PostgresStore:
         token: int | None,
     ) -> int | None:
         """Write ``proposal`` on ``version``; the new version, or None when it was refused."""
-        lines = [_line(record) for record in proposal.records]
+        records, previous = self._link(instance_id)
+        lines, link = _lines(proposal.records, previous)
         params = {
             "space": self.space,
             "machine": self.machine,
@@ -654,6 +669,7 @@ class PostgresStore:
             "status": proposal.status,
             "runnable": proposal.runnable,
             "count": len(lines),
+            "records": records,
             "lines": json.dumps(lines),
             "queue": _queue_of(proposal.records, self.queue),
             "creator": _creator(proposal.records),
@@ -676,7 +692,29 @@ class PostgresStore:
             row = self._committed(conn, _SWAPS, params)
             return None if row is None else int(row[0])
 
-        return self.db.run(write, lock=True)
+        written = self.db.run(write, lock=True)
+        if written is not None:
+            self._links[instance_id] = (records + len(lines), link)
+        return written
+
+    def _link(self, instance_id: str) -> tuple[int, bytes]:
+        """The length of the instance's journal and the link its next record follows: as this
+        handle left them, else read (the last row, the one numbered as long as the journal)."""
+        known = self._links.get(instance_id)
+        if known is not None:
+            return known
+        sql = (
+            "SELECT i.records, (SELECT j.line FROM fsm_journal j WHERE j.space = i.space "
+            "AND j.machine = i.machine AND j.id = i.id AND j.position = i.records) "
+            "FROM fsm_instances i WHERE i.space = %s AND i.machine = %s AND i.id = %s"
+        )
+        params = (self.space, self.machine, instance_id)
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        if row is None:
+            return 0, chain.START
+        records, line = int(row[0]), row[1]
+        link = chain.START if line is None else chain.following(line.encode("utf-8"))
+        return records, link
 
     def _committed(self, conn: Any, statements: _Written, params: dict[str, Any]) -> Any:
         """The first row of the write ``statements``, committed, in one round trip: in the
@@ -772,13 +810,31 @@ class PostgresStore:
         holder, token = self._fence_of(instance_id, fence)
         if not records:
             return
-        lines = [_line(record) for record in records]
+        for _ in range(MAX_ROUNDS):
+            if self._append(instance_id, records, holder, token):
+                return
+            self._links.pop(instance_id, None)
+            self._refused(instance_id, holder, token)
+        raise StoreError(f"the journal of '{instance_id}' kept growing: nothing was written")
+
+    def _append(
+        self,
+        instance_id: str,
+        records: Sequence[Record],
+        holder: int | None,
+        token: int | None,
+    ) -> bool:
+        """One try at appending ``records``, linked after the journal's last record; False
+        when it was refused (the journal grew meanwhile, or the lease went)."""
+        length, previous = self._link(instance_id)
+        lines, link = _lines(records, previous)
         params = {
             "space": self.space,
             "machine": self.machine,
             "id": instance_id,
             "key": self.key(instance_id),
             "count": len(lines),
+            "records": length,
             "lines": json.dumps(lines),
             "creator": _creator(records),
             "holder": holder,
@@ -799,9 +855,10 @@ class PostgresStore:
                 )
             return self._committed(conn, _APPENDS, params) is not None
 
-        if not self.db.run(append, lock=True):
-            self._refused(instance_id, holder, token)
-            raise LeaseLostError(f"instance '{instance_id}': the run's lease is no longer held")
+        appended = bool(self.db.run(append, lock=True))
+        if appended:
+            self._links[instance_id] = (length + len(lines), link)
+        return appended
 
     def journal(self, instance_id: str) -> PostgresJournal:
         """The instance's journal."""
@@ -974,6 +1031,7 @@ class PostgresStore:
             return int(kept[0]) if kept else None
 
         self._known.pop(instance_id, None)
+        self._links.pop(instance_id, None)
         number = self._in_own_transaction(move)
         return None if number is None else f"fsm_kept row {number} of {self.db.shown}"
 
@@ -1008,6 +1066,7 @@ class PostgresStore:
             ).fetchone()
 
         self._known.pop(instance_id, None)
+        self._links.pop(instance_id, None)
         if self._in_own_transaction(put_back) is None:
             raise StoreError(f"'{kept}' holds no document of '{instance_id}'")
 
@@ -1207,6 +1266,7 @@ class PostgresStore:
             return True
 
         self._known.pop(instance_id, None)
+        self._links.pop(instance_id, None)
         return bool(self._in_own_transaction(put))
 
     def export_instance(self, instance_id: str) -> tuple[bytes, list[str]] | None:

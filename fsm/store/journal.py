@@ -24,6 +24,7 @@ from fsm.base import jsonio
 from fsm.base.errors import JournalRecordError
 from fsm.base.files import append_bytes, finish_append, open_nofollow
 from fsm.model.records import ErrorRecord, Record, TransitionRecord, parse_record
+from fsm.store import chain
 
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog", "TypedRecords"]
 
@@ -78,6 +79,9 @@ class LineLog:
     """An append-only file of JSON lines (never written through a symbolic link, and only
     inside ``root`` when given)."""
 
+    _OPEN = _APPEND
+    """How the file is opened for appending."""
+
     def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
         self.root = root
@@ -119,7 +123,7 @@ class LineLog:
     @contextlib.contextmanager
     def kept_open(self) -> Iterator[None]:
         """Keep the file open for appending meanwhile (one open per run, not per record)."""
-        self._fd = open_nofollow(self.path, _APPEND, root=self.root)
+        self._fd = open_nofollow(self.path, self._OPEN, root=self.root)
         try:
             yield
         finally:
@@ -130,7 +134,7 @@ class LineLog:
     def _reopen(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-        self._fd = open_nofollow(self.path, _APPEND, root=self.root)
+        self._fd = open_nofollow(self.path, self._OPEN, root=self.root)
 
     def size(self) -> int:
         """The file's size in bytes (0 when it does not exist)."""
@@ -266,7 +270,9 @@ class _Lines(Protocol):
 
 
 class _Typed(_Lines, Protocol):
-    def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]: ...
+    def entries(
+        self, links: chain.Check | None = None
+    ) -> Iterator[tuple[int, Record | JournalRecordError | None]]: ...
 
     def records_backwards(self) -> Iterator[Record]: ...
 
@@ -294,11 +300,16 @@ class TypedRecords:
         """Append ``record``; return the journal's mark before it."""
         return self.append(record.to_json())
 
-    def entries(self: _Lines) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
+    def entries(
+        self: _Lines, links: chain.Check | None = None
+    ) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
         """``(line number, record)`` for every line, first to last: the record is None when the
         line is unreadable (torn, not JSON), a JournalRecordError when it is JSON that is not a
-        record this fsm reads (it does not fit its kind, or a newer fsm wrote it)."""
-        for number, _, data in self.scan():
+        record this fsm reads (it does not fit its kind, or a newer fsm wrote it). ``links``
+        follows the lines' chain (:mod:`fsm.store.chain`) on the way."""
+        for number, text, data in self.scan():
+            if links is not None:
+                links.see(number, text.encode("utf-8", errors="surrogateescape"))
             yield number, _typed(data, number)
 
     def records(self: _Typed) -> list[Record]:
@@ -335,16 +346,76 @@ class Journal(TypedRecords, LineLog):
     lines hold them (``fsm history --json`` shows them so).
     """
 
-    def write_all(self, records: Sequence[Record]) -> int:
-        """Append ``records`` in one write, all or none; return the journal's size before."""
-        if len(records) == 1:
-            return self.append_bytes(line_bytes(records[0].to_json()))
-        return self.append_bytes(b"".join(line_bytes(r.to_json()) for r in records))
+    _OPEN = os.O_RDWR | os.O_CREAT | os.O_APPEND  # its last line is read to link the next one
 
-    def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
+    def __init__(self, path: Path, root: Path | None = None) -> None:
+        super().__init__(path, root)
+        self._links: tuple[int, bytes, int, bytes] = (0, chain.START, 0, chain.START)
+        """The link the journal ended with before this object's last append and after it,
+        each with the journal's size then: when the size is one of them (nobody else appended
+        since, or the swap took the append back), the last line need not be read again."""
+
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Append one record, linked to the line before it (:mod:`fsm.store.chain`); return the
+        journal's size before it."""
+        return self._append_linked([line_bytes(chain.unlinked(record))])
+
+    def write_all(self, records: Sequence[Record]) -> int:
+        """Append ``records`` in one write, all or none, each linked to the line before it;
+        return the journal's size before."""
+        return self._append_linked([line_bytes(r.to_json()) for r in records])
+
+    def append_bytes(self, data: bytes) -> int:
+        """Append ``data`` (whole lines of records), each line linked to the one before it;
+        return the journal's size before."""
+        return self._append_linked(data.splitlines(keepends=True))
+
+    def _append_linked(self, lines: list[bytes]) -> int:
+        """Append ``lines`` (each a record and its newline) in one write, linked; the size
+        before. The journal is written under the document lock: nobody appends between the
+        look at its end and the write."""
+        fd = self._fd
+        opened = fd is None
+        if fd is None:
+            fd = open_nofollow(self.path, self._OPEN, root=self.root)
+        elif os.fstat(fd).st_nlink == 0:  # removed meanwhile: never write into the void
+            self._reopen()
+            fd = self._fd
+            assert fd is not None
+        try:
+            size = os.fstat(fd).st_size
+            before = link = self._link_at(fd, size)
+            out = []
+            for line in lines:
+                linked, link = chain.chained(line.rstrip(b"\n"), link)
+                out.append(linked + b"\n")
+            data = b"".join(out)
+            written = os.write(fd, data)
+            if written != len(data):
+                finish_append(fd, data, written, size)
+            self._links = (size, before, size + len(data), link)
+            return size
+        finally:
+            if opened:
+                os.close(fd)
+
+    def _link_at(self, fd: int, size: int) -> bytes:
+        """The link a line appended to the journal of ``size`` bytes follows."""
+        before_size, before, after_size, after = self._links
+        if size == after_size and size:
+            return after
+        if size == before_size and size:
+            return before
+        line = _last_line(fd, size) if size else b""
+        return chain.following(line) if line else chain.START
+
+    def entries(
+        self, links: chain.Check | None = None
+    ) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
         """``(line number, record)`` for every non-blank line, first to last: the record is None
         when the line is unreadable (torn, not JSON), a JournalRecordError when it is JSON that
-        is not a record this fsm reads (it does not fit its kind, or a newer fsm wrote it)."""
+        is not a record this fsm reads (it does not fit its kind, or a newer fsm wrote it).
+        ``links`` follows the lines' chain (:mod:`fsm.store.chain`) on the way."""
         # The loop of :meth:`scan`, with :func:`_parse_text`'s fast path inlined: this is the
         # loop of replay and history, at 100,000 records a second. pydantic-core reads the
         # line's bytes (it refuses bytes that are not UTF-8, which then get the careful
@@ -365,6 +436,8 @@ class Journal(TypedRecords, LineLog):
                     if not text.strip(_BLANK):  # asked only here: a record is never blank
                         continue
                     data = _parse_text(text)  # the careful reader's verdict
+                if links is not None:
+                    links.see(number, line)
                 yield number, _typed(data, number)
 
     def backwards(self) -> Iterator[dict[str, Any]]:
@@ -392,6 +465,30 @@ class Journal(TypedRecords, LineLog):
                 block = min(block * 2, 1 << 22)
         finally:
             os.close(fd)
+
+
+def _last_line(fd: int, size: int) -> bytes:
+    """The journal's last whole line (without its newline; a torn line after it is left out,
+    as the next repair drops it): read from the end, a block at a time."""
+    end = size
+    if os.pread(fd, 1, size - 1) != b"\n":
+        end = _line_start(fd, size)
+        if end == 0:
+            return b""
+    start = _line_start(fd, end - 1)
+    return os.pread(fd, end - 1 - start, start)
+
+
+def _line_start(fd: int, end: int) -> int:
+    """Where the line ending at ``end`` (exclusive) starts."""
+    position = end
+    while position > 0:
+        start = max(0, position - 65536)
+        cut = os.pread(fd, position - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        position = start
+    return 0
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -39,6 +39,7 @@ from fsm.base.errors import (
 )
 from fsm.base.ids import validate_id
 from fsm.model.records import Record
+from fsm.store import chain
 from fsm.store.journal import JournalRead, TypedRecords, line_bytes
 from fsm.store.protocol import (
     Build,
@@ -65,9 +66,12 @@ class MemoryJournal(TypedRecords):
         self.lines: list[str] = []
 
     def append(self, record: Mapping[str, Any]) -> int:
-        """Append ``record``; return the number of records before it."""
+        """Append ``record``, linked to the line before it (:mod:`fsm.store.chain`); return the
+        number of records before it."""
         before = len(self.lines)
-        self.lines.append(line_bytes(record).decode("utf-8").rstrip("\n"))
+        previous = chain.following(self.lines[-1].encode()) if before else chain.START
+        line, _ = chain.chained(line_bytes(chain.unlinked(record))[:-1], previous)
+        self.lines.append(line.decode("utf-8"))
         return before
 
     def scan(self) -> Iterator[tuple[int, str, dict[str, Any] | None]]:

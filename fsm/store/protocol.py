@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from fsm.base.errors import JournalRecordError
     from fsm.model.records import ErrorRecord, Record
+    from fsm.store.chain import Check
     from fsm.store.journal import JournalRead
 
 __all__ = [
@@ -299,9 +300,12 @@ class JournalLog(Protocol):
         """Every record's object, and the positions of unreadable ones."""
         ...
 
-    def entries(self) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
+    def entries(
+        self, links: Check | None = None
+    ) -> Iterator[tuple[int, Record | JournalRecordError | None]]:
         """``(position, record)`` for every record, first to last (None: unreadable; a
-        JournalRecordError: JSON that is not a record this fsm reads)."""
+        JournalRecordError: JSON that is not a record this fsm reads); ``links`` follows the
+        journal's chain on the way (:mod:`fsm.store.chain`)."""
         ...
 
     def records(self) -> list[Record]:

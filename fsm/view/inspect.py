@@ -14,6 +14,7 @@ from fsm.engine.rules import runnable
 from fsm.model.machine import event_options
 from fsm.model.rebuild import Rebuilder
 from fsm.model.records import (
+    CHAINED,
     CreateRecord,
     Record,
     RecoverRecord,
@@ -21,6 +22,7 @@ from fsm.model.records import (
     UnknownRecord,
     agent_runs,
 )
+from fsm.store.chain import Check
 from fsm.store.heartbeat import heartbeats_of
 from fsm.view.history import history_line
 
@@ -169,9 +171,10 @@ def replay(instance: Instance) -> ReplayReport:
     report = ReplayReport(0, loaded.state, loaded.status)
     chain = _Chain()
     versions = _Versions(instance)
+    links = Check()
     bad_lines: list[int] = []
     bad_count = last_line = misfits = 0
-    for number, record in instance.journal.entries():
+    for number, record in instance.journal.entries(links):
         last_line = number
         if record is None:
             bad_count += 1
@@ -184,9 +187,11 @@ def replay(instance: Instance) -> ReplayReport:
                 report.problems.append(str(record))
             continue
         report.records += 1
-        chain.follow(report.records, record)
+        chain.follow(report.records, record, number)
         versions.follow(number, record)
-    if bad_count == 1 and bad_lines == [last_line]:
+    torn = bad_count == 1 and bad_lines == [last_line]
+    _check_links(links, chain, last_line if torn else None, report)
+    if torn:
         report.notes.append(f"the last journal line ({last_line}) is torn and was skipped")
     elif bad_count:
         more = f" (and {bad_count - len(bad_lines)} more)" if bad_count > len(bad_lines) else ""
@@ -206,6 +211,29 @@ def replay(instance: Instance) -> ReplayReport:
     return report
 
 
+def _check_links(links: Check, chain: _Chain, torn: int | None, report: ReplayReport) -> None:
+    """Report where the journal's chain of links first breaks (a torn last line, which a crash
+    leaves, breaks none), and the first record of a chained format without its link."""
+    broken = links.broken
+    if broken is not None and broken[0] != torn:
+        number, why = broken
+        more = links.breaks - 1 - (torn is not None and torn > number)
+        also = f" (and {more} more breaks after it)" if more > 0 else ""
+        report.problems.insert(0, f"the journal's record on line {number}: {why}{also}")
+    elif chain.unlinked is not None:
+        report.problems.insert(
+            0,
+            f"the journal's record on line {chain.unlinked}: it has no chain link though its "
+            f"format ({CHAINED} or newer) is linked",
+        )
+    if chain.second_create is not None:
+        report.problems.insert(
+            0,
+            f"the journal's record on line {chain.second_create}: a second 'create' record "
+            "(an instance is created once, on the journal's first line)",
+        )
+
+
 class _Chain:
     """The state chain of a journal, followed one record at a time."""
 
@@ -215,12 +243,21 @@ class _Chain:
         self.starts_with_creation = False
         self.problems: list[str] = []
         self.unreported = 0
+        self.second_create: int | None = None
+        """The line of the first 'create' record after the journal's first record."""
+        self.unlinked: int | None = None
+        """The line of the first record of a linked format without its link."""
 
-    def follow(self, number: int, record: Record) -> None:
+    def follow(self, count: int, record: Record, number: int) -> None:
+        """Follow ``record``, the ``count``-th record, on line ``number``."""
         kind = type(record)  # not isinstance: this runs 100,000 times a second
         starts = kind is CreateRecord or kind is RecoverRecord
         if self.last is None:
             self.starts_with_creation = starts
+        elif kind is CreateRecord and self.second_create is None:
+            self.second_create = number
+        if record.chain is None and record.format >= CHAINED and self.unlinked is None:
+            self.unlinked = number
         self.last = record
         if starts:
             self.state = record.dest
@@ -237,7 +274,7 @@ class _Chain:
         if state is not None and record.source != state and not record.merged:
             if len(self.problems) < MAX_REPORTED:
                 self.problems.append(
-                    f"record {number} ({record.kind} {record.event}) starts in "
+                    f"record {count} ({record.kind} {record.event}) starts in "
                     f"'{record.source}' but the previous record ended in '{state}'"
                 )
             else:

@@ -115,6 +115,50 @@ def test_import_needs_a_store_other_than_files(tmp_path: Path, cli: Cli) -> None
     assert "the store chosen is 'files'" in done.err
 
 
+@pytest.mark.parametrize(
+    ("tamper", "line", "words"),
+    [
+        (
+            'UPDATE fsm_journal SET line = replace(line, \'"dest":"done"\', '
+            '\'"dest":"failed"\') WHERE position = 5',
+            5,
+            "chain breaks",
+        ),
+        ("DELETE FROM fsm_journal WHERE position = 3", 4, "chain breaks"),
+        (
+            "UPDATE fsm_journal SET position = 10 - position WHERE position IN (3, 4); "
+            "UPDATE fsm_journal SET position = position - 3 WHERE position IN (6, 7)",
+            3,
+            "chain breaks",
+        ),
+        (
+            "INSERT INTO fsm_journal SELECT space, machine, id, 6, line FROM fsm_journal "
+            "WHERE position = 1",
+            6,
+            "second 'create'",
+        ),
+    ],
+    ids=["last-dest", "deleted", "swapped", "second-create"],
+)
+def test_replay_finds_a_journal_changed_in_the_database(
+    tamper: str, line: int, words: str, tmp_path: Path, postgres_store_url: str, cli: Cli
+) -> None:
+    """With the append-only trigger bypassed (an administrator's ``session_replication_role``),
+    a changed, deleted, swapped or added journal row is found by `fsm replay`, which names the
+    first bad record (by its position) and exits 6."""
+    _use(tmp_path, postgres_store_url)
+    assert cli("new", C, "--id", "c1", "--set", "limit=2").code == 0
+    assert cli("run", C, "c1", "-q").code == 0
+    assert cli("replay", C, "c1").code == 0
+    with psycopg.connect(postgres_store_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        for statement in tamper.split("; "):
+            conn.execute(statement)
+    result = cli("replay", C, "c1")
+    assert result.code == 6, result.out
+    assert f"line {line}" in result.err and words in result.err, result.err
+
+
 def test_the_journal_is_append_only(postgres_store_url: str, tmp_path: Path) -> None:
     """The database itself refuses to change or delete a journal record."""
     fleet = Fleet(tmp_path / "project", postgres_store_url)
