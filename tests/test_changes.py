@@ -30,7 +30,7 @@ def _journal_path(instance: Instance) -> Path:
 def _rebuilt_hashes(instance: Instance) -> list[str]:
     """How each record's version checks out when rebuilt from the patches before it."""
     rules = instance.rules
-    rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
+    rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_matches)
     verdicts = []
     for number, record in instance.journal.entries():
         assert isinstance(record, Record)

@@ -74,9 +74,7 @@ def test_fsm_applies_its_patches_as_jsonpatch_does(
     ("old", "new", "ops"),
     [
         pytest.param({"n": 1}, {"n": 1}, [], id="unchanged"),
-        pytest.param(
-            {"n": 1}, {"n": 1.0}, [{"op": "replace", "path": "/n", "value": 1.0}], id="int-to-float"
-        ),
+        pytest.param({"n": 1}, {"n": 1.0}, [], id="int-to-float"),  # one number, written alike
         pytest.param(
             {"n": 1},
             {"n": True},

@@ -16,11 +16,14 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from fsm.base.jsonrender import integral_numbers
+
 __all__ = [
     "MISSING",
     "apply_update",
     "bytes_hash",
     "canonical_hash",
+    "canonical_hashes",
     "get_path",
     "keep_external",
     "to_json_value",
@@ -127,6 +130,24 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 
 def canonical_hash(doc: Mapping[str, Any]) -> str:
-    """SHA-256 of the document's canonical JSON (sorted keys, no spaces), as ``sha256:<hex>``."""
+    """SHA-256 of the document's canonical JSON (sorted keys, no spaces, a float without a
+    fraction written as the integer it equals: JSON cannot tell ``0`` from ``0.0``, and a
+    program that reads the document with JavaScript writes it back as ``0``), as
+    ``sha256:<hex>``."""
+    return canonical_hashes(doc)[0]
+
+
+def canonical_hashes(doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """:func:`canonical_hash`, then, when the document holds a float without a fraction, the
+    hash of its canonical JSON with that float as Python writes it (``0.0``): what records
+    written before numbers were made canonical hold."""
     data = _CANONICAL.encode(doc)
-    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
+    first = "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
+    # Such a float is written with ".0" or, from 1e16 on, "e+" (a text may hold either too:
+    # then the document is only encoded again).
+    if ".0" not in data and "e+" not in data:
+        return (first,)
+    whole = _CANONICAL.encode(integral_numbers(doc))
+    if whole == data:
+        return (first,)
+    return "sha256:" + hashlib.sha256(whole.encode("utf-8")).hexdigest(), first

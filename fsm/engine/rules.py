@@ -22,7 +22,7 @@ from fsm.base import jsonio
 from fsm.base.clock import Clock
 from fsm.base.errors import CorruptDocumentError, UnwritableDocumentError
 from fsm.base.jsonrender import render_document
-from fsm.base.update import MISSING, apply_update, canonical_hash
+from fsm.base.update import MISSING, apply_update, canonical_hash, canonical_hashes
 from fsm.model.definition import describe_validation
 from fsm.model.machine import Machine
 
@@ -130,11 +130,18 @@ class DocumentRules:
         """The hash of ``data`` without the fields other programs may change (external fields,
         the control status and what it owns, top-level keys the model does not define) and the
         touch timestamps: what only fsm writes."""
+        return canonical_hash(self._core(data))
+
+    def core_matches(self, data: Mapping[str, Any], recorded: str) -> bool:
+        """Whether ``recorded``, a journal record's core hash, is that of ``data``: as
+        :meth:`core_hash` gives it, or as it was given before a float without a fraction was
+        hashed as the integer it equals (records of older fsms)."""
+        return recorded in canonical_hashes(self._core(data))
+
+    def _core(self, data: Mapping[str, Any]) -> dict[str, Any]:
         kept, nested = self._core_plan()
         core = {key: value for key, value in data.items() if key in kept}
-        if nested:
-            core = apply_update(core, nested)
-        return canonical_hash(core)
+        return apply_update(core, nested) if nested else core
 
     def _core_plan(self) -> tuple[frozenset[str], dict[str, Any]]:
         """What :meth:`core_hash` keeps: the model's top-level keys but those stripped whole,

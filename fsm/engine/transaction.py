@@ -45,7 +45,7 @@ from fsm.base.log import EventLog
 from fsm.base.update import bytes_hash
 from fsm.engine.merge import merge_concurrent
 from fsm.engine.rules import DocumentRules, Loaded
-from fsm.engine.versions import is_journaled, seen_control, written_over
+from fsm.engine.versions import external_control, is_journaled, seen_control, written_over
 from fsm.model.definition import describe_validation
 from fsm.model.patch import changes_of
 from fsm.model.records import MergeRecord, Record, RepairRecord
@@ -85,6 +85,12 @@ class Transaction:
         self._seen: deque[tuple[Loaded, str]] = deque(maxlen=RECENT_VERSIONS)
         """Versions other writers put in place that fsm read and merged (newest last): a copy
         written back later may be of one of them rather than of a version of fsm's."""
+        self._journaled = False
+        """Whether the journal is known to hold a record already (else the first record holds
+        the version it replaced whole: :meth:`_unjournaled`)."""
+        self._tail: str | None = None
+        """The document hash of the journal's last record when this transaction wrote it (None:
+        not known, read from the journal when needed)."""
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -132,7 +138,36 @@ class Transaction:
                 self.rules, data, base, dict(settled.data), settled.raw, self._last
             )
             base, record = settled, record.as_merged()
+        elif base is not None:
+            before = self._edited_outside(base)
         return self._until_settled(*self._write(data, before, record, base))
+
+    def _edited_outside(self, version: Loaded) -> list[Record]:
+        """The record of ``version``, when another program wrote it after the journal's last
+        record without fsm journaling it (the dashboard's edit, or its resume, between two
+        runs): an ``external`` control record saying what it changed against the journal's
+        last version (the whole document when that version is not at hand), so that every
+        version can still be rebuilt from the journal. None when the journal ends there."""
+        doc_hash = bytes_hash(version.raw)
+        if self._tail == doc_hash:
+            return []
+        last = self._last()
+        if last is None or last.doc_hash is None or last.doc_hash == doc_hash:
+            return []
+        end = next(
+            (v.data for v, _ in [*self.recent, *self._seen] if bytes_hash(v.raw) == last.doc_hash),
+            None,
+        )
+        before = (last.state or version.state, last.status)
+        record = external_control(
+            self.rules,
+            before,
+            (version.state, version.status),
+            doc_hash,
+            during_step=False,
+            core_hash=self.rules.core_hash(version.data),
+        )
+        return [record.with_changes(changes_of(end, version.data))]
 
     def _until_settled(self, saved: Loaded, lost: _Lost | None) -> Loaded:
         """Re-apply changes that went into replaced versions until none is left."""
@@ -205,7 +240,9 @@ class Transaction:
                 status=status,
                 doc_hash=bytes_hash(raw),
                 core_hash=core,
-                changes=changes_of(previous, final),
+                changes=changes_of(
+                    previous, final, unjournaled=previous is not None and self._unjournaled()
+                ),
             )
             loaded = Loaded(final, raw, doc, state, status)
             merged_on = current.raw if entry is not record and current is not None else None
@@ -221,12 +258,20 @@ class Transaction:
             self.id, build, expected=None if base is None else base.raw, fence=self.fence
         )
         assert loaded is not None  # the swap wrote what build made last
+        self._tail = bytes_hash(loaded.raw)
         if merged_on is not None:
             self._saw(merged_on)  # merged into what was just written: a version to know
         self.recent.append((loaded, core))
         lost = None if swapped.late is None else self._lost(swapped.late)
         rules.after_save(loaded)
         return loaded, lost
+
+    def _unjournaled(self) -> bool:
+        """True when the journal holds no record yet: the document was created by another
+        program (the dashboard), and the first record must hold the version it replaced."""
+        if not self._journaled:
+            self._journaled = self._last() is not None
+        return not self._journaled
 
     def _journal_end(self, found: list[Snapshot | Loaded], fallback: Loaded) -> Mapping[str, Any]:
         """The version the journal ends at, among those just ``found`` and those this
@@ -391,6 +436,7 @@ class Transaction:
                 end = self._journal_end([], newest)
                 seen = seen.with_changes(changes_of(end, current.data))
                 self.store.append(self.id, [seen], fence=self.fence)
+                self._tail = seen.doc_hash
                 self.log.info(
                     "external_control_seen",
                     status_from=newest.status,
@@ -431,17 +477,28 @@ class Transaction:
             except StoreError:
                 current = base
             entry = record.as_merged() if current.raw != base.raw else record
-            # The document did not change, unless another writer changed it meanwhile.
+            # The document did not change, unless another writer changed it meanwhile; a
+            # first record holds the version it found (another program created it).
             previous = current.data if entry is record else self._journal_end([current], base)
+            unjournaled = self._unjournaled()
+            # A version another program wrote before the step began is journaled first.
+            outside = [] if unjournaled or entry is not record else self._edited_outside(current)
             stamped = entry.stamped(
                 time=self.rules.clock.iso(),
                 state=current.state,
                 status=current.status,
                 doc_hash=bytes_hash(current.raw),
                 core_hash=self.rules.core_hash(current.data),
-                changes=None if entry is record else changes_of(previous, current.data),
+                changes=(
+                    changes_of(None, current.data)
+                    if unjournaled
+                    else None
+                    if entry is record
+                    else changes_of(previous, current.data)
+                ),
             )
-            self.store.append(self.id, [stamped], fence=self.fence)
+            self.store.append(self.id, [*outside, stamped], fence=self.fence)
+            self._tail = stamped.doc_hash
         return current
 
     def park(self, data: Mapping[str, Any]) -> str:
@@ -481,3 +538,4 @@ class Transaction:
             core_hash=self.rules.core_hash(current.data),
         ).with_changes(changes_of(None, current.data))  # the whole document: replay restarts
         self.store.append(self.id, [record], fence=self.fence)
+        self._tail = record.doc_hash

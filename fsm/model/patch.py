@@ -10,13 +10,14 @@ version of the document from the journal (:class:`Rebuilt`), which ``fsm replay`
 the recorded hashes and ``fsm serve`` shows as time travel.
 
 :func:`diff` writes the patch a document's bytes can be rebuilt from, which is stricter than
-equal JSON values: ``1`` and ``1.0`` and ``true`` differ (they are written differently), and so
-do two objects with the same members in another order (a document is written in its keys'
+equal JSON values: ``1`` and ``true`` differ (they are written differently), and so do two
+objects with the same members in another order (a document is written in its keys'
 order). An object whose members moved is patched by removing and adding the moved members
 (members are added at the end, as an ``add`` does in every implementation that keeps insertion
-order). The walk stops at values that are the same object (a step's result shares everything it
-did not change with the version it came from), so a step's diff costs what the step changed,
-not the size of the document.
+order). ``1`` and ``1.0`` are one number, written alike (:func:`fsm.base.jsonrender.js_number`):
+no operation says one became the other. The walk stops at values that are the same object (a
+step's result shares everything it did not change with the version it came from), so a step's
+diff costs what the step changed, not the size of the document.
 
 Why not a library: ``jsonpatch`` (PyPI, BSD-3-Clause, maintained) makes patches that compare
 values as Python does (``1 == 1.0 == True``, key order ignored), which do not rebuild the exact
@@ -59,6 +60,9 @@ PATCH_LIMIT = 64 * 1024
 
 _SCALARS = (str, int, float, bool, type(None))
 _PLAIN = frozenset(_SCALARS)
+_NUMBERS = frozenset({int, float})
+"""An int and a float equal to it are one JSON number: documents are written with such a float
+as the integer (:func:`fsm.base.jsonrender.js_number`), and no patch says one became the other."""
 
 
 def escape(key: str) -> str:
@@ -104,11 +108,20 @@ def whole(document: Any) -> list[dict[str, Any]]:
     return [{"op": "add", "path": "", "value": document}]
 
 
-def changes_of(old: Any, new: Any, limit: int = PATCH_LIMIT) -> dict[str, Any]:
+def changes_of(
+    old: Any, new: Any, limit: int = PATCH_LIMIT, *, unjournaled: bool = False
+) -> dict[str, Any]:
     """What a record says of a new version: ``{"changes": patch}`` from ``old`` (None: the
     version was made from nothing), or ``{"changed": paths}`` when the patch takes more than
-    ``limit`` bytes of JSON."""
-    ops = whole(new) if old is None else diff(old, new)
+    ``limit`` bytes of JSON. ``unjournaled``: the journal holds no version yet (``old`` was
+    written by another program, a dashboard that created the document): the patch starts with
+    ``old`` whole, so that every version can be rebuilt from the journal."""
+    if old is None:
+        ops = whole(new)
+    elif unjournaled:
+        ops = [*whole(old), *diff(old, new)]
+    else:
+        ops = diff(old, new)
     if _small(ops, limit):
         return {CHANGES: ops}
     return {CHANGED: paths_of(ops)}
@@ -131,13 +144,14 @@ def paths_of(ops: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def same(one: Any, other: Any) -> bool:
-    """True when two JSON values are written alike: same types, same members in the same
-    order (``==`` says ``1 == 1.0 == True`` and ignores the order of members)."""
+    """True when two JSON values are written alike: same types (an int and a float equal to
+    it are one number, written alike), same members in the same order (``==`` says
+    ``1 == True`` and ignores the order of members)."""
     if one is other:
         return True
     kind = type(one)
     if kind is not type(other):
-        return False
+        return kind in _NUMBERS and type(other) in _NUMBERS and one == other
     if kind is dict:
         if len(one) != len(other) or list(one) != list(other):
             return False
@@ -155,7 +169,7 @@ def _diff(old: Any, new: Any, path: str, ops: list[dict[str, Any]]) -> None:
         _diff_object(old, new, path, ops)
     elif kind is list and type(new) is list:
         _diff_array(old, new, path, ops)
-    elif kind is not type(new) or old != new:
+    elif old != new or (kind is not type(new) and not (kind in _NUMBERS and type(new) in _NUMBERS)):
         ops.append({"op": "replace", "path": path, "value": new})
 
 

@@ -50,13 +50,16 @@ class Check:
 class Rebuilder:
     """Follows a journal's records, keeping the document each one led to.
 
-    ``render`` gives a document's bytes as its store keeps them, ``core_hash`` the hash of the
-    fields only fsm writes (the machine's :class:`~fsm.engine.rules.DocumentRules`).
+    ``render`` gives a document's bytes as its store keeps them, ``core_matches`` whether the
+    fields only fsm writes have a recorded core hash (the machine's
+    :class:`~fsm.engine.rules.DocumentRules`).
     """
 
-    def __init__(self, render: Callable[[Any], bytes], core_hash: Callable[[Any], str]) -> None:
+    def __init__(
+        self, render: Callable[[Any], bytes], core_matches: Callable[[Any, str], bool]
+    ) -> None:
         self.render = render
-        self.core_hash = core_hash
+        self.core_matches = core_matches
         self.document: Any = None
         """The version the last record led to (None: unknown); changed in place."""
         self.known = False
@@ -114,7 +117,7 @@ class Rebuilder:
                 return Check("mismatch", f"the rebuilt document cannot be written: {exc}")
         if self._hash == record.doc_hash:
             return Check("exact")
-        if record.core_hash is not None and self.core_hash(self.document) == record.core_hash:
+        if record.core_hash is not None and self.core_matches(self.document, record.core_hash):
             if record.actor == "external":
                 return Check("foreign", "written by another program, in its own way")
             return Check(

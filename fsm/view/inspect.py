@@ -199,7 +199,14 @@ def replay(instance: Instance) -> ReplayReport:
     if misfits > MAX_REPORTED:
         report.problems.append(f"and {misfits - MAX_REPORTED} more lines that are not records")
     if chain.last is None:
-        report.problems.append("the journal is empty")
+        if bad_count or misfits:
+            report.problems.append("the journal holds no readable record")
+        else:
+            # A document another program created (the dashboard's new loop) that no fsm
+            # command has touched yet: nothing to replay, nothing wrong.
+            report.notes.append(
+                "the journal holds no record yet: fsm has not written this document"
+            )
         return report
     if not chain.starts_with_creation:
         report.notes.append("the journal does not start with the instance's creation")
@@ -297,7 +304,7 @@ def _check_last(
         )
     if last.doc_hash and last.doc_hash != bytes_hash(loaded.raw):
         core = last.core_hash
-        if core is not None and core != instance.core_hash(loaded.data):
+        if core is not None and not instance.rules.core_matches(loaded.data, core):
             report.problems.append(
                 "the document was changed outside fsm beyond the fields other programs own "
                 f"({', '.join(instance.external_paths) or 'none'})"
@@ -317,7 +324,7 @@ class _Versions:
 
     def __init__(self, instance: Instance) -> None:
         rules = instance.rules
-        self.rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
+        self.rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_matches)
         self.wrong: str | None = None
         self.drifted: str | None = None
 

@@ -24,6 +24,7 @@ from fsm.engine.control import ControlPlane
 from fsm.engine.engine import Engine
 from fsm.engine.instance import Workspace
 from fsm.model.machine import load_machine
+from fsm.store import chain
 from tests.conftest import COUNTER
 from tests.serve.conftest import (
     ROOT,
@@ -459,3 +460,27 @@ def test_instance_page_shows_the_agent_runs(
     page.click("#agent details summary")
     assert page.inner_text("#agent details pre") == "Added div to calc.py."
     shot(page, "instance-agent")
+
+
+def test_a_version_the_journal_does_not_rebuild_is_a_warning(
+    page: Page, server: ServeProcess, workspace: Path
+) -> None:
+    """A record whose changes do not give the version it recorded (a patch edited, its links
+    worked out again) shows as an error box when time travel reaches it, not as a grey note.
+    (After the test above: it adds an instance to the workspace.)"""
+    instance = Workspace(workspace).instance(load_machine(COUNTER), "mismatched")
+    instance.create({"limit": 2})
+    Engine(instance).run()
+    path = instance.journal.path
+    lines = path.read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"value":1}' in line and b"/count" in line)
+    lines[at] = lines[at].replace(b'"path":"/count","value":1}', b'"path":"/count","value":7}')
+    path.write_bytes(b"".join(line + b"\n" for line in chain.relinked(lines)))
+    page.goto(f"{server.base}/instances/counter/mismatched")
+    row = wait_until(page, JS_ROW_LINE, lambda line: line is not None, "~ /count = 7")
+    page.click(f"#journal tr[data-line='{row}'] td:nth-child(4)")
+    wait_until(page, TRAVEL_SHOWN, True)
+    check = page.locator("#travel-check")
+    wait_until(page, "() => document.getElementById('travel-check').className", "error")
+    assert (check.text_content() or "").startswith("Warning: the journal does not rebuild")
+    shot(page, "instance-mismatch")

@@ -270,9 +270,14 @@ async function travelTo(line, from) {
   clear(byId("travel-step"), when(record.time), ` ${record.kind}${record.event ? " " + record.event : ""} `,
     el("span", { text: moveOf(record) }), record.actor ? ` by ${record.actor}` : "");
   const check = version.check;
-  byId("travel-check").textContent = check.verdict === "exact"
+  const shown = byId("travel-check");
+  shown.textContent = check.verdict === "exact"
     ? "rebuilt from the journal's changes; it has the recorded hash"
-    : `rebuilt: ${check.verdict}${check.reason ? ` (${check.reason})` : ""}`;
+    : check.verdict === "mismatch"
+      ? `Warning: the journal does not rebuild this version (${check.reason}): fsm replay reports it as an error; what is shown may not be what was written`
+      : `rebuilt: ${check.verdict}${check.reason ? ` (${check.reason})` : ""}`;
+  // A rebuild that does not give the recorded version is the problem it is, not a footnote.
+  shown.className = check.verdict === "mismatch" ? "error" : check.verdict === "exact" || check.verdict === "foreign" ? "muted" : "warning";
   byId("diagram-when").textContent = `as of line ${line}`;
   byId("document-when").textContent = `as of line ${line}`;
   clear(byId("diagram"), svgElement(svg));

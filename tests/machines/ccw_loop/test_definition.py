@@ -92,4 +92,13 @@ def test_control_block_matches_the_dashboard() -> None:
         "stop": (["created", "paused", "running"], "failed"),
     }
     assert spec.control.owned == ["failure_reason", "completed_at"]
-    assert spec.external_fields == ["title", "description", "max_iterations"]
+    # with the status and what it owns: every field the seeds call the API's
+    assert spec.external_fields == [
+        "loop_id",
+        "title",
+        "description",
+        "max_iterations",
+        "current_iteration",
+        "created_at",
+        "updated_at",
+    ]
