@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -241,7 +242,7 @@ def _menu(state: str, choices: Sequence[Any]) -> str | None:
         print(one_line(f"  unknown choice '{answer}'"), file=sys.stderr)
 
 
-def _step_exit(instance: Instance, result: Any) -> int:
+def _step_exit(instance: Instance, result: Any, machine_word: str) -> int:
     machine = instance.machine
     if result.outcome == "failed":
         print(f"fsm: error: {one_line(str(result.error))}", file=sys.stderr)
@@ -250,9 +251,9 @@ def _step_exit(instance: Instance, result: Any) -> int:
         reason = (
             "no automatic transition is enabled"
             if result.outcome == "waiting"
-            else f"instance is {result.status}"
+            else f"instance is {result.status}{_how_to_activate(instance, machine_word)}"
         )
-        print(f"fsm: {reason}", file=sys.stderr)
+        print(one_line(f"fsm: {reason}"), file=sys.stderr)
         return 5
     line = f"{instance.id}: {result.source or result.state} -> {result.state}" + (
         f" ({result.event})" if result.event else ""
@@ -266,13 +267,30 @@ def _step_exit(instance: Instance, result: Any) -> int:
     return 0 if verdict.success else 4
 
 
+def _how_to_activate(instance: Instance, machine_word: str) -> str:
+    """``: 'fsm start M ID' starts it`` (or resumes it) when a control command would let it
+    step, with the machine named as the user named it; else nothing."""
+    from fsm.engine.control import ControlPlane
+
+    control = ControlPlane(instance)
+    loaded = instance.load()
+    allowed = control.allowed(loaded)
+    if "resume" in allowed and not control.needs_start(loaded):
+        return f": '{shlex.join(['fsm', 'resume', machine_word, instance.id])}' resumes it"
+    if "start" in allowed:
+        start = shlex.join(["fsm", "start", machine_word, instance.id])
+        run = shlex.join(["fsm", "run", machine_word, instance.id])
+        return f": '{start}' starts it, '{run}' starts it and drives it to the end"
+    return ""
+
+
 def cmd_step(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """One automatic step."""
     from fsm.engine.engine import Engine
 
     instance = instance_from(args, values)
     result = Engine(instance).step(actor="cli")
-    return _step_exit(instance, result)
+    return _step_exit(instance, result, args.machine)
 
 
 def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -281,7 +299,7 @@ def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
     instance = instance_from(args, values)
     result = Engine(instance).fire(args.event, actor="cli")
-    return _step_exit(instance, result)
+    return _step_exit(instance, result, args.machine)
 
 
 def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from fsm.base.errors import FsmError
+from fsm.cli.signals import exit_code_of_interrupt
 from fsm.cli.table import COMMANDS
 from fsm.view.terminal import one_line
 
-__all__ = ["build_parser", "main", "main_entry"]
+__all__ = ["build_parser", "main"]
 
 
 class _UsageError(Exception):
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         _error("interrupted")
-        return 130
+        return exit_code_of_interrupt()
     except BrokenPipeError:
         return 0
     except OSError as exc:  # the file system refused: a store error, not a bug
@@ -159,7 +159,11 @@ def _dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
     verbose = values.get("verbose", 0)
     level = values.get("log_level") or {0: "warning", 1: "info"}.get(verbose, "debug")
-    configure(values.get("log_format", "console"), level)
+    configure(
+        values.get("log_format", "console"),
+        level,
+        tracebacks=bool(verbose) or bool(os.environ.get("FSM_DEBUG")),
+    )
     # Machine names include the workspace's own ([machines] in its fsm.toml).
     from fsm.model.discovery import use_workspace
 
@@ -226,14 +230,3 @@ def _option_strings(parser: argparse.ArgumentParser, command: str | None) -> lis
 def _error(message: str) -> None:
     first = message.splitlines()[0] if message else "error"
     print(f"fsm: error: {one_line(first)}", file=sys.stderr)
-
-
-def main_entry() -> None:
-    """Console-script entry point; SIGTERM interrupts like Ctrl-C, so a step in progress is
-    abandoned (its commands' process groups killed, its document untouched) and locks released."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    sys.exit(main())
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

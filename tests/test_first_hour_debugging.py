@@ -1,0 +1,141 @@
+"""Finding out why an action failed, and what to do about an instance that cannot step: the
+ways docs/writing-a-machine.md promises, held to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fsm.cli import main
+from tests.conftest import COUNTER, CliResult
+
+C = str(COUNTER)
+DOCS = Path(__file__).parent.parent / "docs" / "writing-a-machine.md"
+
+
+def _cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
+    capsys.readouterr()
+    code = main(["-C", str(tmp_path), *argv])
+    captured = capsys.readouterr()
+    return CliResult(code, captured.out, captured.err)
+
+
+def _failing(tmp_path: Path, capsys: pytest.CaptureFixture[str], id: str) -> None:
+    assert _cli(tmp_path, capsys, "new", C, "--id", id, "--set", "fail_at=0").code == 0
+
+
+def test_the_docs_name_fsm_debug_and_v_as_the_way_to_see_a_traceback() -> None:
+    """The tutorial's sentence the tests below hold the command line to."""
+    text = " ".join(DOCS.read_text().split())
+    assert "(`FSM_DEBUG=1` prints it; `-v` shows" in text
+
+
+@pytest.mark.parametrize("how", ["FSM_DEBUG", "-v"])
+def test_a_failing_actions_traceback_is_printed_on_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """FSM_DEBUG=1 or -v prints the failing action's traceback, down to the line that raised."""
+    _failing(tmp_path, capsys, "c1")
+    flags: list[str] = []
+    if how == "FSM_DEBUG":
+        monkeypatch.setenv("FSM_DEBUG", "1")
+    else:
+        flags = ["-v"]
+    result = _cli(tmp_path, capsys, *flags, "run", C, "c1")
+    assert result.code == 4  # the counter's errors budget ends it failed
+    assert "Traceback (most recent call last):" in result.err
+    assert 'raise RuntimeError(f"cannot count past {doc.fail_at}")' in result.err
+    assert "RuntimeError: cannot count past 0" in result.err
+
+
+def test_no_traceback_reaches_the_terminal_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without FSM_DEBUG or -v a failing action is the run's one line; the traceback stays in the
+    instance's log file."""
+    monkeypatch.delenv("FSM_DEBUG", raising=False)
+    _failing(tmp_path, capsys, "c1")
+    result = _cli(tmp_path, capsys, "run", C, "c1")
+    assert result.code == 4
+    assert "Traceback" not in result.err + result.out
+    assert "failed: increment failed: RuntimeError: cannot count past 0" in result.err
+    log = (tmp_path / ".counters" / "c1.fsm" / "log.ndjson").read_text()
+    assert "Traceback (most recent call last):" in log
+
+
+def test_step_on_a_created_instance_names_the_command_that_starts_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fsm step` of an instance never started says how to start it, with the machine as typed."""
+    assert _cli(tmp_path, capsys, "new", C, "--id", "c1").code == 0
+    result = _cli(tmp_path, capsys, "step", C, "c1")
+    assert result.code == 5
+    assert result.err.strip() == (
+        f"fsm: instance is created: 'fsm start {C} c1' starts it, "
+        f"'fsm run {C} c1' starts it and drives it to the end"
+    )
+
+
+def test_step_on_a_paused_instance_names_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A paused instance's refusal names `fsm resume`, not start."""
+    assert _cli(tmp_path, capsys, "new", C, "--id", "c1").code == 0
+    assert _cli(tmp_path, capsys, "start", C, "c1").code == 0
+    assert _cli(tmp_path, capsys, "pause", C, "c1").code == 0
+    result = _cli(tmp_path, capsys, "step", C, "c1")
+    assert result.code == 5
+    assert result.err.strip() == f"fsm: instance is paused: 'fsm resume {C} c1' resumes it"
+
+
+_SLOW_START = """
+import importlib.abc, pathlib, sys, time
+
+READY = pathlib.Path(sys.argv[1])
+
+class SlowImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "fsm.cli.program":
+            READY.write_text("importing")
+            time.sleep(60)
+        return None
+
+sys.meta_path.insert(0, SlowImport())
+from fsm.cli import main_entry
+sys.argv = ["fsm", "ls"]
+main_entry()
+"""
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_signal_while_the_command_line_is_imported_is_one_line(
+    tmp_path: Path, signame: str, code: int
+) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP while fsm is still importing (a short command's first ~0.1 s)
+    is `fsm: error: interrupted` and 128 plus the signal, never a traceback or a silent exit."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = tmp_path / "ready"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_START, str(ready)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.01)
+        assert ready.exists(), process.communicate()
+        process.send_signal(getattr(signal, signame))
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert (process.returncode, out, err) == (code, "", "fsm: error: interrupted\n")
