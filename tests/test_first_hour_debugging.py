@@ -3,6 +3,7 @@ ways docs/writing-a-machine.md promises, held to it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,57 @@ def test_a_signal_while_the_command_line_is_imported_is_one_line(
             process.kill()
             process.communicate()
     assert (process.returncode, out, err) == (code, "", "fsm: error: interrupted\n")
+
+
+def test_ls_has_a_header_and_says_when_there_is_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fsm ls` heads its columns; with no instance it says so on stderr (stdout stays empty, and
+    `--json` is `[]` as before)."""
+    empty = _cli(tmp_path, capsys, "ls")
+    assert (empty.code, empty.out) == (0, "")
+    assert empty.err == f"fsm: no instances in {tmp_path.resolve()}\n"
+    assert _cli(tmp_path, capsys, "ls", "--json").out.strip() == "[]"
+    assert _cli(tmp_path, capsys, "new", C, "--id", "c1").code == 0
+    listed = _cli(tmp_path, capsys, "ls", C).out.splitlines()
+    assert listed[0].split() == ["MACHINE", "ID", "STATUS", "STATE", "UPDATED"]
+    assert listed[1].split()[:4] == ["counter", "c1", "created", "idle"]
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fsm --version` prints the distribution's version (it was an argparse error)."""
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"fsm {version('fsm')}\n"
+
+
+def test_machines_lists_the_good_machines_and_the_broken_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One broken `[machines]` entry is a row saying why, exit 1; the bundled machines and the
+    workspace's good ones are still listed."""
+    (tmp_path / "fsm.toml").write_text(
+        f'[machines]\nbroken = "nowhere"\ncounter = "{COUNTER.parent}"\n'
+    )
+    result = _cli(tmp_path, capsys, "machines")
+    assert result.code == 1
+    names = {line.split()[0]: line for line in result.out.splitlines()}
+    assert {"ccw-loop", "issue-manager", "skill-tuning", "counter", "broken"} <= set(names)
+    assert "CANNOT LOAD" in names["broken"] and "no file" in names["broken"]
+    assert result.err.strip() == "fsm: error: 1 machine(s) cannot be loaded: broken"
+    rows = {
+        row["name"]: row
+        for row in json.loads(_cli(tmp_path, capsys, "machines", "--json").out)
+    }
+    assert "no file" in rows["broken"]["error"] and "error" not in rows["counter"]
+
+
+def test_an_unknown_machine_says_where_workspace_machines_come_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A workspace machine named from another folder: the error names -C and [machines]."""
+    result = _cli(tmp_path, capsys, "new", "countr")
+    assert result.code == 2
+    assert "unknown machine 'countr'" in result.err
+    assert "fsm.toml [machines]" in result.err and "-C WORKSPACE" in result.err

@@ -373,6 +373,12 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.json:
         emit_json([row.to_json() for row in rows])
         return 0
+    if not rows:
+        which = f" of {args.machine}" if args.machine else ""
+        status = f" with status {args.status_filter}" if args.status_filter is not None else ""
+        print(f"fsm: no instances{which}{status} in {path.resolve()}", file=sys.stderr)
+        return 0
+    out(f"{'MACHINE':<14} {'ID':<44} {'STATUS':<10} {'STATE':<12} UPDATED")
     for row in rows:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:

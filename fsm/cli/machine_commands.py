@@ -8,37 +8,46 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from fsm.base.errors import InputError
+from fsm.base.errors import FsmError, InputError
 from fsm.view.terminal import emit_json, out, printable
 
 __all__ = ["cmd_check", "cmd_diagram", "cmd_machines", "cmd_options", "cmd_schema"]
 
 
 def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """List registered machines."""
+    """List registered machines; one that does not load is a row saying why (exit 1), never
+    hiding the others."""
     from fsm.model.discovery import name_clashes, open_machine, registered_machines
 
     for message in name_clashes().values():
         print(f"fsm: warning: {printable(message)}", file=sys.stderr)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, entry in sorted(registered_machines().items()):
-        machine = open_machine(name)
-        rows.append(
-            {
-                "name": name,
-                "description": machine.spec.description,
-                "version": machine.spec.version,
-                "source": entry.source,
-                "path": str(entry.path),
-            }
-        )
+        row: dict[str, Any] = {"name": name, "source": entry.source, "path": str(entry.path)}
+        try:
+            machine = open_machine(name)
+        except FsmError as exc:
+            row.update(description=None, version=None, error=str(exc))
+        else:
+            row.update(description=machine.spec.description, version=machine.spec.version)
+        rows.append(row)
     if args.json:
         emit_json(rows)
     else:
         for row in rows:
+            if "error" in row:
+                out(f"{row['name']:<16} CANNOT LOAD: {printable(row['error'])}")
+                continue
             text = str(row["description"])
             summary = text if len(text) <= 80 else text[:77].rstrip() + "..."
             out(f"{row['name']:<16} {summary}  [{row['source']}]")
+    broken = [row["name"] for row in rows if "error" in row]
+    if broken:
+        print(
+            f"fsm: error: {len(broken)} machine(s) cannot be loaded: {', '.join(broken)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
