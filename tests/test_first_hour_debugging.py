@@ -180,8 +180,7 @@ def test_machines_lists_the_good_machines_and_the_broken_entry(
     assert "CANNOT LOAD" in names["broken"] and "no file" in names["broken"]
     assert result.err.strip() == "fsm: error: 1 machine(s) cannot be loaded: broken"
     rows = {
-        row["name"]: row
-        for row in json.loads(_cli(tmp_path, capsys, "machines", "--json").out)
+        row["name"]: row for row in json.loads(_cli(tmp_path, capsys, "machines", "--json").out)
     }
     assert "no file" in rows["broken"]["error"] and "error" not in rows["counter"]
 

@@ -108,9 +108,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="fsm", description="Drive explicit finite-state machines (see README.md)."
     )
     _common(parser)
-    parser.add_argument(
-        "--version", action=_Version, nargs=0, help="print fsm's version and exit"
-    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print fsm's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, declared in COMMANDS.items():
         if command is not None and name != command:
