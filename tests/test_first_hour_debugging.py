@@ -193,3 +193,17 @@ def test_an_unknown_machine_says_where_workspace_machines_come_from(
     assert result.code == 2
     assert "unknown machine 'countr'" in result.err
     assert "fsm.toml [machines]" in result.err and "-C WORKSPACE" in result.err
+
+
+def test_a_set_value_that_is_not_json_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--set errors='{a:true}'` for a list field names JSON as the problem, with an example and
+    the parser's complaint (it said only 'Input should be a valid list'); nothing is created."""
+    result = _cli(tmp_path, capsys, "new", C, "--id", "c1", "--set", "errors={a:true}")
+    assert result.code == 2
+    assert result.err.startswith(
+        "fsm: error: invalid value 'errors': a list is written as JSON (e.g. --set "
+        "errors='[\"a\", \"b\"]'), and '{a:true}' is not JSON: Expecting property name"
+    )
+    assert not (tmp_path / ".counters" / "c1.json").exists()
