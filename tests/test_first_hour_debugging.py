@@ -207,3 +207,34 @@ def test_a_set_value_that_is_not_json_says_so(
         "errors='[\"a\", \"b\"]'), and '{a:true}' is not JSON: Expecting property name"
     )
     assert not (tmp_path / ".counters" / "c1.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("from .modle import thing", "ModuleNotFoundError: No module named '.modle'"),
+        ("from . import modle", "ImportError: cannot import name 'modle' from '.'"),
+        ("x = 1 / 0", "ZeroDivisionError: division by zero"),
+    ],
+    ids=["relative-module", "relative-name", "raises"],
+)
+def test_an_error_in_a_machines_module_names_it_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, said: str
+) -> None:
+    """A typo or a raise in a machine's own module is named as the author wrote it, with the
+    file and line (not fsm's internal package name `_fsm_machine_<hash>`), and the path once."""
+    import shutil
+
+    folder = tmp_path / "mine"
+    shutil.copytree(COUNTER.parent, folder)
+    source = (folder / "functions.py").read_text()
+    (folder / "functions.py").write_text(source + f"\n{line}\n")
+    number = len(source.splitlines()) + 2
+    machine = str(folder / "machine.yaml")
+    result = _cli(tmp_path, capsys, "new", machine)
+    assert result.code == 2
+    assert result.err == (
+        f"fsm: error: {machine}: module: cannot import 'functions.py': {said} "
+        f"(functions.py line {number})\n"
+    )
+    assert "_fsm_machine_" not in _cli(tmp_path, capsys, "check", machine).out
