@@ -238,3 +238,60 @@ def test_an_error_in_a_machines_module_names_it_as_written(
         f"(functions.py line {number})\n"
     )
     assert "_fsm_machine_" not in _cli(tmp_path, capsys, "check", machine).out
+
+
+def test_init_writes_a_commented_fsm_toml_whose_every_setting_is_valid_uncommented(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fsm init` writes fsm.toml with every setting commented out; uncommenting each table and
+    each setting that has a default gives a configuration fsm accepts; it never overwrites."""
+    import re
+
+    from fsm.model.config import load_config
+
+    result = _cli(tmp_path, capsys, "init")
+    assert result.code == 0, result.err
+    text = (tmp_path / "fsm.toml").read_text()
+    assert load_config(tmp_path).machines == {}  # all commented out: nothing changes
+    assert "# [machine.ccw-loop]" in text and "# [store]" in text and "# [machines]" in text
+    uncommented = []
+    inside = False  # in a [machine.NAME] table
+    for line in text.splitlines():
+        header = re.fullmatch(r"# (\[[a-z.-]+\])", line)
+        setting = re.fullmatch(r"# ([a-z_.]+ = .+)", line)
+        if header:
+            inside = header.group(1).startswith("[machine.")
+            if inside:
+                uncommented.append(header.group(1))
+        elif inside and setting and "=    #" not in line:
+            uncommented.append(setting.group(1))
+    (tmp_path / "fsm.toml").write_text("\n".join(uncommented) + "\n")
+    config = load_config(tmp_path)
+    assert {"ccw-loop", "issue-manager", "skill-tuning"} <= set(config.machines)
+    for name in ("ccw-loop", "issue-manager", "skill-tuning"):
+        assert _cli(tmp_path, capsys, "options", name).code == 0
+    again = _cli(tmp_path, capsys, "init")
+    assert again.code == 2 and "exists: fsm init never overwrites it" in again.err
+
+
+def test_new_in_the_home_folder_asks_for_a_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fsm new` in the home folder (no fsm.toml, no .workflow) is refused naming -C, fsm init
+    and --here; nothing is written there. In a project, or with --here, it creates."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    refused = _cli(home, capsys, "new", C, "--id", "c1")
+    assert refused.code == 2
+    assert refused.err.strip() == (
+        f"fsm: error: {home.resolve()} is your home folder, not a project (no fsm.toml or "
+        ".workflow): cd into the project, give -C PROJECT, or run 'fsm init' here first "
+        "('fsm new --here' creates it anyway)"
+    )
+    assert list(home.iterdir()) == []
+    assert _cli(home, capsys, "new", C, "--id", "c1", "--here").code == 0
+    project = home / "project"
+    project.mkdir()
+    assert _cli(project, capsys, "new", C, "--id", "c2").code == 0  # below home: a project
+    assert _cli(tmp_path, capsys, "new", C, "--id", "c3").code == 2  # above home: refused

@@ -45,6 +45,8 @@ _workspace = workspace_from
 
 def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Create an instance."""
+    if not args.here:
+        _refuse_non_project(Path(values.get("workspace", ".")))
     workspace = _workspace(values)
     machine = workspace.machine(args.machine)
     inputs: dict[str, Any] = {}
@@ -72,6 +74,28 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     workspace.instance(machine, instance_id).create(inputs, queue=args.queue)
     out(instance_id)
     return 0
+
+
+def _refuse_non_project(folder: Path) -> None:
+    """``fsm new`` in ``/`` or the home folder (or a folder above it), where no fsm.toml or
+    ``.workflow`` says a project is, is almost always a shell in the wrong folder: refuse it, and
+    say how to do what was meant."""
+    try:
+        here = folder.resolve()
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        return
+    if here != Path(here.anchor) and here != home and here not in home.parents:
+        return
+    if (here / "fsm.toml").exists() or (here / ".workflow").exists():
+        return
+    what = "your home folder" if here == home else "a folder above your home folder"
+    if here == Path(here.anchor):
+        what = "the root folder"
+    raise InputError(
+        f"{here} is {what}, not a project (no fsm.toml or .workflow): cd into the project, "
+        "give -C PROJECT, or run 'fsm init' here first ('fsm new --here' creates it anyway)"
+    )
 
 
 def _merge(target: dict[str, Any], overlay: dict[str, Any]) -> None:

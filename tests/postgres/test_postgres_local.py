@@ -53,9 +53,7 @@ def _fsm(workspace: Path, url: str, *argv: str) -> subprocess.CompletedProcess[s
     )
 
 
-def test_start_prints_a_url_the_store_takes_and_stop_stops_it(
-    folder: Path, tmp_path: Path
-) -> None:
+def test_start_prints_a_url_the_store_takes_and_stop_stops_it(folder: Path, tmp_path: Path) -> None:
     """`start` creates and starts a server and prints its URL; `fsm store init`, `fsm new` and
     `fsm run` work with it; `url` prints it again; `stop` stops it and `url` then says so."""
     pytest.importorskip("psycopg")
