@@ -133,10 +133,11 @@ class Workspace:
     @property
     def space(self) -> str:
         """The name this workspace's instances are kept under in a store several workspaces
-        share: ``space`` in ``[store]``, else the folder's name (see
+        share: ``space`` in ``[store]`` ('' when fsm.toml names none: never guessed from the
+        folder's name, which two projects may share; see
         :attr:`fsm.store.protocol.Layout.space`)."""
         named = self.config.store.get("space")
-        return named if isinstance(named, str) and named else self.path.name
+        return named if isinstance(named, str) else ""
 
     def store_factory(self) -> StoreFactory:
         """What makes this workspace's stores: the factory it was given, else that of the store

@@ -285,7 +285,12 @@ def _drive(
         # The document the claim read in its own statement is the run's first read.
         loaded = instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
         if not runnable(machine, loaded.state, loaded.status):
+            # Its row said runnable, its document says not (another program wrote it, a
+            # pause by SQL): not claimed again until it changes, or for a while.
             claim.release()
+            with contextlib.suppress(FsmError):
+                stamp = source.store.stamp(instance_id)
+                source.skipped[instance_id] = (stamp, time.monotonic() + options.retry_after)
             return None
         engine = Engine(instance, lease=claim, kernel=source.kernel)
         result = engine.run(max_steps=options.max_steps, actor="worker", on_step=boundary)

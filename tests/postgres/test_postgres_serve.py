@@ -24,7 +24,7 @@ from tests.serve.conftest import BASE, PORT, TOKEN
 @pytest.fixture
 def served(tmp_path: Path, postgres_store_url: str) -> Iterator[tuple[TestClient, Workspace]]:
     """The counter served over a workspace whose store is the database."""
-    (tmp_path / "fsm.toml").write_text(f'[store]\nurl = "{postgres_store_url}"\n')
+    (tmp_path / "fsm.toml").write_text(f'[store]\nurl = "{postgres_store_url}"\nspace = "s"\n')
     workspace = Workspace(tmp_path)
     app = create_app(
         Served(workspace, {"counter": load_machine(COUNTER)}), Access(TOKEN, "127.0.0.1", PORT)
