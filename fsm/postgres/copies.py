@@ -20,7 +20,6 @@ from fsm.base.errors import InstanceHeldError
 from fsm.postgres.database import CHANGES
 
 if TYPE_CHECKING:
-    from fsm.postgres.store import PostgresStore
     from fsm.store.protocol import Proposal
 
 __all__ = ["import_instance"]
@@ -35,7 +34,8 @@ FOR UPDATE OF i
 
 
 def import_instance(
-    store: PostgresStore,
+    where: dict[str, Any],
+    queue: str | None,
     instance_id: str,
     raw: bytes,
     lines: Sequence[str],
@@ -44,19 +44,15 @@ def import_instance(
     keep: bool,
     conn: Any,
 ) -> str | None:
-    """Write ``raw`` and ``lines`` as the instance's, on ``conn``; what was done, or None when
+    """Write ``raw`` and ``lines`` as the instance's, on ``conn`` (``where``: its ``space``,
+    ``machine`` and ``key``; ``queue``: the store's default queue); what was done, or None when
     the row is not what the caller compared with (``over``: the store's document and journal
     lines it read; None: the instance must have none), and nothing was written.
 
     With ``over``: ``keep`` replaces the row and journal (the old ones kept in ``fsm_kept``),
     else ``lines`` extend ``over``'s lines (the caller checked) and only the rest is appended.
     InstanceHeldError when a live run or worker holds the instance."""
-    params: dict[str, Any] = {
-        "space": store.space,
-        "machine": store.machine,
-        "id": instance_id,
-        "key": store.key(instance_id),
-    }
+    params: dict[str, Any] = {**where, "id": instance_id}
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))", params)
         conn.execute(
@@ -96,13 +92,13 @@ def import_instance(
             else:
                 start = len(over[1])
                 done = f"brought up to date ({len(lines) - start} records added)"
-        _write(conn, store, params, raw, lines, proposal, start)
+        _write(conn, queue, params, raw, lines, proposal, start)
     return done
 
 
 def _write(
     conn: Any,
-    store: PostgresStore,
+    default_queue: str | None,
     params: dict[str, Any],
     raw: bytes,
     lines: Sequence[str],
@@ -125,7 +121,7 @@ def _write(
         "count": len(lines),
         "lines": list(lines[start:]),
         "start": start,
-        "queue": queue if isinstance(queue, str) else store.queue,
+        "queue": queue if isinstance(queue, str) else default_queue,
         "creator": creator,
     }
     conn.execute(

@@ -53,6 +53,7 @@ from fsm.base.errors import (
 )
 from fsm.base.ids import validate_id
 from fsm.model.records import Record
+from fsm.postgres.copies import import_instance
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
 from fsm.store.file_store import FileStore
 from fsm.store.heartbeat import Heartbeat
@@ -538,9 +539,10 @@ class PostgresStore:
         return PostgresHeartbeats(self)
 
     def permissions(self, instance_id: str) -> int | None:
-        """None: a row has no permission bits."""
+        """``0o600``: a document in the database is private, readable only by those who hold
+        the database's credentials (``fsm serve --reads private`` asks for the token)."""
         validate_id(instance_id)
-        return None
+        return 0o600
 
     # --- documents -------------------------------------------------------------------------
 
@@ -1197,12 +1199,13 @@ class PostgresStore:
     ) -> str | None:
         """Keep ``raw`` and the journal ``lines`` as the instance's, byte-exact (see
         :func:`fsm.postgres.copies.import_instance`)."""
-        from fsm.postgres.copies import import_instance
-
         validate_id(instance_id)
         self._known.pop(instance_id, None)
+        where = {"space": self.space, "machine": self.machine, "key": self.key(instance_id)}
         done = self._in_own_transaction(
-            functools.partial(import_instance, self, instance_id, raw, lines, proposal, over, keep)
+            functools.partial(
+                import_instance, where, self.queue, instance_id, raw, lines, proposal, over, keep
+            )
         )
         return None if done is None else str(done)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +64,16 @@ def chosen(settings: Mapping[str, Any]) -> tuple[str, str]:
     named = os.environ.get(ENVIRONMENT)
     if named:
         scheme = _scheme(named)
-        shown = f"{ENVIRONMENT}={scheme}://..." if scheme else f"{ENVIRONMENT}={named}"
-        return scheme or named, shown
+        if scheme:
+            return scheme, f"{ENVIRONMENT}={scheme}://..."
+        if not _NAME.fullmatch(named):
+            # A key=value address (host=... password=...) or anything else: never echoed,
+            # it may hold a password.
+            raise OptionsError(
+                f"{ENVIRONMENT} holds neither a store's name nor an address "
+                "(postgresql://HOST/DATABASE); its value is not shown (it may hold a password)"
+            )
+        return named, f"{ENVIRONMENT}={named}"
     configured = settings.get("name")
     if isinstance(configured, str) and configured:
         return configured, f"[store] name = '{configured}' in fsm.toml"
@@ -83,6 +92,10 @@ def store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     if named and _scheme(named):
         own["url"] = named
     return own
+
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+"""What a store's name looks like (an entry point's name)."""
 
 
 def _scheme(text: str) -> str:
