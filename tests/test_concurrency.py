@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from fsm.engine.instance import Workspace
 from fsm.model.machine import Machine
 from fsm.view.inspect import replay
@@ -92,8 +94,10 @@ def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: 
     assert replay(instance).problems == []
 
 
-def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
-    """SIGTERM to `fsm run` kills the command its step runs; the document stays as it was."""
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
+def test_terminated_run_takes_its_running_command_down(tmp_path: Path, signal_name: str) -> None:
+    """SIGTERM to `fsm run` kills the command its step runs; the document stays as it was.
+    SIGHUP (its terminal or ssh session gone) does the same (it had left the command running)."""
     import signal
 
     from fsm.model.machine import load_machine
@@ -108,7 +112,7 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
     child = int(pid_file.read_text())
-    run.send_signal(signal.SIGTERM)
+    run.send_signal(getattr(signal, signal_name))
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130, err
     assert "interrupted" in err

@@ -229,10 +229,18 @@ def _error(message: str) -> None:
 
 
 def main_entry() -> None:
-    """Console-script entry point; SIGTERM interrupts like Ctrl-C, so a step in progress is
-    abandoned (its commands' process groups killed, its document untouched) and locks released."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    sys.exit(main())
+    """Console-script entry point; SIGTERM and SIGHUP (the terminal or the ssh session went
+    away) interrupt like Ctrl-C, so a step in progress is abandoned (its commands' process
+    groups killed, its document untouched) and locks released. An interrupt before the
+    command's own handling began (while fsm starts) is one line too, never a traceback."""
+    try:
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGHUP, _interrupt)
+        code = main()
+    except KeyboardInterrupt:
+        _error("interrupted")
+        code = 130
+    sys.exit(code)
 
 
 def _interrupt(signum: int, frame: object) -> None:

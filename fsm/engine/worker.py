@@ -330,10 +330,10 @@ def _drive(
 
 @contextlib.contextmanager
 def _stop_on_signals(
-    state: _State, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
+    state: _State, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 ) -> Any:
-    """SIGTERM and SIGINT: the first lets the steps in progress finish and stops the worker,
-    the second abandons them (KeyboardInterrupt)."""
+    """SIGTERM, SIGINT and SIGHUP: the first lets the steps in progress finish and stops the
+    worker, the second abandons them (KeyboardInterrupt)."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         state.signals += 1
@@ -377,6 +377,7 @@ def _in_processes(
         state = _State()
         code = 0
         try:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the parent's, as Ctrl-C is
             with _stop_on_signals(state, (signal.SIGTERM,)):
                 _loop(workspace, machines, single, results.put, state)
         except KeyboardInterrupt:
@@ -403,7 +404,8 @@ def _in_processes(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGTERM)
 
-    before = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    forwarded = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {sig: signal.signal(sig, forward) for sig in forwarded}
     collected: list[Driven] = []
     done: set[int] = set()
     try:

@@ -276,6 +276,8 @@ class Database:
         self._local = threading.local()
         self._checked = False
         self._reached = False
+        self._failed: tuple[float, StoreError] | None = None
+        """Until when the last failure to reach the server is given again without trying."""
         """True once this process connected to the server (from then on, a server that went
         away is waited for, up to ``reconnect``)."""
         self._holder: Holder | None = None
@@ -564,7 +566,16 @@ class Database:
         process)."""
         if self._checked:
             return
-        version = self._direct(schema.applied_version)
+        failed = self._failed
+        if failed is not None and time.monotonic() < failed[0]:
+            # The same server just now: each machine's store of one command (fsm ls of every
+            # machine) is not made to wait for it again.
+            raise failed[1]
+        try:
+            version = self._direct(schema.applied_version)
+        except StoreError as exc:
+            self._failed = (time.monotonic() + self.settings.connect, exc)
+            raise
         if version is None:
             raise StoreError(
                 f"the database {self.shown} has no fsm tables: run 'fsm store init' first"
