@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fsm.base.errors import StoreError
+
 __all__ = ["LATEST", "MIGRATIONS", "applied_version", "migrate"]
 
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -204,6 +206,11 @@ def migrate(conn: Any) -> list[str]:
         conn.execute(_LEDGER)
         row = conn.execute("SELECT coalesce(max(version), 0) FROM fsm_schema").fetchone()
         current = int(row[0]) if row else 0
+        if current > LATEST:
+            raise StoreError(
+                f"the database has fsm tables of version {current}, made by a newer fsm (this "
+                f"one knows {LATEST}): nothing was changed; upgrade fsm"
+            )
         for number, description, sql in MIGRATIONS:
             if number <= current:
                 continue

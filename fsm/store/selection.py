@@ -39,6 +39,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "ENVIRONMENT",
     "available",
+    "check_settings",
     "chosen",
     "factory",
     "store_settings",
@@ -81,6 +82,29 @@ def chosen(settings: Mapping[str, Any]) -> tuple[str, str]:
     if isinstance(url, str) and _scheme(url):
         return _scheme(url), f"[store] url = '{_scheme(url)}://...' in fsm.toml"
     return DEFAULT, "the default"
+
+
+def check_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """OptionsError when the ``[store]`` table of fsm.toml has settings the file store, chosen
+    by that table (or by default), does not have: a misspelt ``urll`` would otherwise leave the
+    instances in files without a word. (A store chosen by ``FSM_STORE`` is not the table's:
+    the table's settings are then another store's.)"""
+    if name != DEFAULT or os.environ.get(ENVIRONMENT):
+        return
+    extra = sorted(set(settings) - {"name", "space"})
+    if not extra:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(extra[0], _ADDRESS_SETTINGS, n=1)
+    hint = f" (did you mean '{close[0]}'? it chooses the postgres store)" if close else ""
+    raise OptionsError(
+        f"[store] has no setting '{extra[0]}' for the files store (its settings: name, space){hint}"
+    )
+
+
+_ADDRESS_SETTINGS = ("url", "lease", "pool", "reconnect", "connect")
+"""The settings of fsm's database store, for the hint of a misspelt one."""
 
 
 def store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
