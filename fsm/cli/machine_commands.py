@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from fsm.base.errors import InputError
+from fsm.base.errors import FsmError, InputError
 from fsm.view.terminal import emit_json, out, printable
 
 __all__ = ["cmd_check", "cmd_diagram", "cmd_machines", "cmd_options", "cmd_schema"]
@@ -22,12 +22,20 @@ def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
         print(f"fsm: warning: {printable(message)}", file=sys.stderr)
     rows = []
     for name, entry in sorted(registered_machines().items()):
-        machine = open_machine(name)
+        try:
+            machine = open_machine(name)
+        except FsmError as exc:
+            # One broken entry (a [machines] path that is a FIFO, a file with errors) is its
+            # own row and a warning: it does not hide the other machines.
+            print(f"fsm: warning: {printable(str(exc))}", file=sys.stderr)
+            description, version = f"(cannot be loaded: {exc})", None
+        else:
+            description, version = machine.spec.description, machine.spec.version
         rows.append(
             {
                 "name": name,
-                "description": machine.spec.description,
-                "version": machine.spec.version,
+                "description": description,
+                "version": version,
                 "source": entry.source,
                 "path": str(entry.path),
             }
