@@ -91,7 +91,8 @@ def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
         instance = instance_from(args, values)
         loaded = instance.load()
-        overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
+        records = diagram.journal_records(instance.journal)
+        overlay = diagram.overlay_from_journal(records, loaded.state)
         dot = diagram.to_dot(instance.machine, run=overlay)
         target = Path(args.output) if args.output else Path(f"{instance.id}.svg")
         fmt = target.suffix.lstrip(".") or "svg"
