@@ -75,3 +75,11 @@ def test_tasks_do_not_inherit_the_stores_credentials(
     assert "PATH=" in printed
     given = executor.shell("env", timeout=10, env={"PGPASSWORD": "mine"}).stdout
     assert "PGPASSWORD=mine" in given
+
+
+def test_a_key_value_address_in_fsm_toml_is_not_echoed(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "fsm.toml").write_text('[store]\nurl = "host=db password=SECRET"\nspace = "a"\n')
+    done = cli("ls", C)
+    assert done.code == 2
+    assert "SECRET" not in done.err
+    assert "[store] url is not an address of a store fsm knows" in done.err

@@ -220,4 +220,19 @@ def migrate(conn: Any) -> list[str]:
                 (number, description),
             )
             done.append(f"applied migration {number}: {description}")
+            if number == 3:
+                done += _unadopted(conn)
     return done
+
+
+def _unadopted(conn: Any) -> list[str]:
+    """What migration 3 left to do: the instances whose workspace is not known, by space."""
+    rows = conn.execute(
+        "SELECT space, count(*) FROM fsm_instances WHERE workspace IS NULL "
+        "GROUP BY space ORDER BY space"
+    ).fetchall()
+    return [
+        f"space '{space}': {count} instances made before spaces were explicit wait for "
+        "'fsm store adopt' in their own checkout (no worker runs them until then)"
+        for space, count in rows
+    ]

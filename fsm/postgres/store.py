@@ -1095,7 +1095,10 @@ class PostgresStore:
                 if conn is None or conn.closed:
                     try:
                         conn = await psycopg.AsyncConnection.connect(
-                            self.settings.url, autocommit=True, application_name="fsm"
+                            self.settings.url,
+                            autocommit=True,
+                            application_name="fsm",
+                            connect_timeout=max(2, round(self.settings.connect)),
                         )
                         await conn.execute(f"LISTEN {CHANGES}")
                     except psycopg.Error:

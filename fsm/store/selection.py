@@ -94,6 +94,11 @@ def check_settings(name: str, settings: Mapping[str, Any]) -> None:
     extra = sorted(set(settings) - {"name", "space"})
     if not extra:
         return
+    if "url" in extra and "name" not in settings:
+        raise OptionsError(
+            "[store] url is not an address of a store fsm knows (postgresql://HOST/DATABASE); "
+            "its value is not shown (it may hold a password)"
+        )
     import difflib
 
     close = difflib.get_close_matches(extra[0], _ADDRESS_SETTINGS, n=1)

@@ -109,10 +109,15 @@ def test_instances_of_an_older_fsm_wait_for_adoption(
         for number, description, sql in MIGRATIONS[:2]:
             conn.execute(sql)
             conn.execute("INSERT INTO fsm_schema VALUES (%s, %s)", (number, description))
+        # an instance of that older fsm, in the space it guessed from the folder's name
+        conn.execute(
+            "INSERT INTO fsm_instances (space, machine, id, raw) VALUES ('app', 'x', 'y', 'z')"
+        )
     folder = _workspace(tmp_path / "app", postgres_url)
     code, out, err = fsm(folder, capsys, "store", "init")
     assert code == 0, err
     assert "applied migration 3" in out
+    assert "space 'app': 1 instances made before spaces were explicit wait for" in out
     assert fsm(folder, capsys, "new", C, "--id", "c1", "--set", "limit=1")[0] == 0
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("UPDATE fsm_instances SET workspace = NULL")  # as the migration leaves it
