@@ -115,13 +115,14 @@ def test_a_broken_entry_does_not_hide_the_other_machines(cli: Cli, workspace: Pa
 
 def test_a_fifo_entry_does_not_hide_the_other_machines(cli: Cli, workspace: Path) -> None:
     """`fsm machines` lists every machine when one [machines] entry is a FIFO: that one is a
-    row saying it cannot be loaded (and a warning), never a wait or an error hiding the rest."""
+    row saying it cannot be loaded (and the error line names it), never a wait or an error
+    hiding the rest."""
     import os
 
     os.mkfifo(workspace / "fifo.yaml")
     _toml(workspace, '[machines]\ncounter = "machines/counter"\nbroken = "fifo.yaml"\n')
     listed = cli("machines")
-    assert listed.code == 0
+    assert listed.code == 1
     names = [line.split()[0] for line in listed.out.splitlines()]
     assert {"broken", "counter", "ccw-loop"} <= set(names)
-    assert "fifo.yaml is not a regular file" in listed.err
+    assert "cannot be loaded: broken" in listed.err
