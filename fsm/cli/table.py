@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.cli import agent_commands, commands, machine_commands, store_commands
+from fsm.cli import agent_commands, commands, completion, machine_commands, store_commands
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -97,6 +97,14 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _completion_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
+
+
+def _init_arguments(p: argparse.ArgumentParser) -> None:
+    """``fsm init`` takes no argument of its own (-C names the folder)."""
+
+
 def _new_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
     p.add_argument(
@@ -119,6 +127,12 @@ def _new_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the queue of workers that run it, e.g. --queue gpu-hosts (default: the workspace's "
         "space, its folder's name; none for machines that need no workspace)",
+    )
+    p.add_argument(
+        "--here",
+        action="store_true",
+        help="create it even where no project can be (the root folder or your home folder "
+        "without an fsm.toml or .workflow, which fsm new otherwise refuses)",
     )
     p.add_argument(
         "--input",
@@ -346,10 +360,18 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
 def _store_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
-        choices=["init", "import", "export"],
-        help="init: create or upgrade the store's tables; import: copy this workspace's files "
-        "(documents and journals) into the store; export: write the store's instances back as "
-        "those files",
+        choices=["init", "import", "export", "adopt"],
+        help="init: create or upgrade the store's tables (and give the workspace a space in "
+        "fsm.toml when it has none); import: copy this workspace's files (documents and "
+        "journals) into the store; export: write the store's instances back as those files; "
+        "adopt: make the instances of this workspace's space that an older fsm made (their "
+        "workspace unknown) this workspace's, so that workers run them",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with import or export, replace instances whose copy there has work this side "
+        "lacks (kept first: the store's in fsm_kept, the files' in the meta folder)",
     )
     p.add_argument(
         "machines",
@@ -393,6 +415,20 @@ COMMANDS: dict[str, Command] = {
             _diagram_arguments,
             machine_commands.cmd_diagram,
             short_option=False,
+        ),
+        Command(
+            "completion",
+            "print the shell code for completing fsm commands, machines and instance ids: "
+            'eval "$(fsm completion bash)" (or zsh) in the shell\'s start-up file',
+            _completion_arguments,
+            completion.cmd_completion,
+        ),
+        Command(
+            "init",
+            "write a commented fsm.toml in the workspace: every machine's options with their "
+            "defaults, the workspace's own machines, the store",
+            _init_arguments,
+            machine_commands.cmd_init,
         ),
         Command(
             "new",
