@@ -108,11 +108,12 @@ def test_replay_names_the_record_whose_changes_do_not_rebuild_it(
     assert "the record on line 4 (transition count)" in problems[0]
 
 
-def test_an_edit_between_steps_is_a_note_not_a_problem(
+def test_an_edit_between_steps_is_journaled_by_the_next_step(
     make_counter: Callable[..., Instance],
 ) -> None:
-    """Another program's edit of its own field between two steps is not journaled: replay says
-    so in a note, and fsm's fields still rebuild exactly."""
+    """Another program's edit of its own field between two steps is journaled by the next
+    write (an external record with what it changed): replay has no problem and no note, every
+    version rebuilds exactly."""
     instance = make_counter("c1", limit=4)
     ControlPlane(instance).apply("start")
     engine = Engine(instance)
@@ -122,8 +123,12 @@ def test_an_edit_between_steps_is_a_note_not_a_problem(
     document.write_text(json.dumps({**data, "title": "renamed by the dashboard"}, indent=2) + "\n")
     engine.run()
     report = replay(instance)
-    assert report.problems == []
-    assert any("other programs' fields differ" in note for note in report.notes)
+    assert (report.problems, report.notes) == ([], [])
+    external = [r for r in instance.journal.records() if r.actor == "external"]
+    assert len(external) == 1
+    assert external[0].extra["changes"] == [
+        {"op": "add", "path": "/title", "value": "renamed by the dashboard"}
+    ]
 
 
 def test_a_pause_written_by_another_program_is_journaled_with_its_change(
