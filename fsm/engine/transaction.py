@@ -138,8 +138,6 @@ class Transaction:
                 self.rules, data, base, dict(settled.data), settled.raw, self._last
             )
             base, record = settled, record.as_merged()
-        elif base is not None:
-            before = self._edited_outside(base)
         return self._until_settled(*self._write(data, before, record, base))
 
     def _edited_outside(self, version: Loaded) -> list[Record]:
@@ -223,6 +221,10 @@ class Transaction:
                     previous = journaled
                 records = [*before, *more]
                 entry = record.as_merged()
+            elif base is not None and since is None and not before:
+                # The step's base is on disk: journaled, unless another program wrote it
+                # after the journal's last record (the step's changes are said against it).
+                records = self._edited_outside(base)
             final = rules.touched(merged)
             doc = self._validated(final)
             raw = rules.render(final, self.id)
