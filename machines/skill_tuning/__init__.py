@@ -43,6 +43,13 @@ otherwise, these win):
   that starts it to where its brackets balance): a line inside it that looks like a call (a
   ``ccw cli`` in the prompt) is part of it, and the same statement repeated in the same file is
   the same call, reported once at its first line.
+* **A finding is a claim with evidence.** Each finding quotes the lines it rests on (a call
+  from its first line to where its statement ends; for a whole file, what was measured) and
+  says why nothing in the skill excuses it: what the rule looked for and did not find (a
+  ``try`` around it, its section with its lines, the error-handling sections it read and what
+  they speak of). The claims are the issue's ``evidence`` strings (the seeds' shape), the
+  report lists them under each issue, and ``diagnosis/{area}-diagnosis.json`` keeps each
+  finding with its ``quote`` and ``not_excused_because``.
 * **Counts agree.** The report's Issues and Fixes lines are made by the functions that make the
   ``issues`` and ``fixes`` lines of ``fsm status`` (:mod:`.verdict`).
 * **Restoring uses what every machine has**: ``mv SKILL SKILL.tuned && cp -a BACKUP SKILL``, run

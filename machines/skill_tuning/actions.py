@@ -77,7 +77,8 @@ def init(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
 
 def _diagnosed(
     area: Area, skill: Skill, doc: TuningState, ctx: TuningContext
-) -> tuple[DiagnosisResult, list[Issue]]:
+) -> tuple[DiagnosisResult, list[Issue], list[dict[str, Any]]]:
+    """The area's result, its issues, and its findings as the claims the side file keeps."""
     began = ctx.clock.monotonic()
     result, drafts = diagnose(area, skill)
     elapsed = round((ctx.clock.monotonic() - began) * 1000, 3)
@@ -86,10 +87,30 @@ def _diagnosed(
     )
     used = [i.id for i in doc.issues] + [i for f in doc.proposed_fixes for i in f.issue_ids]
     issues = number_issues(drafts, doc.issues, used)
-    return result, [
-        Issue.model_validate(readable(i.model_dump(mode="json", by_alias=True, exclude_unset=True)))
-        for i in issues
+    findings = [
+        {
+            "issue": issue.id,
+            "rule": draft.rule.name,
+            "file": finding.file,
+            "line": finding.line,
+            "end": finding.end,
+            "severity": finding.severity,
+            "quote": finding.context,
+            "not_excused_because": finding.reason,
+        }
+        for draft, issue in zip(drafts, issues, strict=True)
+        for finding in draft.findings
     ]
+    return (
+        result,
+        [
+            Issue.model_validate(
+                readable(i.model_dump(mode="json", by_alias=True, exclude_unset=True))
+            )
+            for i in issues
+        ],
+        readable(findings),
+    )
 
 
 def diagnose_area(area: Area, doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
@@ -101,8 +122,12 @@ def diagnose_area(area: Area, doc: TuningState, ctx: TuningContext) -> dict[str,
         update = {f"diagnosis.{area}": skipped_result(area).model_dump(), **issue_update(others)}
         return finished(doc, ctx, f"diagnose_{area}", started, update, result="skipped")
     skill = read_skill(skill_root(doc, ctx))
-    result, found = _diagnosed(area, skill, doc, ctx)
-    record = {"diagnosis": result.model_dump(mode="json"), "issues": issue_update(found)["issues"]}
+    result, found, claims = _diagnosed(area, skill, doc, ctx)
+    record = {
+        "diagnosis": result.model_dump(mode="json"),
+        "issues": issue_update(found)["issues"],
+        "findings": claims,
+    }
     written = write_side_file(doc, ctx, f"diagnosis/{area}-diagnosis.json", to_json(record))
     update = {f"diagnosis.{area}": result.model_dump(mode="json"), **issue_update(others + found)}
     return finished(doc, ctx, f"diagnose_{area}", started, update, output_files=[written])

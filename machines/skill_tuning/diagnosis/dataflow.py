@@ -54,10 +54,18 @@ def state_write_targets(skill: Skill) -> list[tuple[str, int, str, str]]:
 
 def _state_written_to_several_places(skill: Skill) -> list[Finding]:
     writes = state_write_targets(skill)
-    if len({target for *_rest, target in writes}) < 2:
+    targets: dict[str, str] = {}
+    for path, number, _text, target in writes:
+        targets.setdefault(target, f"{path}:{number}")
+    if len(targets) < 2:
         return []
+    listed = ", ".join(f"{target} ({where})" for target, where in targets.items())
+    reason = (
+        f"the state is written to {len(targets)} different files: {listed}; none of them is a "
+        "backup, checkpoint or snapshot"
+    )
     return [
-        Finding(path, number, text, "high", {"target": target}, anchor=SKILL_WIDE)
+        Finding(path, number, text, "high", {"target": target}, anchor=SKILL_WIDE, reason=reason)
         for path, number, text, target in writes
     ]
 
@@ -138,7 +146,17 @@ def _inconsistent_field_names(skill: Skill) -> list[Finding]:
                 path, number, text = place
                 context = f"{variant!r} and {keep!r} name the same field: {text}"
                 data = {"rename": variant, "to": keep}
-                findings.append(Finding(path, number, context, "medium", data, anchor=SKILL_WIDE))
+                kept = _first_use(skill, keep)
+                at = f", first at {kept[0]}:{kept[1]}" if kept is not None else ""
+                pinned = "; the skill's JSON data uses it" if keep in skill.data_keys else ""
+                reason = (
+                    f"{variant!r} is used {spellings[variant]} time(s), {keep!r} "
+                    f"{spellings[keep]} time(s){at}{pinned}; no line maps one spelling onto "
+                    "the other"
+                )
+                findings.append(
+                    Finding(path, number, context, "medium", data, anchor=SKILL_WIDE, reason=reason)
+                )
     return findings
 
 
@@ -206,7 +224,17 @@ def _json_parse_unvalidated(skill: Skill) -> list[Finding]:
                 ):
                     continue
                 data = {"var": var, "lang": block.lang}
-                findings.append(Finding(skill_file.path, number, text.strip(), "medium", data))
+                checked = (
+                    f"{var} is not checked after it (if (!{var}), {var}?., ?? ...); " if var else ""
+                )
+                reason = (
+                    "no validation in its block (schema, validate, typeof, isinstance, assert); "
+                    f"not inside a try whose catch handles it; {checked}"
+                    "the document parsed is not a file the skill ships"
+                )
+                findings.append(
+                    Finding(skill_file.path, number, text.strip(), "medium", data, reason=reason)
+                )
     return findings
 
 

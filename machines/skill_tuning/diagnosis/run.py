@@ -1,10 +1,11 @@
 """Running the rules of one area over a skill, and turning findings into issues.
 
-Findings of one rule in one file become one issue (its evidence lists every line), so a fix for
-that file addresses exactly one issue. An issue keeps its id across rounds: a re-diagnosis that
-finds the same rule in the same file again reuses the id the document already has, and new
-problems get numbers never used before. That is what lets verification ask "is the issue this
-fix addressed still there?" by id.
+Findings of one rule in one file become one issue (its evidence lists every finding as a claim:
+the lines quoted and why nothing excuses them), so a fix for that file addresses exactly one
+issue; its location spans the lines of its findings, first to last. An issue keeps its id
+across rounds: a re-diagnosis that finds the same rule in the same file again reuses the id the
+document already has, and new problems get numbers never used before. That is what lets
+verification ask "is the issue this fix addressed still there?" by id.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ class Draft:
 
     def to_issue(self, issue_id: str) -> Issue:
         """The issue, with its id."""
-        lines = [f.line for f in self.findings if f.file == self.file and f.line is not None]
+        here = [f for f in self.findings if f.file == self.file and f.line is not None]
+        lines = [f.line for f in here if f.line is not None]
+        ends = [max(f.line, f.end or 0) for f in here if f.line is not None]
         shown = f" (line {', '.join(map(str, lines[:5]))})" if lines else ""
         return Issue(
             id=issue_id,
@@ -70,23 +73,18 @@ class Draft:
             location=IssueLocation(
                 file=self.file,
                 line_start=min(lines) if lines else None,
-                line_end=max(lines) if lines else None,
+                line_end=max(ends) if ends else None,
                 phase=self.file.split("/")[-1].removesuffix(".md")
                 if self.file.startswith("phases/")
                 else None,
             ),
             description=f"{self.rule.title} in {self.file}{shown}",
-            evidence=[_evidence_line(f) for f in self.findings],
+            evidence=[f.claim for f in self.findings],
             root_cause=self.rule.root_cause,
             impact=self.rule.impact,
             suggested_fix=self.rule.suggested_fix,
             rule=self.rule.name,
         )
-
-
-def _evidence_line(finding: Finding) -> str:
-    where = f"{finding.file}:{finding.line}" if finding.line is not None else finding.file
-    return f"{where}: {finding.context}"
 
 
 def diagnose(
@@ -104,7 +102,11 @@ def diagnose(
         matched.append(rule.name)
         evidence.extend(
             Evidence(
-                file=f.file, line=f.line, pattern=rule.name, context=f.context, severity=f.severity
+                file=f.file,
+                line=f.line,
+                pattern=rule.name,
+                context=f"{f.context} (not excused: {f.reason})",
+                severity=f.severity,
             )
             for f in findings
         )
