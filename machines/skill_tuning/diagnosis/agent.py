@@ -29,10 +29,16 @@ _ASSIGNED_CALL = re.compile(
     r"(?:(?:const|let|var)\s+)?(?P<var>[A-Za-z_]\w*)\s*=\s*(?:await\s+)?[A-Za-z_][\w.]*\s*\("
 )
 _CHECK = re.compile(r"\bif\b|validat|assert|\bthrow\b|\braise\b|schema|\?\.")
+_HANDLE = re.compile(r"\bspawn_agent\s*\(|\brun_in_background\s*[:=]\s*[Tt]rue\b")
+"""A call that returns a handle to a running agent, not its result (``spawn_agent`` returns an
+id; the result comes from a later ``wait``): there is no result to check at the call."""
 _NESTED_PROSE = re.compile(
-    r"(?:spawn|launch|start|call)\s+(?:a|an|another)\s+(?:sub-?)?agent|use the Task tool",
+    r"(?:spawn|launch|start|call)\s+(?:a|an|another)\s+(?:sub-?)?agent|use the Task tool"
+    r"|\b(?:gemini|codex|qwen|claude)\s+cli\b",
     re.IGNORECASE,
 )
+"""A prompt telling its agent to start another one: in words, or by naming an agent CLI for it
+to run (``**Step 2: Semantic Analysis** (Gemini CLI)``)."""
 
 
 def _span(block: CodeBlock, start: int) -> tuple[int, str]:
@@ -104,7 +110,7 @@ def _result_unvalidated(skill: Skill) -> list[Finding]:
     for skill_file in skill.workflow_files:
         for call in agent_calls(skill_file):
             assigned = _ASSIGNED_CALL.search(call.text)
-            if assigned is None:
+            if assigned is None or _HANDLE.search(call.statement):
                 continue
             end = statement_end(call.block, call.line)
             var = assigned.group("var")

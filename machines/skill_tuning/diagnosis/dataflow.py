@@ -16,11 +16,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..skill import Skill
+from ..skill import CodeBlock, Skill
 from .handling import inside_try
 from .rule import SKILL_WIDE, Finding, Rule, code_lines
 
-__all__ = ["RULES", "canonical", "field_spellings", "mapped_concepts", "state_write_targets"]
+__all__ = [
+    "RULES",
+    "canonical",
+    "field_spellings",
+    "mapped_concepts",
+    "state_write_targets",
+    "tool_argument_lines",
+]
 
 _WRITES = (
     re.compile(r"\bWrite\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
@@ -75,12 +82,42 @@ _JSON_KEY = re.compile(r"[\"'](?P<name>[A-Za-z_]\w*)[\"']\s*:")
 _OBJECT_KEY = re.compile(r"(?:^|[{,])\s*(?P<name>[A-Za-z_]\w*)\??\s*:(?![:/])")
 
 
+_TOOL_CALL = re.compile(
+    r"(?<![\w.$])(?:mcp__[\w-]+|[A-Z]\w*|spawn_agents?\w*|wait_agent|send_input|followup_task"
+    r"|close_agent|request_user_input)\s*\(\s*\{"
+)
+"""A call of an agent tool (``mcp__ccw-tools__session_manager({``, ``Task({``,
+``AskUserQuestion({``, ``spawn_agent({``) whose argument is an object: its keys are the tool's
+parameters, spelled as the tool wants them, not fields of the skill's own data."""
+
+
+def tool_argument_lines(block: CodeBlock) -> set[int]:
+    """The lines of ``block`` inside the object argument of an agent tool's call."""
+    skeleton = block.skeleton()
+    inside: set[int] = set()
+    depth = 0
+    for number, text in skeleton:
+        code = text
+        if depth <= 0:
+            opening = _TOOL_CALL.search(text)
+            if opening is None:
+                continue
+            code = text[opening.end() - 1 :]
+        inside.add(number)
+        depth += code.count("{") - code.count("}")
+    return inside
+
+
 def field_spellings(skill: Skill) -> dict[str, Counter[str]]:
     """Field names used in code blocks, grouped by concept (lower case without ``_``): each
-    concept maps its spellings to how often they occur."""
+    concept maps its spellings to how often they occur. The keys of an agent tool's object
+    argument are the tool's parameters and are left out (its prompt's ``state.x`` is not)."""
     concepts: dict[str, Counter[str]] = {}
-    for _file, _block, _number, text in code_lines(skill, specs=True):
-        for pattern in (_STATE_FIELD, _JSON_KEY, _OBJECT_KEY):
+    arguments: dict[int, set[int]] = {}
+    for _file, block, number, text in code_lines(skill, specs=True):
+        tool = arguments.setdefault(id(block), tool_argument_lines(block))
+        keys = () if number in tool else (_JSON_KEY, _OBJECT_KEY)
+        for pattern in (_STATE_FIELD, *keys):
             for match in pattern.finditer(text):
                 name = match.group("name")
                 if name[0].islower():
@@ -181,11 +218,17 @@ _OPTIONAL = re.compile(r"\?\.|\?\?")
 _LITERAL_READ = re.compile(r"""(?:Read|readFileSync|open)\(\s*['"]([\w./-]+\.json)['"]""")
 
 
+_QUOTED = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+"""A plain string (``'/conclusions.json'`` names no property); a template string is code."""
+
+
 def _checked_later(block_lines: list[tuple[int, str]], line: int, var: str) -> bool:
-    """Whether the parse's line or a later one checks the parsed value ``var``'s shape: a test
-    of the value itself (``if (!data)``, ``typeof``, ``isinstance``), of its required fields
-    (``if (data.summary && data.task_ids)``), optional chaining or a default (``data?.x``,
-    ``data.x ?? []``); using it in a condition (``if (data.status === 'done')``) is not one."""
+    """Whether the parse's line or a later one checks the parsed value ``var``'s shape before
+    anything reaches into it: a test of the value itself (``if (!data)``, ``typeof``,
+    ``isinstance``), of its required fields (``if (data.summary && data.task_ids)``), optional
+    chaining or a default (``data?.x``, ``data.x ?? []``); using it in a condition (``if
+    (data.status === 'done')``) is not one, and a check after a plain ``data.items.length``
+    comes too late (the malformed document has already broken that line)."""
     if not var:
         return False
     name = re.escape(var)
@@ -195,29 +238,88 @@ def _checked_later(block_lines: list[tuple[int, str]], line: int, var: str) -> b
         rf"|isArray\(\s*{name}\b|isinstance\(\s*{name}\b|validat\w*\(\s*{name}\b"
         rf"|\bin\s+{name}\b|\b{name}\s+is\s+None\b"
     )
-    return any(check.search(text) for number, text in block_lines if number >= line)
+    reach = re.compile(rf"\b{name}(?:\.(?!get\()\w|\[)")
+    for number, text in block_lines:
+        if number < line:
+            continue
+        if check.search(text):
+            return True
+        if reach.search(_QUOTED.sub("''", text)):
+            return False
+    return False
+
+
+_READ_PATH = re.compile(r"""(?:Read|readFileSync|open)\(\s*(?P<q>[`'"])(?P<path>.+?)(?P=q)""")
+_JSON_WRITE = re.compile(
+    r"""(?:\bWrite|writeFileSync)\(\s*(?P<q>[`'"])(?P<path>.+?)(?P=q)\s*,\s*JSON\.stringify\("""
+)
+
+
+_EXISTS = re.compile(r"\b(?:file_?[eE]xists|existsSync|exists)\s*\(")
+
+
+def written_json(skill: Skill) -> set[str]:
+    """The files the skill itself writes as ``JSON.stringify`` of a value it built, with their
+    placeholders normalised to ``{}``: read back, they hold the shape the skill gave them."""
+    return {
+        _PLACEHOLDER.sub("{}", match.group("path"))
+        for _file, _block, _number, text in code_lines(skill)
+        if (match := _JSON_WRITE.search(text)) is not None
+    }
+
+
+_VALIDATING_CALL = re.compile(r"\bvalidat\w*\s*\(|\bassert\b|\.safeParse\(|\bajv\b")
+"""A call that validates, from the parse on: it may check a value made from the parsed one
+(``validateState(newState)`` of ``{...currentState, ...updates}``)."""
+
+
+def _validated(numbered: list[tuple[int, str]], line: int, var: str) -> bool:
+    """Whether a validation follows the parse: a validating call (:data:`_VALIDATING_CALL`), or
+    a validation word (a schema, a type test) on a line naming the parsed value ``var``, or
+    anywhere in the block when the value is not kept in a variable. A word such as
+    ``source_schema`` elsewhere in a long block validates nothing."""
+    if not var:
+        return any(_VALIDATION.search(text) for _n, text in numbered)
+    name = re.compile(rf"\b{re.escape(var)}\b")
+    return any(
+        _VALIDATING_CALL.search(text) or (_VALIDATION.search(text) and name.search(text))
+        for n, text in numbered
+        if n >= line
+    )
 
 
 def _json_parse_unvalidated(skill: Skill) -> list[Finding]:
     """Parses whose result nothing checks: not validated (a schema, a type test, an ``if`` on
     the value, optional chaining), not inside a ``try`` whose ``catch`` handles a malformed
-    document, and not of a JSON file the skill ships (those are checked as the skill's data)."""
+    document, and not of a JSON file the skill ships (those are checked as the skill's data).
+    Nor is a read of a file the skill writes itself as ``JSON.stringify`` of a value it built,
+    guarded by a test that the file exists: it reads back the shape it wrote, and its absence is
+    handled. (A state file re-read without that guard is a finding: agents and people edit it
+    between steps.)"""
     findings: list[Finding] = []
+    own_json = written_json(skill)
     for skill_file in skill.workflow_files:
         for block in skill_file.code_blocks:
-            if _VALIDATION.search(block.text):
-                continue
             numbered = block.numbered()
             for number, text in numbered:
                 if not _PARSE.search(text):
                     continue
                 into = _PARSED_INTO.search(text)
                 var = into.group("var") if into else ""
+                if _validated(numbered, number, var):
+                    continue
                 own = _LITERAL_READ.search(text)
                 parsed = _PARSE.search(text)
                 rest = text[parsed.end() :] if parsed is not None else ""
+                read = _READ_PATH.search(text)
+                guard = " ".join(t for n, t in numbered if number - 1 <= n <= number)
                 if (
                     (own is not None and own.group(1) in skill.paths)
+                    or (
+                        read is not None
+                        and _PLACEHOLDER.sub("{}", read.group("path")) in own_json
+                        and _EXISTS.search(guard) is not None
+                    )
                     or _OPTIONAL.search(rest)
                     or inside_try(block, number) is not None
                     or _checked_later(numbered, number, var)
@@ -227,10 +329,11 @@ def _json_parse_unvalidated(skill: Skill) -> list[Finding]:
                 checked = (
                     f"{var} is not checked after it (if (!{var}), {var}?., ?? ...); " if var else ""
                 )
+                validation = f"of {var} " if var else "in its block "
                 reason = (
-                    "no validation in its block (schema, validate, typeof, isinstance, assert); "
+                    f"no validation {validation}(schema, validate, typeof, isinstance, assert); "
                     f"not inside a try whose catch handles it; {checked}"
-                    "the document parsed is not a file the skill ships"
+                    "the document parsed is not a file the skill ships or writes itself"
                 )
                 findings.append(
                     Finding(skill_file.path, number, text.strip(), "medium", data, reason=reason)

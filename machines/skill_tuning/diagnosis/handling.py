@@ -14,7 +14,7 @@ A skill is instructions for an agent as much as code, so failure handling is fou
   on a line that names the failure of an agent, a tool or a timeout (a table row ``Review
   failed/timeout | Ask the user whether to retry``), or the file, or the skill's SKILL.md, has
   an error-handling section (a heading such as ``Error Handling``, ``Recovery``, ``错误处理``)
-  that speaks of agents, tools or timeouts.
+  that speaks of agents, tools, workflow nodes or timeouts.
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ _ERROR_SECTION = re.compile(
     r"error|fail|recover|fallback|resilien|exception|错误|异常|失败|容错|降级", re.IGNORECASE
 )
 _AGENT_WORDS = re.compile(
-    r"agent|\bcli\b|gemini|codex|qwen|claude|\btask\b|\btool\b|worker|time ?out|超时|代理|子任务",
+    r"agent|\bcli\b|gemini|codex|qwen|claude|\btask\b|\btool\b|worker|\bnodes?\b|time ?out"
+    r"|超时|代理|子任务",
     re.IGNORECASE,
 )
+"""What runs a call, in words: an agent, a tool, a worker, a workflow's node (``Node failed
+(on_fail=retry) | Retry once, then abort``), a timeout."""
 _FAILURE_PROSE = re.compile(
     r"(?:\bif\b|\bwhen(?:ever)?\b|\bin case\b|如果|若|当)[^.\n。]{0,80}?"
     r"(?:\bfail\w*|\berror\w*|\btime[sd]?\s?out\b|\btimeout\w*|\bcrash\w*|\bunavailable\b"
