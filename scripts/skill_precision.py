@@ -229,7 +229,7 @@ def write_precision(
     for rule in rules:
         t = tally(found, labels, rule)
         precision = None if t.precision is None else round(t.precision, 3)
-        figures[rule] = {"findings": t.findings, "true": t.true, "precision": precision}
+        figures[rule] = {"findings": t.findings, "matched": t.true, "precision": precision}
     header = (
         "# Precision of each rule's findings on the held-out half of the blind-labelled CCW\n"
         "# skills (tests/machines/skill_tuning/blind/held-out), never looked at while the rules\n"

@@ -2,14 +2,16 @@
 
 It says how the run ended (the same line ``fsm run`` and ``fsm status`` print), the score and
 gate with the thresholds that produced them, each area's diagnosis, the remaining issues (each
-with its evidence: the lines quoted and why nothing excuses them), every fix (kept, rolled back
-and why, not applied, pending, or left for judgement), the errors, and how to restore the
-original skill from its backup. Its issue and fix counts are the ``issues``
+with its evidence: the lines quoted and why nothing excuses them) and the issues to review
+(findings of rules measured under the precision threshold, outside the gate), every fix
+(kept, rolled back and why, not applied, pending, or left for judgement), the errors, and how
+to restore the original skill from its backup. Its issue and fix counts are the ``issues``
 and ``fixes`` lines of ``fsm status`` (:mod:`.verdict` makes both).
 """
 
 from __future__ import annotations
 
+from .diagnosis import trust
 from .diagnosis.rule import AREAS
 from .model import AppliedFix, Fix, Issue, TuningState
 from .verdict import fix_tally, issue_counts
@@ -53,6 +55,17 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
             )
     lines += ["", "## Remaining issues", ""]
     lines += [line for issue in doc.issues for line in _issue_lines(issue)] or ["None."]
+    if doc.issues_to_review:
+        lines += [
+            "",
+            "## To review (not counted by the gate)",
+            "",
+            f"Findings of rules whose precision, measured on CCW skills they were not tuned on, "
+            f"is under {trust.current().threshold:g}: read the evidence and judge each one; no "
+            "fix is proposed for them.",
+            "",
+        ]
+        lines += [line for issue in doc.issues_to_review for line in _issue_lines(issue)]
     lines += ["", "## Fixes", ""]
     applied = {record.fix_id: record for record in doc.applied_fixes}
     lines += [
@@ -68,10 +81,10 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
     return "\n".join(lines)
 
 
-def _issue_lines(issue: Issue, note: str = "") -> list[str]:
+def _issue_lines(issue: Issue) -> list[str]:
     """An issue and, under it, the evidence it rests on: each finding with the lines quoted and
     why nothing in the skill excuses it."""
-    head = f"- **{issue.id}** [{issue.severity}{note}] {issue.description}. "
+    head = f"- **{issue.id}** [{issue.severity}] {issue.description}. "
     return [
         head + f"Fix: {issue.suggested_fix}",
         *(f"  - {item}" for item in issue.evidence),

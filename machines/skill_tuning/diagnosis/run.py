@@ -11,7 +11,7 @@ verification ask "is the issue this fix addressed still there?" by id.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..model import (
@@ -53,6 +53,7 @@ class Draft:
     rule: Rule
     file: str
     findings: tuple[Finding, ...]
+    to_review: bool = False
 
     @property
     def severity(self) -> Severity:
@@ -88,9 +89,14 @@ class Draft:
 
 
 def diagnose(
-    area: Area, skill: Skill, elapsed_ms: float = 0.0
+    area: Area,
+    skill: Skill,
+    elapsed_ms: float = 0.0,
+    review: Callable[[str], bool] = lambda _rule: False,
 ) -> tuple[DiagnosisResult, list[Draft]]:
-    """Run every rule of ``area`` on ``skill``: the area's result and its issue drafts."""
+    """Run every rule of ``area`` on ``skill``: the area's result and its issue drafts. The
+    drafts of a rule ``review`` names are only to review: the result's count and severity
+    leave them out, as the quality gate does."""
     rules = RULES_BY_AREA[area]
     drafts: list[Draft] = []
     evidence: list[Evidence] = []
@@ -113,11 +119,13 @@ def diagnose(
         by_file: dict[str, list[Finding]] = {}
         for finding in findings:
             by_file.setdefault(finding.issue_file, []).append(finding)
-        drafts.extend(Draft(rule, file, tuple(group)) for file, group in by_file.items())
-    worst = min((d.severity for d in drafts), key=SEVERITIES.index, default=None)
+        doubtful = review(rule.name)
+        drafts.extend(Draft(rule, file, tuple(group), doubtful) for file, group in by_file.items())
+    counted = [d for d in drafts if not d.to_review]
+    worst = min((d.severity for d in counted), key=SEVERITIES.index, default=None)
     result = DiagnosisResult(
         status="completed",
-        issues_found=len(drafts),
+        issues_found=len(counted),
         severity=worst or "none",
         execution_time_ms=elapsed_ms,
         details=DiagnosisDetails(

@@ -16,6 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
+from fsm_machines.skill_tuning.diagnosis import trust
 from fsm_machines.skill_tuning.model import TuningState
 from fsm_machines.skill_tuning.options import TuningOptions
 
@@ -168,6 +170,36 @@ JUDGEMENT_SKILL: dict[str, str] = {
 }
 """Two agent calls without error handling (two high issues, score 70, gate review): fixes that
 need judgement, for the fix agent."""
+
+
+def precision_table(path: Path, **precisions: float | None) -> Path:
+    """Write a precision table (rule name, dots as ``__``, to its measured precision) to
+    ``path`` and make the machine read it; return the path."""
+    rules = {
+        name.replace("__", "."): {"findings": 4, "matched": 0, "precision": value}
+        for name, value in precisions.items()
+    }
+    path.write_text(
+        yaml.safe_dump({"measured": "2026-01-01", "threshold": 0.9, "rules": rules}),
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture(autouse=True)
+def every_rule_counted(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The machine's tests run with a precision table that marks no rule to review: they pin
+    its mechanics, not the figures measured on CCW's skills (which change when the rules are
+    measured again). A module that sets ``SHIPPED_PRECISION = True`` runs with the shipped
+    table."""
+    if getattr(request.module, "SHIPPED_PRECISION", False):
+        return
+    path = precision_table(tmp_path_factory.mktemp("precision") / "precision.yaml")
+    monkeypatch.setattr(trust, "PRECISION_FILE", path)
 
 
 @pytest.fixture
