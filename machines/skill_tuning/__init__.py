@@ -76,6 +76,13 @@ otherwise, these win):
   of the state is not the whole state; a router's alternative modes (no phase names the next,
   SKILL.md routes) are not a pipeline for the memory rules; a phase that writes its output to
   a file has its checkpoint.
+* **Blind labels, held out** (``tests/machines/skill_tuning/blind``, ``scripts/
+  skill_precision.py``): 24 more CCW skills labelled by people given only the skill and each
+  rule's description, split in half before any tuning; rules changed looking at the tune half
+  only, then measured once on the other. That measurement per rule is data the machine reads
+  (:mod:`.diagnosis.trust`): a rule under 0.9 has its findings in ``issues_to_review`` (shown
+  with their evidence in the report and ``fsm status``, not counted by the score or the gate,
+  never fixed); a rule with no finding there is unmeasured and counted as before.
 * **No boilerplate fixes.** The checkpoint fix names the skill's run-folder variable (defined
   or given by its environment) or the folder of the state file it writes; a skill with
   neither gets no appended text and the issue is left to judgement.

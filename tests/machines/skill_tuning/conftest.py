@@ -20,6 +20,7 @@ import yaml
 from fsm_machines.skill_tuning.diagnosis import trust
 from fsm_machines.skill_tuning.model import TuningState
 from fsm_machines.skill_tuning.options import TuningOptions
+from fsm_machines.skill_tuning.skill import Skill, read_skill
 
 from fsm.model.context import Context
 from fsm.process.executor import AgentCommand
@@ -170,6 +171,21 @@ JUDGEMENT_SKILL: dict[str, str] = {
 }
 """Two agent calls without error handling (two high issues, score 70, gate review): fixes that
 need judgement, for the fix agent."""
+
+
+PROBE_SKILL = "---\nname: probe\n---\n# Probe skill\n"
+"""The SKILL.md of the small skills the rule tests are made of."""
+
+
+def phase(code: str, lang: str = "javascript", prose: str = "") -> str:
+    """A phase file whose code block starts on line 4 (``code`` line 1 is file line 4)."""
+    return f"# Phase\n\n```{lang}\n{code}\n```\n{prose}"
+
+
+@pytest.fixture
+def skill_of(make_skill: Callable[..., Path]) -> Callable[[dict[str, str]], Skill]:
+    """Read a skill made of the probe SKILL.md plus the given files."""
+    return lambda files: read_skill(make_skill({"SKILL.md": PROBE_SKILL, **files}))
 
 
 def precision_table(path: Path, **precisions: float | None) -> Path:

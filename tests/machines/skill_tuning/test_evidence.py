@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 from fsm_machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
-from fsm_machines.skill_tuning.skill import Skill, read_skill
+from fsm_machines.skill_tuning.skill import Skill
 
-from tests.machines.skill_tuning.conftest import Tuning, md, tune
-from tests.machines.skill_tuning.test_diagnosis_rules import SKILL, TRIGGERS, _ids
-
-
-@pytest.fixture
-def skill_of(make_skill: Callable[..., Path]) -> Callable[[dict[str, str]], Skill]:
-    """Read a skill made of SKILL.md plus the given files."""
-    return lambda files: read_skill(make_skill({"SKILL.md": SKILL, **files}))
+from tests.machines.skill_tuning.conftest import PROBE_SKILL, Tuning, md, tune
+from tests.machines.skill_tuning.test_diagnosis_rules import TRIGGERS, _ids
 
 
 @pytest.mark.parametrize(("rule", "files", "where"), TRIGGERS, ids=_ids(TRIGGERS))
@@ -108,7 +102,7 @@ def test_the_report_and_the_diagnosis_file_carry_the_evidence(
     file keeps every finding with its quote and reason, beside the seeds' issue shape."""
     root = make_skill(
         {
-            "SKILL.md": SKILL,
+            "SKILL.md": PROBE_SKILL,
             "phases/01-a.md": "# Phase\n\n```bash\nccw cli -p 'analyse' --tool gemini\n```\n",
         }
     )

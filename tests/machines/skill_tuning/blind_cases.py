@@ -1,19 +1,13 @@
 """What the tune half of the blind labels taught the rules: each lesson as a skill that triggers
-the rule and one that does not (the held-out half was never read while writing these)."""
+the rule and one that does not (the held-out half was never read while writing these); run by
+``test_diagnosis_rules``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-import pytest
-from fsm_machines.skill_tuning.diagnosis.run import RULES
-from fsm_machines.skill_tuning.skill import Skill, read_skill
-
-from tests.machines.skill_tuning.test_diagnosis_rules import SKILL, _ids, phase
+from tests.machines.skill_tuning.conftest import phase
 
 # (rule, files, (file, line) of the first finding)
-TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int]]] = [
+BLIND_TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int]]] = [
     (
         # an optional chain further down does not excuse the plain reach before it
         "dataflow.json_parse_unvalidated",
@@ -60,7 +54,7 @@ TRIGGERS: list[tuple[str, dict[str, str], tuple[str, int]]] = [
     ),
 ]
 
-QUIET: list[tuple[str, dict[str, str]]] = [
+BLIND_QUIET: list[tuple[str, dict[str, str]]] = [
     (
         # spawn_agent returns an id; the result comes from wait_agent
         "agent.result_unvalidated",
@@ -116,30 +110,3 @@ QUIET: list[tuple[str, dict[str, str]]] = [
         },
     ),
 ]
-
-
-@pytest.fixture
-def skill_of(make_skill: Callable[..., Path]) -> Callable[[dict[str, str]], Skill]:
-    """Read a skill made of SKILL.md plus the given files."""
-    return lambda files: read_skill(make_skill({"SKILL.md": SKILL, **files}))
-
-
-@pytest.mark.parametrize(("rule", "files", "where"), TRIGGERS, ids=_ids(TRIGGERS))
-def test_rule_still_triggers(
-    rule: str,
-    files: dict[str, str],
-    where: tuple[str, int],
-    skill_of: Callable[[dict[str, str]], Skill],
-) -> None:
-    """The rule finds the problem, at the right file and line."""
-    findings = RULES[rule].check(skill_of(files))
-    assert findings, f"{rule} found nothing"
-    assert (findings[0].file, findings[0].line) == where
-
-
-@pytest.mark.parametrize(("rule", "files"), QUIET, ids=_ids(QUIET))
-def test_rule_is_quiet(
-    rule: str, files: dict[str, str], skill_of: Callable[[dict[str, str]], Skill]
-) -> None:
-    """The rule finds nothing where a careful reader finds no problem."""
-    assert RULES[rule].check(skill_of(files)) == []
