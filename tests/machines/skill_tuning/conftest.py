@@ -8,6 +8,7 @@ an instance on a skill folder, ``context`` gives the context its actions get.
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Mapping
@@ -171,6 +172,17 @@ JUDGEMENT_SKILL: dict[str, str] = {
 }
 """Two agent calls without error handling (two high issues, score 70, gate review): fixes that
 need judgement, for the fix agent."""
+
+
+def ccw_skills() -> Path | None:
+    """A folder of CCW's skills for the measurements on them: ``CCW_SKILLS``, else
+    ``../shared/ccw-skills`` beside the repository; None when neither is a folder."""
+    named = os.environ.get("CCW_SKILLS")
+    repository = Path(__file__).resolve().parents[3]
+    for candidate in (Path(named) if named else None, repository.parent / "shared" / "ccw-skills"):
+        if candidate is not None and candidate.is_dir():
+            return candidate
+    return None
 
 
 PROBE_SKILL = "---\nname: probe\n---\n# Probe skill\n"

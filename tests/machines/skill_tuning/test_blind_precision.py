@@ -10,7 +10,6 @@ so does a change of the figures the machine reads (``precision.yaml``) without m
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +18,8 @@ import pytest
 import yaml
 from fsm_machines.skill_tuning.diagnosis import trust
 from fsm_machines.skill_tuning.diagnosis.run import RULES
+
+from tests.machines.skill_tuning.conftest import ccw_skills
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 BLIND = Path(__file__).parent / "blind"
@@ -38,15 +39,7 @@ def _script() -> ModuleType:
 measure = _script()
 
 
-def _corpus() -> Path | None:
-    named = os.environ.get("CCW_SKILLS")
-    for candidate in (Path(named) if named else None, REPOSITORY.parent / "shared" / "ccw-skills"):
-        if candidate is not None and candidate.is_dir():
-            return candidate
-    return None
-
-
-CORPUS = _corpus()
+CORPUS = ccw_skills()
 needs_corpus = pytest.mark.skipif(
     CORPUS is None, reason="CCW's skills not found: set CCW_SKILLS to a folder of them"
 )
