@@ -77,7 +77,7 @@ otherwise, these win):
   SKILL.md routes) are not a pipeline for the memory rules; a phase that writes its output to
   a file has its checkpoint.
 * **Blind labels, held out** (``tests/machines/skill_tuning/blind``, ``scripts/
-  skill_precision.py``): 24 more CCW skills labelled by people given only the skill and each
+  skill_precision.py``): 24 more CCW skills labelled by helpers given only the skill and each
   rule's description, split in half before any tuning; rules changed looking at the tune half
   only, then measured once on the other. That measurement per rule is data the machine reads
   (:mod:`.diagnosis.trust`): a rule under 0.9 has its findings in ``issues_to_review`` (shown
