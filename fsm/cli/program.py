@@ -136,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         _error(f"unknown command '{word}'{did_you_mean(word, COMMANDS)}; 'fsm --help' lists them")
         return 2
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (fsm completion)
+        from fsm.cli.completion import complete_if_asked
+
+        complete_if_asked(build_parser())
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in COMMANDS else None)
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.cli import agent_commands, commands, machine_commands, store_commands
+from fsm.cli import agent_commands, commands, completion, machine_commands, store_commands
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -95,6 +95,10 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
     )
+
+
+def _completion_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
 
 
 def _init_arguments(p: argparse.ArgumentParser) -> None:
@@ -411,6 +415,13 @@ COMMANDS: dict[str, Command] = {
             _diagram_arguments,
             machine_commands.cmd_diagram,
             short_option=False,
+        ),
+        Command(
+            "completion",
+            "print the shell code for completing fsm commands, machines and instance ids: "
+            'eval "$(fsm completion bash)" (or zsh) in the shell\'s start-up file',
+            _completion_arguments,
+            completion.cmd_completion,
         ),
         Command(
             "init",
