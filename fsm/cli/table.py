@@ -201,6 +201,28 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _fire_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
     p.add_argument("event", help="event name, e.g. approve ('fsm status' lists the allowed ones)")
+    p.add_argument("--reason", help="why, kept in the journal, e.g. --reason 'tests are flaky'")
+    p.add_argument(
+        "--actor", default="cli", help="who, kept in the journal, e.g. --actor alice (default: cli)"
+    )
+
+
+def _command_arguments(p: argparse.ArgumentParser) -> None:
+    _control_arguments(p)
+    p.add_argument(
+        "name",
+        metavar="COMMAND",
+        help="the machine's command, e.g. add_task ('fsm options MACHINE' lists its commands)",
+    )
+    p.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an input of the command (repeatable), e.g. --set description='Add --verbose'; "
+        "VALUE is JSON when it parses",
+    )
 
 
 def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
@@ -456,6 +478,12 @@ COMMANDS: dict[str, Command] = {
             "fire a named event",
             _fire_arguments,
             commands.cmd_fire,
+        ),
+        Command(
+            "command",
+            "run a command of the machine's own on an instance, e.g. ccw-loop's add_task",
+            _command_arguments,
+            commands.cmd_command,
         ),
         Command(
             "status",

@@ -15,18 +15,26 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from fsm.engine.commands import run_command
 from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
 from fsm.engine.instance import Instance
+from fsm.engine.retry import retry
+from fsm.model.machine import Machine
+from fsm.model.settings import model_settings
 from fsm.serve import events
 from fsm.serve.models import (
     Changes,
+    CommandRequest,
     ControlRequest,
     CreateRequest,
     ErrorBody,
+    Fired,
     History,
     InstanceInfo,
     Listing,
     MachineSummary,
+    RetryRequest,
     Session,
     Version,
 )
@@ -217,12 +225,32 @@ def create_instance(
 
 
 def instance_info(server: Served, instance: Instance) -> dict[str, Any]:
-    """``fsm status --json``, who drives the instance, and the command that would."""
+    """``fsm status --json``, who drives the instance, and the command that would; whether a
+    retry would reopen it, and the machine's own commands it takes."""
     info = instance_status(instance)  # its driver included
-    name = instance.machine.name
-    source = server.sources.get(name, name)
+    machine = instance.machine
+    source = server.sources.get(machine.name, machine.name)
     info["run_command"] = f"fsm -C {server.workspace.path} run {source} {instance.id}"
+    info["retry"] = machine.hooks.retry is not None and info["outcome"] == "failure"
+    info["commands"] = [] if info["final"] else command_infos(machine)
     return info
+
+
+def command_infos(machine: Machine) -> list[dict[str, Any]]:
+    """The machine's own commands, their inputs listed and their JSON Schema."""
+    return [
+        {
+            "name": command.name,
+            "description": command.description,
+            "inputs": []
+            if command.inputs_model is None
+            else [setting.to_json() for setting in model_settings(command.inputs_model)],
+            "input_schema": None
+            if command.inputs_model is None
+            else command.inputs_model.model_json_schema(),
+        }
+        for command in machine.commands.values()
+    ]
 
 
 @router.get(
@@ -350,6 +378,80 @@ def get_instance_diagram(
     """``fsm diagram MACHINE --run ID``: current state, visit counts, untaken edges dimmed."""
     instance = readable(request, server, machine, instance_id)
     return Response(server.instance_svg(instance), media_type=SVG)
+
+
+@router.post(
+    "/instances/{machine}/{instance_id}/retry",
+    response_model=InstanceInfo,
+    tags=["instances"],
+    responses=CHANGES,
+    dependencies=[Depends(may_change)],
+)
+def retry_instance(
+    machine: str,
+    instance_id: str,
+    server: ServedDep,
+    body: Annotated[RetryRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    """``fsm retry MACHINE ID [ITEM...]``: reopen an instance that ended failed, for the
+    ``items`` named (none: every failed one); 409 when it has not ended failed or its machine
+    cannot retry. A run (``fsm run``, ``fsm serve --drive``) then drives it."""
+    instance = server.instance(machine, instance_id)
+    request = body or RetryRequest()
+    retry(instance, request.items, actor=ACTOR, reason=request.reason)
+    return instance_info(server, instance)
+
+
+@router.post(
+    "/instances/{machine}/{instance_id}/events/{event}",
+    response_model=Fired,
+    tags=["instances"],
+    responses=CHANGES,
+    dependencies=[Depends(may_change)],
+)
+def fire_event(
+    machine: str,
+    instance_id: str,
+    event: str,
+    server: ServedDep,
+    body: Annotated[ControlRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    """``fsm fire MACHINE ID EVENT``: take the event's transition now (its guards and actions
+    run in this request); 409 when the event is not allowed or its guards refuse it. An action
+    that fails is journaled as the step's error and answered as ``outcome: failed``."""
+    instance = server.instance(machine, instance_id)
+    request = body or ControlRequest()
+    result = Engine(instance).fire(event, actor=ACTOR, reason=request.reason)
+    return {
+        "outcome": result.outcome,
+        "event": event,
+        "state": result.state,
+        "error": None if result.error is None else str(result.error),
+        "instance": instance_info(server, instance),
+    }
+
+
+@router.post(
+    "/instances/{machine}/{instance_id}/commands/{name}",
+    response_model=InstanceInfo,
+    tags=["instances"],
+    responses=CHANGES,
+    dependencies=[Depends(may_change)],
+)
+def machine_command(
+    machine: str,
+    instance_id: str,
+    name: str,
+    server: ServedDep,
+    body: Annotated[CommandRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    """``fsm command MACHINE ID NAME``: a command of the machine's own (ccw-loop's
+    ``add_task``) with its ``inputs``; 400 for an unknown command or inputs its model refuses,
+    409 once the instance has ended."""
+    instance = server.instance(machine, instance_id)
+    request = body or CommandRequest()
+    run_command(instance, name, request.inputs, actor=ACTOR, reason=request.reason)
+    return instance_info(server, instance)
 
 
 @router.post(

@@ -65,6 +65,8 @@ def test_status_is_fsm_status_json(api: Api) -> None:
         **status(instance).to_json(),
         "driver": None,
         "run_command": f"fsm -C {api.workspace.path} run counter c1",
+        "retry": False,
+        "commands": [],
     }
     assert answer.json()["control"] == ["start", "stop"]
 
