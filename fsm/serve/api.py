@@ -46,6 +46,7 @@ from fsm.serve.views import (
     instance_rows,
     instance_status,
     machine_view,
+    summary_of,
 )
 from fsm.view import diagram
 
@@ -180,12 +181,22 @@ def get_instances(
     since: Annotated[
         str | None, Query(description="updated at or after (ISO 8601 date or time)")
     ] = None,
+    sort: Annotated[
+        str | None,
+        Query(
+            description="a column: updated, id, machine, title, state, status, progress or "
+            "outcome; '-' first for descending (default: -updated, newest first)"
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
-    """``fsm ls --json``: instances newest first, filtered, a page at a time. A filter value
-    nothing could match (``status=faild``) is a 400 naming the closest one."""
-    filters = Filters(machine or None, status or None, outcome or None, q or None, since or None)
+    """``fsm ls --json``: instances newest first (or sorted by ``sort``), filtered, a page at a
+    time, with the number of instances of each status (``counts``, the status filter aside).
+    A filter value nothing could match (``status=faild``) is a 400 naming the closest one."""
+    filters = Filters(
+        machine or None, status or None, outcome or None, q or None, since or None, sort or None
+    )
     access = request.app.state.access
     stores: dict[str, Any] = {}
 
@@ -324,6 +335,7 @@ def get_version(
         "record": version.record,
         "document": version.document,
         "check": {"verdict": version.check.verdict, "reason": version.check.reason},
+        "summary": summary_of(instance.machine, version.document),
     }
 
 

@@ -44,6 +44,8 @@ class Row(ListedInstance):
     :class:`fsm.view.listing.ListedInstance`, plus the machine's progress lines."""
 
     progress: dict[str, str] = field(default_factory=dict)
+    title: str | None = None
+    """The document's ``title``, when it has one."""
     private: bool = False
     """Shown without its details: its document others may not read, and this client has no
     token."""
@@ -55,6 +57,9 @@ class Listing(BaseModel):
     total: int
     offset: int
     rows: list[Row]
+    counts: dict[str, int] = Field(default_factory=dict)
+    """How many instances each status has among those the other filters leave (the status
+    filter aside): the page's counts per status."""
 
 
 class PatchOp(BaseModel):
@@ -118,6 +123,8 @@ class Version(BaseModel):
     document: dict[str, Any] | None
     """None when it cannot be rebuilt (``check.reason`` says why)."""
     check: Check
+    summary: dict[str, str] = Field(default_factory=dict)
+    """The machine's summary lines of that version (the page's progress as of then)."""
 
 
 class Changes(BaseModel):
