@@ -515,8 +515,20 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers {args.workers} must be 1 or more")
     drive = args.workers if args.workers is not None else (1 if args.drive else 0)
+    if not args.header_timeout > 0:
+        raise InputError(f"--header-timeout {args.header_timeout} must be more than 0")
+    if args.max_connections < 1:
+        raise InputError(f"--max-connections {args.max_connections} must be 1 or more")
     options = ServeOptions(
-        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads, drive
+        args.host,
+        args.port,
+        args.allow_remote,
+        args.token_file,
+        args.max_body,
+        args.reads,
+        drive,
+        args.header_timeout,
+        args.max_connections,
     )
     run(served, options)
     return 0

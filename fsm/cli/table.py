@@ -306,6 +306,22 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         "ones are refused (413) unread",
     )
     p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds a connection has to send a request's headers, e.g. --header-timeout 30 "
+        "(default: 10); slower ones are closed",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=64,
+        metavar="N",
+        help="connections one client address may hold, e.g. --max-connections 200 (default: "
+        "64); one more closes its oldest connection still waiting for its headers",
+    )
+    p.add_argument(
         "--reads",
         choices=("private", "all", "none"),
         default="private",
