@@ -15,11 +15,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from fsm.base.errors import InputError, UnknownMachineError
+from fsm.base.ids import validate_id
 from fsm.engine.commands import run_command
 from fsm.engine.control import ControlPlane
 from fsm.engine.engine import Engine
 from fsm.engine.instance import Instance
 from fsm.engine.retry import retry
+from fsm.model.definition import did_you_mean
 from fsm.model.machine import Machine
 from fsm.model.settings import model_settings
 from fsm.serve import events
@@ -113,8 +116,25 @@ def readable(request: Request, server: Served, machine: str, instance_id: str) -
     return instance
 
 
+def known_query(request: Request) -> None:
+    """Refuse a query name the route does not take (``?stauts=failed`` would otherwise be
+    ignored, and the answer look like the one asked for), naming the ones it takes."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    taken = [param.alias for param in dependant.query_params]
+    for name in request.query_params:
+        if name not in taken:
+            offered = ", ".join(taken) if taken else "none"
+            raise InputError(
+                f"unknown query parameter '{name}'{did_you_mean(name, taken)}; this route "
+                f"takes: {offered}"
+            )
+
+
 ServedDep = Annotated[Served, Depends(served)]
-router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api", dependencies=[Depends(known_query)])
 
 
 @router.get("/session", response_model=Session)
@@ -381,7 +401,7 @@ def get_changes(
 @router.get(
     "/instances/{machine}/{instance_id}/diagram.svg",
     tags=["instances"],
-    responses={**ERRORS, 200: {"content": {SVG: {}}}},
+    responses={**READS, 200: {"content": {SVG: {}}}},
     response_class=Response,
 )
 def get_instance_diagram(
@@ -492,14 +512,23 @@ def control(
     "/events",
     tags=["live"],
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={400: ERRORS[400], 200: {"content": {"text/event-stream": {}}}},
 )
 async def get_events(
-    request: Request, machine: str | None = None, instance: str | None = None
+    request: Request, server: ServedDep, machine: str | None = None, instance: str | None = None
 ) -> StreamingResponse:
     """Server-sent events: ``change`` with ``{"machine", "id"}`` whenever an instance's
     document or journal changes (``machine: null`` means reload everything), ``ready`` once
-    the stream is set up (load the data then), comments to keep the connection open."""
+    the stream is set up (load the data then), comments to keep the connection open. A
+    machine this server does not show, or an unsafe instance id, is a 400 (nothing would ever
+    come)."""
+    if machine:
+        try:
+            server.machine(machine)
+        except UnknownMachineError as exc:
+            raise InputError(f"machine={machine}: {exc}") from None
+    if instance:
+        validate_id(instance)
     stream = events.stream(request.app.state.feed, machine, instance)
     return StreamingResponse(
         stream, media_type="text/event-stream", headers={"Cache-Control": "no-store"}

@@ -114,6 +114,16 @@ EVENTS_DESCRIPTION = """A `text/event-stream` of server-sent events:
   second."""
 
 
+_ERROR_JSON = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+_EVERY_ROUTE = {
+    "400": "bad input (exit code 2): a query parameter the route does not take, or a bad value",
+    "401": "this server takes remote clients: every request needs the token",
+    "403": "refused: the Host header does not name this server (DNS rebinding)",
+    "500": "internal error (exit code 1)",
+}
+"""What every route may answer, whatever it does: the access guard's refusals and a failure."""
+
+
 def openapi(app: FastAPI, served: Served, access: Access) -> dict[str, Any]:
     """The OpenAPI document as the server answers: 400 (never 422) for bad input, the token as
     a security scheme (a bearer token or this server's cookie), the served machines' document
@@ -163,6 +173,13 @@ def openapi(app: FastAPI, served: Served, access: Access) -> dict[str, Any]:
                         "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
                     },
                 }
+            for status, description in _EVERY_ROUTE.items():
+                if status == "401" and not access.remote:
+                    continue
+                if status not in responses:
+                    responses[status] = {"description": description, "content": _ERROR_JSON}
+                elif status == "403" and method == "get":
+                    responses[status]["description"] = description
             if method == "post":
                 operation["security"] = [{"bearer": []}, {"cookie": []}]
             elif path.startswith("/api/instances/") and not access.remote:
