@@ -86,13 +86,13 @@ CHANGES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def served(request: Request) -> Served:
+async def served(request: Request) -> Served:
     """The server's workspace and machines."""
     found: Served = request.app.state.served
     return found
 
 
-def may_change(request: Request) -> None:
+async def may_change(request: Request) -> None:
     """Refuse control and create requests without the token or from another origin (the
     access guard has refused them already, before their body was read: this keeps a route
     safe whatever middleware it is mounted under)."""
@@ -116,9 +116,10 @@ def readable(request: Request, server: Served, machine: str, instance_id: str) -
     return instance
 
 
-def known_query(request: Request) -> None:
+async def known_query(request: Request) -> None:
     """Refuse a query name the route does not take (``?stauts=failed`` would otherwise be
-    ignored, and the answer look like the one asked for), naming the ones it takes."""
+    ignored, and the answer look like the one asked for), naming the ones it takes. (A
+    coroutine, as the other dependencies: a function would cost each request a thread hop.)"""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:

@@ -34,6 +34,7 @@ from fsm.base.errors import (
 from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
 from fsm.serve.drive import Driver
+from fsm.serve.row_index import RowIndex
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.view.terminal import one_line
@@ -68,12 +69,16 @@ def create_app(
     (``fsm serve --drive``), the driver made with the change feed drives the runnable
     instances while the application runs."""
     changes = feed or ChangeFeed(sources_of(served.workspace, served.machines.values()))
+    index = served.index = RowIndex(served.workspace, served.machines.values())
+    changes.listeners.append(index.changed)
     driving = driver(changes) if driver is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
         tasks = [asyncio.create_task(changes.watch(stop))]
+        if index is not None:
+            tasks.append(asyncio.create_task(asyncio.to_thread(index.warm)))
         if driving is not None:
             tasks.append(asyncio.create_task(driving.run(stop)))
         try:

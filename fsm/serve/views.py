@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -23,6 +24,7 @@ from fsm.engine.instance import Instance, Workspace
 from fsm.model.definition import did_you_mean
 from fsm.model.machine import Machine
 from fsm.model.settings import input_settings, option_settings
+from fsm.serve.row_index import RowIndex
 from fsm.serve.travel import latest_records
 from fsm.store.protocol import Store
 from fsm.view import diagram
@@ -50,6 +52,8 @@ class Served:
     workspace: Workspace
     machines: dict[str, Machine]
     sources: dict[str, str] = field(default_factory=dict)
+    index: RowIndex | None = None
+    """The listing's rows kept current by the change feed (set by the application)."""
     _svg: dict[str, bytes] = field(default_factory=dict)
     # Graphviz keeps global state in C: one drawing at a time, whatever the request thread.
     _render_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -144,33 +148,45 @@ def instance_rows(
     machines = (
         [served.machine(filters.machine)] if filters.machine else list(served.machines.values())
     )
-    every = list_instances(served.workspace, machines)
+    every = (
+        served.index.listing(machines)
+        if served.index is not None
+        else list_instances(served.workspace, machines)
+    )
     if filters.status:
         _check_status(filters.status, machines, every)
     stores: dict[str, Store | None] = {}
-    others = [
-        row
-        for row in every
-        if _outcome_matches(row, filters.outcome) and (since is None or row.updated >= since)
-    ]
+    others = (
+        [
+            row
+            for row in every
+            if _outcome_matches(row, filters.outcome) and (since is None or row.updated >= since)
+        ]
+        if filters.outcome or since
+        else every
+    )
     if filters.text:
         others = [row for row in others if _text_matches(served, row, filters.text, stores)]
     counts: dict[str, int] = {}
     for row in others:
         key = row.status if row.error is None and row.status else "-"
         counts[key] = counts.get(key, 0) + 1
-    rows = [row for row in others if matches(row, filters.status)]
+    rows = [row for row in others if matches(row, filters.status)] if filters.status else others
     if column != "updated" or not descending:
         rows = _sorted(served, rows, column, descending, stores)
     shown = rows[offset : offset + min(limit, MAX_PAGE)]
     listed = []
     for row in shown:
         if private is not None and private(row.machine, row.id):
-            item = {**dict.fromkeys(row.to_json()), "machine": row.machine, "id": row.id}
+            item = {**dict.fromkeys(vars(row)), "machine": row.machine, "id": row.id}
             item.update(updated=row.updated, progress={}, title=None, private=True)
         else:
-            item = row.to_json()
-            title, item["progress"] = _details(served, row, stores)
+            item = dict(vars(row))  # its fields, all scalars: no deep copy (asdict)
+            title, item["progress"] = (
+                served.index.remembered(row, partial(_details, served, row, stores))
+                if served.index is not None
+                else _details(served, row, stores)
+            )
             item["title"] = title
         listed.append(item)
     return {"total": len(rows), "offset": offset, "rows": listed, "counts": counts}
