@@ -161,7 +161,9 @@ def test_a_manual_event_is_fired_with_the_reason(page: Page, server: ServeProces
     page.fill("#control-reason", "testing a spoiled batch")
     page.click("#fire-spoil")
     wait_until(
-        page, "() => document.getElementById('error').textContent", lambda t: "the step failed" in t
+        page,
+        "() => document.getElementById('action-error').textContent",
+        lambda t: "the step failed" in t,
     )
     wait_until(page, JOURNAL_KINDS, lambda kinds: kinds[0] == "error")
     newest = page.inner_text("#journal tr >> nth=0")

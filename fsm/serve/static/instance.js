@@ -118,6 +118,14 @@ async function control(command) {
   await send(command, `${base}/${command}`, {});
 }
 
+// What the last change asked for came to, when it was refused or failed: beside the controls,
+// kept until the next one (the page's error line is cleared by every live reload).
+function actionError(text) {
+  const line = byId("action-error");
+  line.textContent = text || "";
+  line.hidden = !text;
+}
+
 // Every change the page asks for goes through here: the reason field rides along (the journal
 // keeps it beside the actor, serve), the buttons wait for the answer, a refusal is shown.
 async function send(what, path, body) {
@@ -129,14 +137,14 @@ async function send(what, path, body) {
     byId("control-reason").value = "";
     if (answer.instance) { // a fired event: its outcome, and the instance now
       showStatus(answer.instance);
-      showError(answer.outcome === "failed" ? `${what}: the step failed: ${answer.error}` : null);
+      actionError(answer.outcome === "failed" ? `${what}: the step failed: ${answer.error}` : null);
     } else {
       showStatus(answer);
-      showError(null);
+      actionError(null);
     }
     return answer;
   } catch (error) {
-    showError(error instanceof ApiError ? `${what}: ${error.message}` : error);
+    actionError(error instanceof ApiError ? `${what}: ${error.message}` : String(error.message || error));
     await reload();
     return null;
   }
