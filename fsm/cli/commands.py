@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fsm.engine.instance import Instance
 
 __all__ = [
+    "cmd_command",
     "cmd_control",
     "cmd_fire",
     "cmd_history",
@@ -322,8 +323,21 @@ def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
     from fsm.engine.engine import Engine
 
     instance = instance_from(args, values)
-    result = Engine(instance).fire(args.event, actor="cli")
+    result = Engine(instance).fire(args.event, actor=args.actor, reason=args.reason)
     return _step_exit(instance, result, args.machine)
+
+
+def cmd_command(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Run a command of the machine's own (see :mod:`fsm.engine.commands`)."""
+    from fsm.engine.commands import machine_command, run_command
+    from fsm.model.inputs import parse_set_values
+
+    instance = instance_from(args, values)
+    command = machine_command(instance, args.name)
+    inputs = parse_set_values(instance.machine, args.values, command.inputs_model)
+    saved = run_command(instance, args.name, inputs, actor=args.actor, reason=args.reason)
+    out(f"{instance.id}: {args.name} done (state '{saved.state}')")
+    return 0
 
 
 def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -531,8 +545,20 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers {args.workers} must be 1 or more")
     drive = args.workers if args.workers is not None else (1 if args.drive else 0)
+    if not args.header_timeout > 0:
+        raise InputError(f"--header-timeout {args.header_timeout} must be more than 0")
+    if args.max_connections < 1:
+        raise InputError(f"--max-connections {args.max_connections} must be 1 or more")
     options = ServeOptions(
-        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads, drive
+        args.host,
+        args.port,
+        args.allow_remote,
+        args.token_file,
+        args.max_body,
+        args.reads,
+        drive,
+        args.header_timeout,
+        args.max_connections,
     )
     run(served, options)
     return 0

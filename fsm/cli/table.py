@@ -215,6 +215,28 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _fire_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
     p.add_argument("event", help="event name, e.g. approve ('fsm status' lists the allowed ones)")
+    p.add_argument("--reason", help="why, kept in the journal, e.g. --reason 'tests are flaky'")
+    p.add_argument(
+        "--actor", default="cli", help="who, kept in the journal, e.g. --actor alice (default: cli)"
+    )
+
+
+def _command_arguments(p: argparse.ArgumentParser) -> None:
+    _control_arguments(p)
+    p.add_argument(
+        "name",
+        metavar="COMMAND",
+        help="the machine's command, e.g. add_task ('fsm options MACHINE' lists its commands)",
+    )
+    p.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an input of the command (repeatable), e.g. --set description='Add --verbose'; "
+        "VALUE is JSON when it parses",
+    )
 
 
 def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
@@ -296,6 +318,22 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="largest request body taken, e.g. --max-body 4194304 (default: 1 MiB); larger "
         "ones are refused (413) unread",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds a connection has to send a request's headers, e.g. --header-timeout 30 "
+        "(default: 10); slower ones are closed",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=64,
+        metavar="N",
+        help="connections one client address may hold, e.g. --max-connections 200 (default: "
+        "64); one more closes its oldest connection still waiting for its headers",
     )
     p.add_argument(
         "--reads",
@@ -492,6 +530,12 @@ COMMANDS: dict[str, Command] = {
             "fire a named event",
             _fire_arguments,
             commands.cmd_fire,
+        ),
+        Command(
+            "command",
+            "run a command of the machine's own on an instance, e.g. ccw-loop's add_task",
+            _command_arguments,
+            commands.cmd_command,
         ),
         Command(
             "status",
