@@ -1112,6 +1112,11 @@ class PostgresStore:
 
     # --- workers ---------------------------------------------------------------------------
 
+    def reserve(self, threads: int) -> None:
+        """Room in the process's pool for ``threads`` runs at once (see
+        :meth:`fsm.postgres.database.Database.reserve`)."""
+        self.db.reserve(threads)
+
     def claim(
         self, queues: Sequence[str] | None, skip: Collection[str] = ()
     ) -> PostgresLease | None:
