@@ -45,6 +45,8 @@ _workspace = workspace_from
 
 def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Create an instance."""
+    if not args.here:
+        _refuse_non_project(Path(values.get("workspace", ".")))
     workspace = _workspace(values)
     machine = workspace.machine(args.machine)
     inputs: dict[str, Any] = {}
@@ -72,6 +74,28 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     workspace.instance(machine, instance_id).create(inputs, queue=args.queue)
     out(instance_id)
     return 0
+
+
+def _refuse_non_project(folder: Path) -> None:
+    """``fsm new`` in ``/`` or the home folder (or a folder above it), where no fsm.toml or
+    ``.workflow`` says a project is, is almost always a shell in the wrong folder: refuse it, and
+    say how to do what was meant."""
+    try:
+        here = folder.resolve()
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        return
+    if here != Path(here.anchor) and here != home and here not in home.parents:
+        return
+    if (here / "fsm.toml").exists() or (here / ".workflow").exists():
+        return
+    what = "your home folder" if here == home else "a folder above your home folder"
+    if here == Path(here.anchor):
+        what = "the root folder"
+    raise InputError(
+        f"{here} is {what}, not a project (no fsm.toml or .workflow): cd into the project, "
+        "give -C PROJECT, or run 'fsm init' here first ('fsm new --here' creates it anyway)"
+    )
 
 
 def _merge(target: dict[str, Any], overlay: dict[str, Any]) -> None:
@@ -381,6 +405,12 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.json:
         emit_json([row.to_json() for row in rows])
         return 0
+    if not rows:
+        which = f" of {args.machine}" if args.machine else ""
+        status = f" with status {args.status_filter}" if args.status_filter is not None else ""
+        print(f"fsm: no instances{which}{status} in {path.resolve()}", file=sys.stderr)
+        return 0
+    out(f"{'MACHINE':<14} {'ID':<44} {'STATUS':<10} {'STATE':<12} UPDATED")
     for row in rows:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:

@@ -83,6 +83,20 @@ def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> Non
     )
 
 
+class _Version(argparse.Action):
+    """``fsm --version``: the installed distribution's version, read only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("fsm")
+        except PackageNotFoundError:
+            shown = "unknown (not installed as a distribution)"
+        print(f"fsm {shown}")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of every command, or of ``command`` only.
 
@@ -94,6 +108,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="fsm", description="Drive explicit finite-state machines (see README.md)."
     )
     _common(parser)
+    parser.add_argument("--version", action=_Version, nargs=0, help="print fsm's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, declared in COMMANDS.items():
         if command is not None and name != command:
@@ -121,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         _error(f"unknown command '{word}'{did_you_mean(word, COMMANDS)}; 'fsm --help' lists them")
         return 2
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (fsm completion)
+        from fsm.cli.completion import complete_if_asked
+
+        complete_if_asked(build_parser())
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in COMMANDS else None)
     try:
@@ -206,6 +225,8 @@ def _usage_message(parser: argparse.ArgumentParser, command: str | None, message
         if flags:
             name = flags[0].split("=")[0]
             known = _option_strings(parser, command)
+            if name in known:  # an option of fsm itself (--version) given after the command
+                return f"option '{name}' is fsm's own and goes before the command: 'fsm {name}'"
             return f"unknown option '{name}' of {where}{did_you_mean(name, known)}; {helping}"
         return f"unexpected argument '{words[0]}' of {where}; '{where} --help' shows its usage"
     needs = re.fullmatch(r"argument (\S+?)(?:/(\S+))?: expected one argument", message)
