@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fsm.base.jsonrender import dumps_indented, render_document, render_parsed
+from fsm.base.jsonrender import dumps_indented
 
 _json = st.recursive(
     st.none()
@@ -67,28 +67,3 @@ def test_data_referring_to_itself_is_refused_alike() -> None:
     looped["self"] = looped
     with pytest.raises(ValueError, match="Circular reference"):
         dumps_indented(looped, 2)
-
-
-@given(_json, st.sampled_from([0, 1, 2, 4]))
-def test_parsed_data_renders_as_the_document_is_written(data: Any, indent: int) -> None:
-    """What replay renders a rebuilt version with (pydantic-core's writer when the data holds no
-    float) is the text the store writes, byte for byte."""
-    assert render_parsed(data, indent) == render_document(data, indent).encode()
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        {"small": 1e-05, "large": 1e16, "list": [0.1, -2.5e-08]},
-        {"text": "a: 1.5 and\\n 2e3", "control": "\x00\x1f\x7f\u2028", "big": 10**30},
-        {"empty": {}, "none": [], "deep": [[{"a": [{}]}]]},
-    ],
-)
-def test_parsed_data_with_floats_or_tricky_text_renders_alike(data: Any) -> None:
-    assert render_parsed(data, 2) == render_document(data, 2).encode()
-
-
-@pytest.mark.parametrize("data", [{"a": math.nan}, {"a": [math.inf]}, {"a": "\ud800"}])
-def test_parsed_data_json_refuses_is_refused_alike(data: Any) -> None:
-    with pytest.raises(ValueError, match=r"not JSON compliant|surrogates not allowed"):
-        render_parsed(data, 2)

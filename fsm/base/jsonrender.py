@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from json.encoder import encode_basestring
 from typing import Any
 
-__all__ = ["dumps_indented", "render_document", "render_parsed"]
+__all__ = ["dumps_indented", "render_document"]
 
 
 def render_document(data: Any, indent: int) -> str:
@@ -27,37 +26,6 @@ def render_document(data: Any, indent: int) -> str:
     if indent:
         return dumps_indented(data, indent) + "\n"
     return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-_NOT_INT = re.compile(rb" (?:-?[0-9]+[.eE]|-?Infinity|NaN)")
-"""A number that is not an integer (a float, NaN or an infinity) where an indented JSON text
-holds a value: after a space (a key's ``": "``, or a list item's indentation). Text inside a
-string can match too (it only costs the slower rendering)."""
-
-
-def render_parsed(data: Any, indent: int) -> bytes:
-    """``render_document(data, indent)`` as UTF-8 bytes, for data a JSON parser made (dicts,
-    lists, strings, ints, floats, booleans, None: nothing else), in a fifth of the time when it
-    holds no float.
-
-    pydantic-core's writer, indented, writes exactly ``json.dumps``'s text for such data
-    (escapes, non-ASCII characters, integers of any size, empty containers), except for floats
-    (``1e-05`` is ``0.00001`` there) and NaN or infinities (refused by ``json.dumps``): a text
-    with a number that is not an integer where a value can stand is rendered the careful way,
-    as is anything pydantic-core refuses (a lone surrogate). Not for data a machine's actions
-    made: pydantic-core also writes what ``json.dumps`` refuses (sets, datetimes).
-    """
-    if indent:
-        import pydantic_core  # only here: light commands render with json alone
-
-        try:
-            text = pydantic_core.to_json(data, indent=indent, inf_nan_mode="constants")
-        except (ValueError, pydantic_core.PydanticSerializationError):
-            pass
-        else:
-            if _NOT_INT.search(text) is None:
-                return text + b"\n"
-    return render_document(data, indent).encode("utf-8")
 
 
 class _NotPlain(Exception):

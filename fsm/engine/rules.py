@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from fsm.base import jsonio
 from fsm.base.clock import Clock
 from fsm.base.errors import CorruptDocumentError, UnwritableDocumentError
-from fsm.base.jsonrender import render_document, render_parsed
+from fsm.base.jsonrender import render_document
 from fsm.base.update import MISSING, apply_update, canonical_hash
 from fsm.model.definition import describe_validation
 from fsm.model.machine import Machine
@@ -169,16 +169,6 @@ class DocumentRules:
         not encodable as UTF-8; ``label`` names the instance)."""
         try:
             return render_document(data, self.indent).encode("utf-8")
-        except (ValueError, UnicodeEncodeError) as exc:
-            raise UnwritableDocumentError(
-                f"the document of '{label}' cannot be written as JSON: {exc}"
-            ) from exc
-
-    def render_parsed(self, data: Any, label: str) -> bytes:
-        """:meth:`render` of data a JSON parser made (a version rebuilt from the journal's
-        patches), faster (see :func:`fsm.base.jsonrender.render_parsed`)."""
-        try:
-            return render_parsed(data, self.indent)
         except (ValueError, UnicodeEncodeError) as exc:
             raise UnwritableDocumentError(
                 f"the document of '{label}' cannot be written as JSON: {exc}"

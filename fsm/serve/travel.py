@@ -111,7 +111,7 @@ def version_at(instance: Instance, line: int) -> Version:
     """The document as the record on journal ``line`` left it, rebuilt and checked
     (InputError when no record is on that line)."""
     rules = instance.rules
-    rebuilder = Rebuilder(lambda data: rules.render_parsed(data, instance.id), rules.core_hash)
+    rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
     seen: list[Record] = []
     for number, record in _records(instance):
         if number > line:

@@ -378,7 +378,7 @@ class StoreContract:
         assert count_paths
         assert all("/count" in paths for paths in count_paths), count_paths
         rules = instance.rules
-        rebuilder = Rebuilder(lambda data: rules.render_parsed(data, instance.id), rules.core_hash)
+        rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
         verdicts = []
         for number, record in enumerate(records, 1):
             rebuilder.follow(number, record)

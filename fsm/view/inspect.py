@@ -280,9 +280,7 @@ class _Versions:
 
     def __init__(self, instance: Instance) -> None:
         rules = instance.rules
-        self.rebuilder = Rebuilder(
-            lambda data: rules.render_parsed(data, instance.id), rules.core_hash
-        )
+        self.rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
         self.wrong: str | None = None
         self.drifted: str | None = None
 
