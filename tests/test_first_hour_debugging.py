@@ -177,12 +177,12 @@ def test_machines_lists_the_good_machines_and_the_broken_entry(
     assert result.code == 1
     names = {line.split()[0]: line for line in result.out.splitlines()}
     assert {"ccw-loop", "issue-manager", "skill-tuning", "counter", "broken"} <= set(names)
-    assert "CANNOT LOAD" in names["broken"] and "no file" in names["broken"]
+    assert "CANNOT LOAD" in names["broken"] and "machine.yaml is not there" in names["broken"]
     assert result.err.strip() == "fsm: error: 1 machine(s) cannot be loaded: broken"
     rows = {
         row["name"]: row for row in json.loads(_cli(tmp_path, capsys, "machines", "--json").out)
     }
-    assert "no file" in rows["broken"]["error"] and "error" not in rows["counter"]
+    assert "is not there" in rows["broken"]["error"] and "error" not in rows["counter"]
 
 
 def test_an_unknown_machine_says_where_workspace_machines_come_from(

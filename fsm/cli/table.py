@@ -368,10 +368,18 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
 def _store_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
-        choices=["init", "import", "export"],
-        help="init: create or upgrade the store's tables; import: copy this workspace's files "
-        "(documents and journals) into the store; export: write the store's instances back as "
-        "those files",
+        choices=["init", "import", "export", "adopt"],
+        help="init: create or upgrade the store's tables (and give the workspace a space in "
+        "fsm.toml when it has none); import: copy this workspace's files (documents and "
+        "journals) into the store; export: write the store's instances back as those files; "
+        "adopt: make the instances of this workspace's space that an older fsm made (their "
+        "workspace unknown) this workspace's, so that workers run them",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with import or export, replace instances whose copy there has work this side "
+        "lacks (kept first: the store's in fsm_kept, the files' in the meta folder)",
     )
     p.add_argument(
         "machines",

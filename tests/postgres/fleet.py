@@ -35,7 +35,9 @@ class Fleet:
         self.concurrency = concurrency
         """Instances each worker process drives at a time (``--concurrency``)."""
         path.mkdir(parents=True, exist_ok=True)
-        (path / "fsm.toml").write_text(f'[store]\nurl = "{url}"\nlease = {lease}\n')
+        (path / "fsm.toml").write_text(
+            f'[store]\nurl = "{url}"\nlease = {lease}\nspace = "project"\n'
+        )
         self.machine: Machine = load_machine(MACHINE)
         self.workspace = Workspace(path)
         self.workers: list[subprocess.Popen[str]] = []
