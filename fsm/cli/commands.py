@@ -161,11 +161,13 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
     per instance as it ends, totals on stderr; exit 0 when told to stop, the fleet's exit code
     with ``--drain``."""
     from fsm.cli.fleet import exit_code
-    from fsm.engine.worker import WorkerOptions, work
+    from fsm.engine.worker import MAX_CONCURRENCY, WorkerOptions, work
     from fsm.model.discovery import open_machine, registered_machines
 
     if args.jobs < 1:
         raise InputError("--jobs must be 1 or more")
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        raise InputError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError("--max-steps must be 1 or more")
     workspace = _workspace(values)
@@ -175,7 +177,13 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
         if not queue or "/" in queue:
             raise InputError(f"--queue '{queue}' is not a queue name")
 
-    options = WorkerOptions(args.queues, args.jobs, args.max_steps, args.drain)
+    options = WorkerOptions(
+        args.queues,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        max_steps=args.max_steps,
+        drain=args.drain,
+    )
     results = work(workspace, machines, options, _show_driven)
     # An instance driven more than once (paused, then resumed and claimed again) is counted
     # once, by how its last run ended: the totals are instances, as fsm run --all's are.

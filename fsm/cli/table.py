@@ -373,6 +373,14 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
         help="run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
     )
     p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="K",
+        help="drive K instances at a time in each process, on threads whose steps share the "
+        "store's flushes, e.g. --concurrency 8 (default: 1)",
+    )
+    p.add_argument(
         "--queue",
         dest="queues",
         action="append",
