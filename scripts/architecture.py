@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("model", ("fsm.model",), "what a machine is: definition, checks, registry, records"),
     ("store", ("fsm.store", "fsm.postgres"), "where documents and journals are kept"),
     ("engine", ("fsm.engine",), "the step, the transaction, control, retry, the workspace"),
+    ("coverage", ("fsm.coverage",), "edges declared and taken: journals against definitions"),
     ("view", ("fsm.view",), "diagrams, listing, history, status, terminal output"),
     ("serve", ("fsm.serve",), "fsm serve: the web pages and their API"),
     ("cli", ("fsm.cli",), "the fsm command: one command table"),

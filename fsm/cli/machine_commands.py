@@ -75,24 +75,35 @@ def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
     unknown = sorted(set(formats) - {"dot", "svg", "png", "mmd"})
     if unknown:
         raise InputError(f"unknown diagram format '{unknown[0]}' (use dot, svg, png, mmd)")
-    if args.run:
+    if args.run and args.coverage:
+        raise InputError("--run and --coverage draw different counts: give one")
+    if args.run or args.coverage:
+        flag = "--run" if args.run else "--coverage"
         if len(args.machines) != 1:
-            raise InputError("--run needs exactly one MACHINE")
-        args.machine, args.id = args.machines[0], args.run
-        from fsm.cli.command_values import instance_from
+            raise InputError(f"{flag} needs exactly one MACHINE")
+        if args.run:
+            args.machine, args.id = args.machines[0], args.run
+            from fsm.cli.command_values import instance_from
 
-        instance = instance_from(args, values)
-        loaded = instance.load()
-        overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
-        dot = diagram.to_dot(instance.machine, run=overlay)
-        target = Path(args.output) if args.output else Path(f"{instance.id}.svg")
+            instance = instance_from(args, values)
+            loaded = instance.load()
+            overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
+            machine, default = instance.machine, f"{instance.id}.svg"
+        else:
+            from fsm.coverage.report import read_report
+
+            machine = open_machine(args.machines[0])
+            overlay = diagram.overlay_from_coverage(machine, read_report(Path(args.coverage)))
+            default = f"{machine.name}-coverage.svg"
+        dot = diagram.to_dot(machine, run=overlay)
+        target = Path(args.output) if args.output else Path(default)
         fmt = target.suffix.lstrip(".") or "svg"
         if fmt == "dot":
             target.write_text(dot, encoding="utf-8")
         elif fmt in {"svg", "png"}:
             target.write_bytes(diagram.render(dot, fmt))  # type: ignore[arg-type]
         else:
-            raise InputError(f"--run writes .dot, .svg or .png, not '{target.suffix}'")
+            raise InputError(f"{flag} writes .dot, .svg or .png, not '{target.suffix}'")
         out(str(target))
         return 0
     names = args.machines or sorted(registered_machines())

@@ -95,6 +95,12 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
     )
+    p.add_argument(
+        "--coverage",
+        metavar="REPORT",
+        help="draw MACHINE with the edges a test suite took and those it did not (REPORT: "
+        "written by pytest --fsm-cov-report=json:REPORT), e.g. -o cov.svg",
+    )
 
 
 def _new_arguments(p: argparse.ArgumentParser) -> None:
