@@ -151,3 +151,49 @@ def test_fsm_diagram_coverage_writes_the_picture_and_refuses_a_bad_report(
     assert "the coverage report has no machine 'counter' (it has: none)" in refused.err
     both = cli("diagram", str(COUNTER), "--coverage", str(report), "--run", "c1")
     assert "--run and --coverage draw different counts" in both.err
+
+
+def test_fsm_coverage_joins_real_runs_with_the_tests_report(
+    counter: Machine, tmp_path: Path, cli: Cli
+) -> None:
+    """Real runs finished two counters straight from idle; the test suite never did."""
+    tests = Collector()
+    tests.start()
+    try:
+        with Harness(counter) as harness:
+            harness.create({"limit": 1}).run()
+    finally:
+        tests.stop()
+    report = tmp_path / "tests.json"
+    report.write_text(json.dumps(full_report({"counter": _report(tests, counter)})))
+    harness = Harness(counter, tmp_path)
+    for limit in (0, 0, 2):
+        harness.create({"limit": limit}).run()
+    alone = cli("coverage", str(COUNTER), "--journals")
+    assert alone.code == 0, alone.err
+    assert alone.out.splitlines() == [
+        "counter: 3 instances; real runs took 4 of 4 declared edges",
+        "  idle --finish--> done (#1): taken 2 times",
+        "  counting --count--> counting (#0): taken 1 time",
+        "  counting --finish--> done (#1): taken 1 time",
+        "  idle --count--> counting (#0): taken 1 time",
+    ]
+    joined = cli("coverage", str(COUNTER), "--journals", str(tmp_path), "--tests", str(report))
+    assert joined.out.splitlines() == [
+        "counter: 3 instances; real runs took 4 of 4 declared edges",
+        "edges real runs take that no test takes:",
+        "  idle --finish--> done (#1): taken 2 times by real runs; no test takes it",
+        "  counting --count--> counting (#0): taken 1 time by real runs; no test takes it",
+    ]
+    as_json = cli("coverage", str(COUNTER), "--journals", "--tests", str(report), "--json").json()
+    assert as_json["untested"][0] == {"edge": "idle --finish--> done (#1)", "count": 2}
+    assert as_json["production"]["summary"]["edges"]["taken"] == 4
+
+
+def test_fsm_coverage_says_what_it_needs(tmp_path: Path, cli: Cli) -> None:
+    bare = cli("coverage", str(COUNTER))
+    assert bare.code != 0
+    assert "give --journals [WORKSPACE]" in bare.err
+    assert len(bare.err.strip().splitlines()) == 1
+    nowhere = cli("coverage", str(COUNTER), "--journals", str(tmp_path / "missing"))
+    assert "is not a folder" in nowhere.err
