@@ -55,11 +55,11 @@ def test_stop_from_a_subprocess():
 """
 
 
-def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, *args: str, ini: str = "") -> subprocess.CompletedProcess[str]:
     work = tmp_path / "work"
     suite = tmp_path / "suite"
     suite.mkdir(exist_ok=True)
-    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "pytest.ini").write_text(f"[pytest]\n{ini}")
     (suite / "test_counter.py").write_text(SUITE.format(machine=str(COUNTER), work=str(work)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("FSM_COVERAGE")}
     return subprocess.run(
@@ -150,6 +150,20 @@ def test_guard_outcomes_and_control_thresholds_are_separate(tmp_path: Path) -> N
     assert "guard `not below_limit` at idle --finish--> (#1): never evaluated" in done.stdout
     assert "control stop from status created: never given" in done.stdout
     assert "final state failed: never reached" in done.stdout
+
+
+def test_a_threshold_per_machine_from_the_configuration(tmp_path: Path) -> None:
+    """Only the machines a session touched are held to their line (a run of a few tests does
+    not fail for a machine it never created)."""
+    ini = "fsm_cov_fail_under =\n    counter edges:100\n    ccw-loop edges:100,guards:100\n"
+    done = _run(tmp_path, "--fsm-cov", "-k", "two", ini=ini)
+    assert done.returncode == 1, done.stdout + done.stderr
+    failures = done.stdout.split("FAIL Required fsm machine coverage not reached:")[1]
+    assert "counter edges 75.0% < 100%" in failures
+    assert "ccw-loop" not in failures
+    off = _run(tmp_path, "-k", "two", ini=ini)
+    assert off.returncode == 0
+    assert "fsm machine coverage" not in off.stdout
 
 
 def test_a_bad_option_is_one_line_and_a_usage_error(tmp_path: Path) -> None:

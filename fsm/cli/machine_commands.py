@@ -204,7 +204,8 @@ def cmd_test_paths(args: argparse.Namespace, values: dict[str, Any]) -> int:
         seconds=args.seconds,
         depth=args.depth,
     )
-    source = write_tests(found, args.machine, skip=skip)
+    beside = Path(args.out).parent if args.out else None
+    source = write_tests(found, args.machine, skip=skip, beside=beside)
     if args.out:
         Path(args.out).write_text(source, encoding="utf-8")
         out(args.out)

@@ -12,7 +12,10 @@ an environment variable naming a file they append to), and at the end reports pe
   ``json:PATH`` (the stable report ``fsm diagram --coverage`` and ``fsm coverage --tests`` read),
   ``none``; repeatable;
 * ``--fsm-cov-fail-under=N`` (edges, percent) or ``edges:100,guards:100``: the session fails
-  when a reported machine is under it, and the lines say which edges are not taken.
+  when a reported machine is under it, and the lines say which edges are not taken;
+* the ini option ``fsm_cov_fail_under`` (lines ``MACHINE edges:100,guards:90``) sets a threshold
+  per machine, applied when ``--fsm-cov`` is on and the session created one of its instances
+  (a run of a few test files does not fail for machines it never touched).
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MIN",
         help="fail when a machine's edge coverage is under MIN percent (or edges:N,guards:N)",
     )
+    parser.addini(
+        "fsm_cov_fail_under",
+        type="linelist",
+        default=[],
+        help="per machine, with --fsm-cov: 'MACHINE edges:100,guards:90' (one line each)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,8 +91,12 @@ class FsmCoverage:
         fail_under = config.getoption("--fsm-cov-fail-under")
         try:
             self.threshold = None if fail_under is None else Threshold(fail_under)
+            self.per_machine: dict[str, Threshold] = {}
+            for line in config.getini("fsm_cov_fail_under"):
+                name, _, text = line.strip().partition(" ")
+                self.per_machine[name] = Threshold(text.strip())
         except FsmError as exc:
-            raise pytest.UsageError(f"--fsm-cov-fail-under: {exc}") from None
+            raise pytest.UsageError(f"fsm coverage threshold: {exc}") from None
         self.collector: Collector = Collector()
         self.collector.start()
         descriptor, name = tempfile.mkstemp(prefix="fsm-cov-", suffix=".jsonl")
@@ -116,8 +129,11 @@ class FsmCoverage:
                 write_report(report, Path(kind.removeprefix("json:")))
         if self.threshold is not None:
             self.failures = below(report, self.threshold)
-            if self.failures and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        for name, threshold in self.per_machine.items():
+            if name in report["machines"]:
+                self.failures += below({"machines": {name: report["machines"][name]}}, threshold)
+        if self.failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from fsm.coverage.report import render_table
@@ -140,5 +156,5 @@ class FsmCoverage:
             terminalreporter.write_line("FAIL Required fsm machine coverage not reached:", red=True)
             for line in self.failures:
                 terminalreporter.write_line(f"  {line}", red=True)
-        elif self.threshold is not None:
+        elif self.threshold is not None or self.per_machine:
             terminalreporter.write_line("Required fsm machine coverage reached.")

@@ -20,12 +20,14 @@ the scripted answers, the moves, then the path and the document the search saw, 
 
 from __future__ import annotations
 
+import os
 import pprint
 import re
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from fsm.base.errors import FsmError
@@ -402,6 +404,18 @@ def _block(value: Any, indent: int) -> str:
     return text.replace("\n", "\n" + " " * indent)
 
 
+def _is_path(ref: str) -> bool:
+    return "/" in ref or ref.endswith((".yaml", ".yml"))
+
+
+def _machine_source(ref: str, beside: Path | None) -> str:
+    if beside is None or not _is_path(ref):
+        return repr(ref)
+    relative = os.path.relpath(Path(ref).resolve(), beside.resolve())
+    parts = ", ".join(repr(part) for part in Path(relative).parts)
+    return f"Path(__file__).parent.joinpath({parts})"
+
+
 def _identifier(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", text)
 
@@ -443,10 +457,17 @@ def _move_source(move: Move) -> str:
     return f"driver.control({move[1]!r})"
 
 
-def write_tests(exploration: Exploration, machine_ref: str, *, skip: Sequence[Edge] = ()) -> str:
+def write_tests(
+    exploration: Exploration,
+    machine_ref: str,
+    *,
+    skip: Sequence[Edge] = (),
+    beside: Path | None = None,
+) -> str:
     """A pytest module with one test per edge the search took (less those in ``skip``, the
     edges a test suite already takes); ``machine_ref`` is how the tests name the machine (a
-    registered name, or its machine.yaml path)."""
+    registered name, or its machine.yaml path; with ``beside``, the folder the module is written
+    to, a path is written relative to the module's own file, so the tests run from anywhere)."""
     x = exploration
     touched = set(x.machine.spec.storage.touch)
     lines = [
@@ -456,12 +477,13 @@ def write_tests(exploration: Exploration, machine_ref: str, *, skip: Sequence[Ed
         "",
         "from __future__ import annotations",
         "",
+        *(["from pathlib import Path"] if beside is not None and _is_path(machine_ref) else []),
         "from typing import Any",
         "",
         "from fsm.testing import Harness, MemoryStorage, Reply, ScriptedExecutor",
         "from fsm.testing.paths import edits",
         "",
-        f"MACHINE = {machine_ref!r}",
+        f"MACHINE = {_machine_source(machine_ref, beside)}",
         f"TOUCHED = {sorted(touched)!r}",
         '"""Fields fsm stamps on every write (their values follow the clock)."""',
         "",
@@ -492,4 +514,12 @@ def write_tests(exploration: Exploration, machine_ref: str, *, skip: Sequence[Ed
         lines += [f"        {_move_source(move)}" for move in path.moves]
         lines.append(f"        assert driver.path() == {_block(states, 31)}")
         lines.append(f"        assert _stable(driver.data) == {_block(stable, 38)}")
-    return "\n".join(lines) + "\n"
+    body = "\n".join(lines) + "\n"
+    # Import only what the tests use (a linter flags the rest).
+    if "Reply(" not in body.split("def _stable", 1)[1]:
+        body = body.replace(
+            "MemoryStorage, Reply, ScriptedExecutor", "MemoryStorage, ScriptedExecutor"
+        )
+    if "edits(" not in body.split("def _stable", 1)[1]:
+        body = body.replace("from fsm.testing.paths import edits\n", "")
+    return body
