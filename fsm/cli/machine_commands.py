@@ -189,6 +189,7 @@ def cmd_test_paths(args: argparse.Namespace, values: dict[str, Any]) -> int:
         files[name] = text.replace("\\n", "\n")
     answers = agent_says(args.agent_says)
     skip: list[Edge] = []
+    skip_control: list[tuple[str, str]] = []
     if args.tests:
         section = machine_section(read_report(Path(args.tests)), machine.name, str(machine.path))
         skip = [
@@ -196,6 +197,7 @@ def cmd_test_paths(args: argparse.Namespace, values: dict[str, Any]) -> int:
             for e in section["edges"]
             if e["count"]
         ]
+        skip_control = [(c["command"], c["from"]) for c in section["control"] if c["count"]]
     found = explore(
         machine,
         inputs=inputs or None,
@@ -205,7 +207,7 @@ def cmd_test_paths(args: argparse.Namespace, values: dict[str, Any]) -> int:
         depth=args.depth,
     )
     beside = Path(args.out).parent if args.out else None
-    source = write_tests(found, args.machine, skip=skip, beside=beside)
+    source = write_tests(found, args.machine, skip=skip, skip_control=skip_control, beside=beside)
     if args.out:
         Path(args.out).write_text(source, encoding="utf-8")
         out(args.out)
