@@ -4,6 +4,7 @@ given for each edge not taken, and the diagram that draws them (fsm diagram --co
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from fsm.coverage.collect import Collector
 from fsm.coverage.report import Threshold, below, full_report, machine_report, render_table
 from fsm.model.machine import Machine, load_machine
-from fsm.testing import Harness, MemoryStorage
+from fsm.testing import Harness, MemoryStorage, Reply, ScriptedExecutor
 from fsm.view.diagram import overlay_from_coverage, to_dot
 from tests.conftest import Cli
 
@@ -197,3 +198,26 @@ def test_fsm_coverage_says_what_it_needs(tmp_path: Path, cli: Cli) -> None:
     assert len(bare.err.strip().splitlines()) == 1
     nowhere = cli("coverage", str(COUNTER), "--journals", str(tmp_path / "missing"))
     assert "is not a folder" in nowhere.err
+
+
+def test_a_copy_in_a_tests_folder_is_not_the_machine_named(
+    collector: Collector, counter: Machine, tmp_path: Path
+) -> None:
+    """A test's copy of a machine is reported only when the machine named has no other
+    definition; without names, no machine of the temporary folder is reported."""
+    copy = tmp_path / "copy"
+    shutil.copytree(COUNTER.parent, copy)
+    review = tmp_path / "review"
+    shutil.copytree(ROOT / "examples" / "review_queue" / "review_queue", review)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    with Harness(counter) as harness:
+        harness.create({"limit": 1}).run()
+    Harness(load_machine(copy / "machine.yaml"), tmp_path / "c").create({"limit": 0}).run()
+    harness = Harness(load_machine(review / "machine.yaml"), tmp_path, executor=ScriptedExecutor())
+    harness.executor.on_agent(None, Reply(stdout="APPROVE"))
+    harness.create({"files": ["a.py"]}).run()
+    named = collector.report(["counter", "review-queue"])["machines"]
+    assert sorted(named) == ["counter", "review-queue"]
+    assert named["counter"]["path"] == str(COUNTER)
+    assert named["review-queue"]["path"] == str(review / "machine.yaml")
+    assert sorted(collector.report()["machines"]) == ["counter"]

@@ -7,7 +7,9 @@ a file by subprocesses (:data:`fsm.engine.observe.RECORDS_FILE`) are counted at 
 
 Which machines are reported: those named (``--fsm-cov=ccw-loop,counter``), or, when none is
 named, every machine whose definition lies outside the temporary folder (a machine a test writes
-into ``tmp_path`` for one test is not one whose coverage anybody tracks).
+into ``tmp_path`` for one test is not one whose coverage anybody tracks). A machine named is
+reported from the temporary folder only when it has no definition elsewhere (a copy of a bundled
+machine one test makes is left out; a project copied into ``tmp_path`` to run is reported).
 """
 
 from __future__ import annotations
@@ -92,13 +94,17 @@ class Collector:
         """The JSON report of the machines chosen (see the module docstring)."""
         temporary = Path(tempfile.gettempdir()).resolve()
         chosen: dict[str, list[tuple[Machine, Tally]]] = {}
+        kept: dict[str, list[tuple[Machine, Tally]]] = {}
         for machine, tally, _ in self.machines.values():
-            if names:
-                if machine.name not in names:
-                    continue
-            elif machine.path.resolve().is_relative_to(temporary):
+            if names and machine.name not in names:
                 continue
-            chosen.setdefault(machine.name, []).append((machine, tally))
+            in_temporary = machine.path.resolve().is_relative_to(temporary)
+            (kept if in_temporary else chosen).setdefault(machine.name, []).append((machine, tally))
+        for name, found in kept.items():
+            # A machine named is reported from a test's folder only when it has no other
+            # definition: the copy one test makes of a bundled machine is not that machine.
+            if names and name not in chosen:
+                chosen[name] = found
         reports = {}
         for name, found in chosen.items():
             for machine, tally in found:

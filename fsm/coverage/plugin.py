@@ -129,9 +129,11 @@ class FsmCoverage:
                 write_report(report, Path(kind.removeprefix("json:")))
         if self.threshold is not None:
             self.failures = below(report, self.threshold)
-        for name, threshold in self.per_machine.items():
-            if name in report["machines"]:
-                self.failures += below({"machines": {name: report["machines"][name]}}, threshold)
+        for label, data in report["machines"].items():
+            # A label is the machine's name, or "name (path)" when two definitions share it.
+            threshold = self.per_machine.get(label.split(" (", 1)[0])
+            if threshold is not None:
+                self.failures += below({"machines": {label: data}}, threshold)
         if self.failures and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
