@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.cli import agent_commands, commands, machine_commands, store_commands
+from fsm.cli import agent_commands, commands, completion, machine_commands, store_commands
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -159,6 +159,10 @@ def _test_paths_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seconds", type=float, default=60.0, help="search time (default: 60)")
     p.add_argument("--depth", type=int, default=30, help="moves per path at most (default: 30)")
+
+
+def _completion_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
 
 
 def _init_arguments(p: argparse.ArgumentParser) -> None:
@@ -420,10 +424,18 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
 def _store_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
-        choices=["init", "import", "export"],
-        help="init: create or upgrade the store's tables; import: copy this workspace's files "
-        "(documents and journals) into the store; export: write the store's instances back as "
-        "those files",
+        choices=["init", "import", "export", "adopt"],
+        help="init: create or upgrade the store's tables (and give the workspace a space in "
+        "fsm.toml when it has none); import: copy this workspace's files (documents and "
+        "journals) into the store; export: write the store's instances back as those files; "
+        "adopt: make the instances of this workspace's space that an older fsm made (their "
+        "workspace unknown) this workspace's, so that workers run them",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with import or export, replace instances whose copy there has work this side "
+        "lacks (kept first: the store's in fsm_kept, the files' in the meta folder)",
     )
     p.add_argument(
         "machines",
@@ -480,6 +492,13 @@ COMMANDS: dict[str, Command] = {
             "write, for each edge, the shortest scripted scenario that takes it, as pytest tests",
             _test_paths_arguments,
             machine_commands.cmd_test_paths,
+        ),
+        Command(
+            "completion",
+            "print the shell code for completing fsm commands, machines and instance ids: "
+            'eval "$(fsm completion bash)" (or zsh) in the shell\'s start-up file',
+            _completion_arguments,
+            completion.cmd_completion,
         ),
         Command(
             "init",
