@@ -362,4 +362,3 @@ def test_completion_prints_shell_code_that_registers_fsm(
             check=False,
         )
         assert checked.returncode == 0 and "fsm" in checked.stdout, checked.stderr
-
