@@ -37,6 +37,10 @@ to its budget, so that it means the same on a fast laptop and on a loaded CI box
   ``fsm replay`` (2x: it rebuilds and checks every version) and ``fsm history`` (1.25x) of a
   100,000-record journal whose every record makes a new version, vs the same journal without
   its patches.
+* what ``pytest --fsm-cov`` costs (``coverage_bench``, run with ``--only coverage``: it runs
+  test sessions and is left out of the default list): 200 counter runs with the journal watched
+  vs unwatched, CPU time (1.10x), and a pytest session of the project's own tests with
+  ``--fsm-cov`` vs without, wall time (1.10x).
 
 Fairness of the command-line figures: both sides run with bytecode caches, and fsm's own cache
 (:mod:`fsm.base.cache`: checked definitions, the index of ``fsm ls``) lives in a folder of this run,
@@ -60,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import cli_bench
+import coverage_bench
 import engine_bench
 import fleet_bench
 import patch_bench
@@ -113,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "fleet": lambda f: fleet_bench.fleet(f, rounds),
         "serve": lambda f: serve_bench.instances_page(f, times),
         "postgres": lambda f: _postgres(f, rounds, args.quick),
+        "coverage": lambda f: coverage_bench.coverage(f, max(3, times // 3)),
         "patches": lambda f: [
             *patch_bench.persisted_step(f),
             *patch_bench.journal(f, max(3, times // 2)),

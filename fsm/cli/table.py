@@ -95,6 +95,70 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
     )
+    p.add_argument(
+        "--coverage",
+        metavar="REPORT",
+        help="draw MACHINE with the edges a test suite took and those it did not (REPORT: "
+        "written by pytest --fsm-cov-report=json:REPORT), e.g. -o cov.svg",
+    )
+
+
+def _coverage_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", metavar="MACHINE", help="machine name or machine.yaml path")
+    p.add_argument(
+        "--journals",
+        nargs="?",
+        const="",
+        metavar="WORKSPACE",
+        help="count the edges real runs took, from the journals of the machine's instances in "
+        "WORKSPACE's store (default: the -C workspace; its fsm.toml or FSM_STORE names the store)",
+    )
+    p.add_argument(
+        "--tests",
+        metavar="REPORT",
+        help="join with a test report (pytest --fsm-cov-report=json:REPORT): list the edges "
+        "real runs take that no test takes, and those neither takes",
+    )
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+
+
+def _test_paths_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", metavar="MACHINE", help="machine name or machine.yaml path")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the generated pytest module there (default: print it)",
+    )
+    p.add_argument(
+        "--inputs",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="creation inputs to try, e.g. --inputs '{\"limit\": 0}' (repeatable; default: the "
+        "defaults and one variant per field: an integer at its lower bound, a flag flipped)",
+    )
+    p.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH=TEXT",
+        help="a file written into the workspace before creating (repeatable)",
+    )
+    p.add_argument(
+        "--agent-says",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="an answer any agent may give (exit 0, TEXT on stdout), tried before the defaults "
+        "(repeatable), e.g. --agent-says APPROVE",
+    )
+    p.add_argument(
+        "--tests",
+        metavar="REPORT",
+        help="only the edges this test report (pytest --fsm-cov-report=json:REPORT) does not take",
+    )
+    p.add_argument("--seconds", type=float, default=60.0, help="search time (default: 60)")
+    p.add_argument("--depth", type=int, default=30, help="moves per path at most (default: 30)")
 
 
 def _completion_arguments(p: argparse.ArgumentParser) -> None:
@@ -461,6 +525,19 @@ COMMANDS: dict[str, Command] = {
             _diagram_arguments,
             machine_commands.cmd_diagram,
             short_option=False,
+        ),
+        Command(
+            "coverage",
+            "which declared edges real runs took (--journals), and which of them no test takes "
+            "(--tests REPORT)",
+            _coverage_arguments,
+            machine_commands.cmd_coverage,
+        ),
+        Command(
+            "test-paths",
+            "write, for each edge, the shortest scripted scenario that takes it, as pytest tests",
+            _test_paths_arguments,
+            machine_commands.cmd_test_paths,
         ),
         Command(
             "completion",
