@@ -16,10 +16,19 @@ fi
 cd "$root"
 "$venv/bin/ruff" check .
 "$venv/bin/mypy"
-# The full run (no arguments) also measures which declared edges the bundled machines' and the
-# review-queue example's tests take, and holds each to its line of fsm_cov_fail_under in
-# pyproject.toml (docs/coverage.md); a run of chosen tests is left alone.
-if [ "$#" -eq 0 ]; then
-  set -- --fsm-cov=ccw-loop,issue-manager,skill-tuning,review-queue
+# The full run (no test named: options such as -q may be given, as CI does) also measures which
+# declared edges the bundled machines' and the review-queue example's tests take, and holds each
+# to its line of fsm_cov_fail_under in pyproject.toml (docs/coverage.md); a run of chosen tests
+# (a path, -k or -m) is left alone.
+chosen=""
+for argument in "$@"; do
+  case "$argument" in
+    -k | -m | -k* | -m* | --deselect* | --lf | --last-failed) chosen=1 ;;
+    -*) ;;
+    *) chosen=1 ;;
+  esac
+done
+if [ -z "$chosen" ]; then
+  set -- --fsm-cov=ccw-loop,issue-manager,skill-tuning,review-queue "$@"
 fi
 "$venv/bin/python" -m pytest "$@"
