@@ -21,9 +21,15 @@ cd "$root"
 # to its line of fsm_cov_fail_under in pyproject.toml (docs/coverage.md); a run of chosen tests
 # (a path, -k or -m) is left alone.
 chosen=""
+value_of=""
 for argument in "$@"; do
+  if [ -n "$value_of" ]; then # the value of an option such as -p NAME is no test's name
+    value_of=""
+    continue
+  fi
   case "$argument" in
     -k | -m | -k* | -m* | --deselect* | --lf | --last-failed) chosen=1 ;;
+    -p | -o | -c | -W | -n | --rootdir | --basetemp) value_of=1 ;;
     -*) ;;
     *) chosen=1 ;;
   esac
