@@ -410,6 +410,15 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     rows = list_indexed(
         path.resolve(), names, args.status_filter, items, lambda: _workspace(values)
     )
+    failed = [row.error for row in rows if row.id == "-" and row.error]
+    broken = set(failed)
+    if len(names) > 1 and len(failed) == len(names) and len(broken) == 1:
+        # Every machine failed the same way: the workspace's store cannot be opened (an
+        # unknown store, no space for a shared one). That is the command's error, as it is for
+        # fsm new or fsm status, not one row per machine with exit 0.
+        from fsm.base.errors import OptionsError
+
+        raise OptionsError(broken.pop())
     if args.status_filter is not None and not rows:
         from fsm.view.listing_filters import check_status_filter
 
