@@ -44,6 +44,7 @@ from fsm.base.errors import (
 from fsm.base.log import EventLog
 from fsm.base.update import bytes_hash
 from fsm.engine.merge import merge_concurrent
+from fsm.engine.observe import journaled, watching
 from fsm.engine.rules import DocumentRules, Loaded
 from fsm.engine.versions import external_control, is_journaled, seen_control, written_over
 from fsm.model.definition import describe_validation
@@ -192,9 +193,10 @@ class Transaction:
         loaded: Loaded | None = None  # what build made last (the swap wrote the last one)
         core = ""
         merged_on: bytes | None = None
+        written: list[Record] = []
 
         def build(current: Snapshot | None) -> Proposal:
-            nonlocal loaded, core, merged_on
+            nonlocal loaded, core, merged_on, written
             if base is None and current is not None:
                 raise StoreError(
                     f"the document of '{self.id}' appeared while fsm was creating it; "
@@ -248,9 +250,10 @@ class Transaction:
             )
             loaded = Loaded(final, raw, doc, state, status)
             merged_on = current.raw if entry is not record and current is not None else None
+            written = [*records, stamped] if records else [stamped]
             return Proposal(
                 raw,
-                [*records, stamped] if records else [stamped],
+                written,
                 state,
                 status,
                 rules.runnable(state, status),
@@ -261,6 +264,7 @@ class Transaction:
         )
         assert loaded is not None  # the swap wrote what build made last
         self._tail = bytes_hash(loaded.raw)
+        self._told(written)
         if merged_on is not None:
             self._saw(merged_on)  # merged into what was just written: a version to know
         self.recent.append((loaded, core))
@@ -439,6 +443,7 @@ class Transaction:
                 seen = seen.with_changes(changes_of(end, current.data))
                 self.store.append(self.id, [seen], fence=self.fence)
                 self._tail = seen.doc_hash
+                self._told([seen])
                 self.log.info(
                     "external_control_seen",
                     status_from=newest.status,
@@ -501,6 +506,7 @@ class Transaction:
             )
             self.store.append(self.id, [*outside, stamped], fence=self.fence)
             self._tail = stamped.doc_hash
+        self._told([*outside, stamped])
         return current
 
     def park(self, data: Mapping[str, Any]) -> str:
@@ -541,3 +547,9 @@ class Transaction:
         ).with_changes(changes_of(None, current.data))  # the whole document: replay restarts
         self.store.append(self.id, [record], fence=self.fence)
         self._tail = record.doc_hash
+        self._told([record])
+
+    def _told(self, records: list[Record]) -> None:
+        """Tell the journal's watchers (:mod:`fsm.engine.observe`) of records just written."""
+        if watching():
+            journaled(self.rules.machine, self.id, records)
