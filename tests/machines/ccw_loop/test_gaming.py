@@ -286,3 +286,21 @@ def test_a_fix_that_edits_fsm_toml_is_not_believed(loop_ws: Any, tmp_path: Path)
     assert line.endswith(
         "the fix changed fsm.toml: the configuration was then adopted by fsm run --reconfigure"
     )
+
+
+def test_a_fix_that_edits_the_task_list_is_named(loop_ws: Any, started: Any) -> None:
+    """A fix that also rewrites the loop's task list (in the state folder, which change
+    detection leaves out) has that file named in its record and the last line."""
+    loop_ws.write_project(bug=True)
+    listed = loop_ws.write_tasks([CHECK])
+    name = listed.relative_to(loop_ws.root).as_posix()
+    rewrite = {"when": "test_add", "file": name, "write": json.dumps(CHECK) + "\n\n"}
+    loop = started(agents={"codex": loop_ws.write_agent(FIXED_CALC, rewrite)})
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    state = loop.doc.skill_state
+    assert state is not None
+    assert state.develop.tasks[-1].extra("protected_files_changed") == [name]
+    assert result.message.endswith(
+        f"the fix changed {name}: validated against the configuration the loop started with"
+    )
