@@ -39,9 +39,19 @@ def _blocks() -> list[tuple[str, str, str]]:
 
 
 def test_every_block_says_how_it_is_checked() -> None:
-    """A code block is a file listing or a command block, or has no language (a picture)."""
+    """A code block is a file listing, an excerpt or a command block, or has no language (a
+    picture)."""
     unmarked = [body.splitlines()[0] for how, lang, body in _blocks() if lang and not how]
     assert unmarked == []
+
+
+def test_the_excerpts_are_in_their_files() -> None:
+    """A block marked ``excerpt PATH`` (a decorator the example does not use, shown from another
+    example) is found in that file as written."""
+    excerpts = [(how, body) for how, _, body in _blocks() if how.startswith("excerpt ")]
+    assert excerpts
+    for how, body in excerpts:
+        assert body in (ROOT / how.removeprefix("excerpt ")).read_text(encoding="utf-8"), how
 
 
 def test_the_listings_are_the_example_files() -> None:
