@@ -424,7 +424,9 @@ def tests_alone(workspace: Path, package: Package) -> tuple[int, int]:
 
 
 def _tests_alone(workspace: Path, package: Package) -> tuple[int, int]:
-    python = [sys.executable, "-m", *package.check]
+    # the interpreter the loop's "python -m ..." finds, whose packages (numpy for tabulate)
+    # decide which tests run
+    python = [shutil.which("python") or sys.executable, "-m", *package.check]
     env = {**os.environ, **dict(package.env)}
     env.pop("PYTEST_ADDOPTS", None)
     if package.check[0] == "unittest":
