@@ -56,6 +56,7 @@ from .rules import is_fix
 
 __all__ = [
     "Baseline",
+    "adopt",
     "changes_note",
     "differences",
     "is_protected",

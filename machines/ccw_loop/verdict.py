@@ -95,6 +95,13 @@ def success_reason(state: SkillState) -> str:
     if fixes:
         done += f", {len(fixes)} fix attempt{'s' if len(fixes) != 1 else ''}"
     notes = [note for note in (flaky_note(state), changes_note(state)) if note]
+    restored = (state.validate_.model_extra or {}).get("tests_restored")
+    if restored and not changes_note(state):
+        shown = ", ".join(str(name) for name in restored[:3])
+        notes.append(
+            f"validated against the tests as they were before the first fix ({shown} differ: "
+            'a task with "allow_test_changes": true may change them)'
+        )
     flaky = "".join(f"; {note}" for note in notes)
     counts = validation_counts(state)
     if counts is None:

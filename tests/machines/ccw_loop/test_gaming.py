@@ -304,3 +304,38 @@ def test_a_fix_that_edits_the_task_list_is_named(loop_ws: Any, started: Any) -> 
     assert result.message.endswith(
         f"the fix changed {name}: validated against the configuration the loop started with"
     )
+
+
+@pytest.mark.parametrize("allowed", [True, False], ids=["allowed", "not-allowed"])
+def test_a_task_added_after_the_first_fix_may_add_tests_when_it_says_so(
+    loop_ws: Any, started: Any, allowed: bool
+) -> None:
+    """A task of the task list that comes after the first fix and adds a test: with
+    ``"allow_test_changes": true`` its test joins what later validations run; without, the
+    validation runs the tests as they were (its file left out, and said)."""
+    loop_ws.write_project(bug=True)
+    loop_ws.write_tasks([CHECK])
+    loop = started(agents={"codex": loop_ws.write_agent(FIXED_CALC)})
+    loop.run(max_steps=5)
+    assert loop.events()[-1] == "fix"
+    more = "from calc import add\n\n\ndef test_add_one():\n    assert add(1, 0) == 1\n"
+    adding = {
+        "task_id": "task-2",
+        "description": "Add a test",
+        "tool": "bash",
+        "command": f"printf {json.dumps(more)} > tests/test_more.py",
+        "allow_test_changes": allowed,
+    }
+    loop_ws.write_tasks([CHECK, adding])
+    result = loop.run()
+    assert (result.outcome, result.exit_code) == ("completed", 0)
+    extra = loop.doc.skill_state.validate_.model_extra or {}  # type: ignore[union-attr]
+    assert extra["counts"]["passed"] == (3 if allowed else 2)
+    assert extra.get("tests_restored") == (None if allowed else ["tests/test_more.py"])
+    assert result.message.endswith(
+        "validation passed: 3 tests passed"
+        if allowed
+        else "validation passed: 2 tests passed; validated against the tests as they were before "
+        'the first fix (tests/test_more.py differ: a task with "allow_test_changes": true may '
+        "change them)"
+    )
