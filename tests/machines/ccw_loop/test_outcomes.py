@@ -388,7 +388,8 @@ def test_fix_interrupted_by_a_killed_run_is_validated_on_resume(loop_ws: Any, st
 
 def test_fixes_line_counts_the_files_the_attempts_changed(loop_ws: Any, started: Any) -> None:
     """A fix attempt that rewrote several files is not shown as one changed file: the fixes line
-    of status counts the attempts that changed something and the files they changed."""
+    of status counts the attempts that changed something and the files they changed, and names
+    the test files among them."""
     _project(loop_ws)
 
     def rewrote_the_tests_too(call: Any) -> Any:
@@ -402,4 +403,7 @@ def test_fixes_line_counts_the_files_the_attempts_changed(loop_ws: Any, started:
     loop = started(agents={"codex": rewrote_the_tests_too})
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("completed", 0)
-    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed 3 files, 0 failed)"
+    assert functions.status_lines(loop.doc)["fixes"] == (
+        "1 attempt (1 changed 3 files, 0 failed); the fix changed tests/test_calc.py, "
+        "tests/test_more.py: validated against the tests as they were"
+    )
