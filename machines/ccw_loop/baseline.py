@@ -154,6 +154,7 @@ def record(
 ) -> Baseline:
     """The baseline: the one recorded already, else the test files as they are now and the
     tests of the last validation (``state``), recorded for fix task ``task``."""
+    _sweep(progress)
     found = load(progress)
     if found is not None:
         return found
@@ -179,8 +180,9 @@ def record(
             target = staging / "files" / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(workspace / name, target)
-        atomic_write_text(staging / "baseline.json", json.dumps(data, indent=1), root=progress)
-        # a folder renamed whole: a crash leaves no half-recorded baseline
+        # the staging folder is renamed whole: a crash leaves no half-recorded baseline, only
+        # a staging folder the next record removes
+        (staging / "baseline.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
         staging.rename(progress / _FOLDER)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -192,6 +194,7 @@ def record(
 def adopt(baseline: Baseline, workspace: Path, exclude: Path | None, now: str) -> None:
     """Make the test files as they are now the baseline's (after a task allowed to change
     them); the tests it collected stay."""
+    _sweep(baseline.folder.parent)
     files = _test_files(workspace, exclude)
     shutil.rmtree(baseline.folder / "files", ignore_errors=True)
     for name in files:
@@ -210,6 +213,15 @@ def adopt(baseline: Baseline, workspace: Path, exclude: Path | None, now: str) -
     }
     text = json.dumps(data, indent=1)
     atomic_write_text(baseline.folder / "baseline.json", text, root=baseline.folder)
+
+
+def _sweep(progress: Path) -> None:
+    """Remove what a killed record or adopt left: staging folders and temporary files (only one
+    run works on a loop at a time, so none is in use)."""
+    for stale in progress.glob(f".{_FOLDER}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    for stale in (progress / _FOLDER).glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
 
 
 def differences(baseline: Baseline, workspace: Path, exclude: Path | None) -> list[str]:
