@@ -177,12 +177,12 @@ def test_machines_lists_the_good_machines_and_the_broken_entry(
     assert result.code == 1
     names = {line.split()[0]: line for line in result.out.splitlines()}
     assert {"ccw-loop", "issue-manager", "skill-tuning", "counter", "broken"} <= set(names)
-    assert "CANNOT LOAD" in names["broken"] and "no file" in names["broken"]
+    assert "CANNOT LOAD" in names["broken"] and "machine.yaml is not there" in names["broken"]
     assert result.err.strip() == "fsm: error: 1 machine(s) cannot be loaded: broken"
     rows = {
         row["name"]: row for row in json.loads(_cli(tmp_path, capsys, "machines", "--json").out)
     }
-    assert "no file" in rows["broken"]["error"] and "error" not in rows["counter"]
+    assert "is not there" in rows["broken"]["error"] and "error" not in rows["counter"]
 
 
 def test_an_unknown_machine_says_where_workspace_machines_come_from(
@@ -363,3 +363,16 @@ def test_completion_prints_shell_code_that_registers_fsm(
         )
         assert checked.returncode == 0 and "fsm" in checked.stdout, checked.stderr
 
+
+@pytest.mark.parametrize("store", ["postgrs://host/db", "postgresql://fsm@/db?host=/nowhere"])
+def test_a_store_that_cannot_be_opened_is_the_same_error_for_ls_as_for_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, store: str
+) -> None:
+    """A mistyped store scheme, or a shared store the workspace names no space for, is one
+    error line and exit 2 for `fsm ls` as for `fsm new` (ls printed it in every row, exit 0)."""
+    monkeypatch.setenv("FSM_STORE", store)
+    listed = _cli(tmp_path, capsys, "ls")
+    created = _cli(tmp_path, capsys, "new", C)
+    assert (listed.code, listed.out) == (2, "")
+    assert listed.err == created.err and created.code == 2
+    assert listed.err.startswith("fsm: error: ") and len(listed.err.splitlines()) == 1

@@ -191,6 +191,9 @@ def _dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
         return COMMANDS[args.command].handler(args, values)
     finally:
         use_workspace(None)  # main() called in-process again may work in another workspace
+        from fsm.cli import command_values
+
+        command_values.values_warned.clear()
 
 
 _VALUED = frozenset({"-C", "--workspace", "--log-format", "--log-level", "-o", "--option"})

@@ -339,6 +339,8 @@ class Engine:
         self._tctx: dict[tuple[int, str], Context] = {}
         # The agent runs of the step under way, written into its journal record.
         self._agents: AgentRecorder | None = None
+        # Why a person fired the event of the step under way (fire's reason), journaled with it.
+        self._reason: str | None = None
         # A codec of the machine's own may read the document to write the state: it gets the
         # validated result of the actions. The field codec only writes the state.
         self._codec_reads_document = not isinstance(self.machine.codec, FieldCodec)
@@ -351,10 +353,14 @@ class Engine:
             self._ctx = replace(ctx, executor=self._agents)
         return self._ctx
 
-    def _agent_runs(self) -> dict[str, Any]:
-        """The ``extra`` of the step's record: the agent runs of the step, when it ran any."""
+    def _record_extra(self) -> dict[str, Any]:
+        """The ``extra`` of the step's record: the agent runs of the step, when it ran any, and
+        the reason it was fired for, when one was given."""
         runs = self._agents.runs if self._agents is not None else []
-        return {AGENT_RUNS: list(runs)} if runs else {}
+        extra: dict[str, Any] = {AGENT_RUNS: list(runs)} if runs else {}
+        if self._reason is not None:
+            extra["reason"] = self._reason
+        return extra
 
     def _transition_context(self, transition: Transition, source: str) -> Context:
         key = (transition.index, source)
@@ -373,10 +379,16 @@ class Engine:
         with self._run_lock():
             return self._step(None, actor)
 
-    def fire(self, event: str, *, actor: str = "cli") -> StepResult:
-        """Take the first enabled transition for ``event``; refuse when there is none."""
+    def fire(self, event: str, *, actor: str = "cli", reason: str | None = None) -> StepResult:
+        """Take the first enabled transition for ``event``; refuse when there is none. The
+        ``reason`` (why a person fired it) is journaled with the step, as a control command's
+        is."""
         with self._run_lock():
-            return self._step(event, actor)
+            self._reason = reason
+            try:
+                return self._step(event, actor)
+            finally:
+                self._reason = None
 
     @contextlib.contextmanager
     def _run_lock(self) -> Iterator[None]:
@@ -655,7 +667,7 @@ class Engine:
             actions=[name for name, _ in transition.actions],
             actor=actor,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
-            extra=self._agent_runs(),
+            extra=self._record_extra(),
         )
         try:
             saved = instance.commit(attempt.data, record, base=current)
@@ -712,7 +724,7 @@ class Engine:
             traceback=trace,
             actor=actor,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
-            extra=self._agent_runs(),
+            extra=self._record_extra(),
         )
         hook = self.machine.hooks.on_error
         saved = current

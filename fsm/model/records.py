@@ -22,7 +22,12 @@ repair        ``reason`` (what a crash repair did)
 recover       ``machine``, ``notes``, ``moved_aside`` (the corrupt document kept aside)
 retry         ``status_from``, ``status_to``, ``items`` (what was reopened), ``reason``: a failed
               instance reopened from its final state (``event`` is ``retry``)
+command       ``inputs``, ``reason``: a command of the machine's own (``event`` is its name,
+              e.g. ccw-loop's ``add_task``), the state unchanged
 ============  ===========================================================================
+
+A transition or error record of an event a person fired with a reason (``fsm fire --reason``)
+holds it under ``reason`` in ``extra``.
 
 A record that leads to a new version of the document also says what changed against the version
 it replaced: a JSON Patch under ``changes``, or only the changed paths under ``changed`` when the
@@ -75,6 +80,7 @@ __all__ = [
     "CHANGED",
     "CHANGES",
     "FORMAT",
+    "CommandRecord",
     "ControlRecord",
     "CreateRecord",
     "ErrorRecord",
@@ -321,6 +327,19 @@ class RetryRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CommandRecord(Record):
+    """A command of the machine's own (``fsm command``): ``event`` its name, in state
+    ``source`` (= ``dest``); its inputs, as validated, ride in ``extra`` under ``inputs``."""
+
+    KIND: ClassVar[str] = "command"
+    kind: Literal["command"] = field(default="command", init=False)
+    event: str
+    source: str
+    dest: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownRecord(Record):
     """A record of a kind this fsm does not know: the common fields that fit, the rest in
     ``extra``."""
@@ -341,6 +360,7 @@ _KINDS: dict[str, type[Record]] = {
         RepairRecord,
         RecoverRecord,
         RetryRecord,
+        CommandRecord,
     )
 }
 _COMMON = frozenset(f.name for f in fields(Record))

@@ -33,13 +33,21 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from fsm.base.errors import LockHeldError, OptionsError, StoreError
+from fsm.base.errors import LockHeldError, OptionsError, StoreError, StoreUnreachableError
 from fsm.postgres import schema
+from fsm.postgres.settings import Settings, parse_problem, shown_url
 
-__all__ = ["CHANGES", "WORK", "Database", "Holder", "Settings", "database", "shown_url"]
+__all__ = [
+    "CHANGES",
+    "WORK",
+    "Database",
+    "Holder",
+    "Settings",
+    "database",
+    "shown_url",
+]
 
 CHANGES = "fsm_changes"
 """The channel every write notifies, with ``<machine>/<id>``."""
@@ -47,60 +55,6 @@ WORK = "fsm_work"
 """The channel of writes and releases that leave an instance claimable, with ``<machine>/<id>``."""
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The ``[store]`` settings of the PostgreSQL store."""
-
-    url: str
-    lease: float = 30.0
-    """Seconds a holder's lease lasts unless renewed (renewed every third of it)."""
-    pool: int = 4
-    """Connections a process keeps at most for its operations (its heartbeat and its listener
-    have their own)."""
-    reconnect: float = 60.0
-    """Seconds an operation keeps trying to reach a server that went away."""
-
-    @classmethod
-    def parse(cls, settings: dict[str, Any]) -> Settings:
-        """The settings of ``[store]`` (OptionsError naming the first that is wrong)."""
-        unknown = sorted(set(settings) - {"url", "lease", "pool", "reconnect"})
-        if unknown:
-            raise OptionsError(
-                f"[store] has no setting '{unknown[0]}' for the postgres store "
-                "(it has: url, lease, pool, reconnect)"
-            )
-        url = settings.get("url")
-        if not isinstance(url, str) or not url:
-            raise OptionsError(
-                'the postgres store needs its address: url = "postgresql://..." in [store] '
-                "of fsm.toml, or FSM_STORE=postgresql://..."
-            )
-        values: dict[str, Any] = {"url": url}
-        for key, low, high in (("lease", 0.5, 86400.0), ("pool", 1, 100), ("reconnect", 0, 86400)):
-            if key not in settings:
-                continue
-            value = settings[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise OptionsError(f"[store] {key} must be a number, not {value!r}")
-            if not low <= value <= high:
-                raise OptionsError(f"[store] {key} must be between {low} and {high}")
-            values[key] = int(value) if key == "pool" else float(value)
-        return cls(**values)
-
-
-def shown_url(url: str) -> str:
-    """``url`` as messages show it: without its password."""
-    try:
-        parts = conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "postgresql://..."
-    host = str(parts.get("host") or "localhost")
-    if host.startswith("/"):
-        host = f"socket {host}"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"postgresql://{host}{port}/{parts.get('dbname') or ''}"
 
 
 class Holder:
@@ -169,28 +123,57 @@ class Database:
         self._mutex = threading.Lock()
         self._local = threading.local()
         self._checked = False
+        self._reached = False
+        self._failed: tuple[float, StoreError] | None = None
+        """Until when the last failure to reach the server is given again without trying."""
+        """True once this process connected to the server (from then on, a server that went
+        away is waited for, up to ``reconnect``)."""
         self._holder: Holder | None = None
         self._holder_kind = "run"
         self._heartbeat: threading.Thread | None = None
         self._beat_wake = threading.Event()
         """Set to wake the heartbeat from its sleep (the holder ended: the process closes)."""
         self._listener: Any = None
+        self._reserved = 0
+        """Connections a worker's threads hold at once (see :meth:`reserve`)."""
+        self._registering = threading.Lock()
+        """Held while the process's holder is looked at and registered (see :meth:`holder`)."""
 
     # --- connections -----------------------------------------------------------------------
+
+    def reserve(self, threads: int) -> None:
+        """Make room for ``threads`` threads each holding a connection for its run's session
+        (``fsm worker --concurrency``), and one more for their claims and releases: the pool
+        grows past ``[store] pool`` when that is smaller."""
+        with self._mutex:
+            self._reserved = max(self._reserved, threads + 1 if threads > 1 else 0)
+            if self._pool is not None and self._pool.max_size < self._reserved:
+                self._pool.resize(self._pool.min_size, self._reserved)
 
     def _connect(self) -> Any:
         try:
             return psycopg.connect(
                 self.url,
                 autocommit=True,
-                connect_timeout=10,
+                connect_timeout=self._connect_timeout(),
                 application_name="fsm",
                 options=self._options(),
             )
         except psycopg.OperationalError as exc:
-            raise _Unreachable(str(exc)) from exc
+            if _hopeless(exc):
+                raise StoreError(
+                    f"cannot connect to the database {self.shown}: {_first_line(exc)}"
+                ) from None
+            raise _Unreachable(_first_line(exc)) from None
         except psycopg.ProgrammingError as exc:
-            raise OptionsError(f"the postgres store's url is not a valid address: {exc}") from exc
+            raise OptionsError(
+                f"the postgres store's url {self.shown} is not a valid address: "
+                f"{parse_problem(exc)}"
+            ) from None
+
+    def _connect_timeout(self) -> int:
+        # libpq counts whole seconds, and treats 1 as 2.
+        return max(2, round(self.settings.connect))
 
     def _options(self) -> str:
         # A transaction left idle (its process stopped while it held a document lock) is ended
@@ -204,19 +187,25 @@ class Database:
                 self._pool = ConnectionPool(
                     self.url,
                     min_size=1,
-                    max_size=max(1, self.settings.pool),
+                    max_size=max(1, self.settings.pool, self._reserved),
                     kwargs={
                         "autocommit": True,
-                        "connect_timeout": 10,
+                        "connect_timeout": self._connect_timeout(),
                         "application_name": "fsm",
                         "options": self._options(),
                     },
                     open=True,
-                    timeout=30,
+                    timeout=self._pool_wait(),
                     reconnect_timeout=max(self.settings.reconnect, 1.0),
                     name="fsm",
                 )
             return self._pool
+
+    def _pool_wait(self) -> float:
+        """Seconds to wait for a connection of the pool: one being made, or given back by
+        another thread (the pool's statements are short; a server that is down is waited for
+        by the caller, up to ``reconnect``)."""
+        return 2 * self.settings.connect
 
     def _thread(self) -> _Thread:
         state: _Thread | None = getattr(self._local, "state", None)
@@ -258,7 +247,7 @@ class Database:
 
     def _take(self) -> Any:
         try:
-            return self._pool_of().getconn(timeout=30)
+            return self._pool_of().getconn(timeout=self._pool_wait())
         except PoolTimeout as exc:
             raise _Unreachable(str(exc)) from exc
 
@@ -280,8 +269,9 @@ class Database:
                         f"the database {self.shown} refused: {_first_line(exc)}"
                     ) from exc
                 if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"the database {self.shown} cannot be reached: {_first_line(exc)}"
+                    raise StoreUnreachableError(
+                        f"the database {self.shown} cannot be reached (tried for "
+                        f"{self.settings.reconnect:.0f}s): {_first_line(exc)}"
                     ) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -437,7 +427,16 @@ class Database:
         process)."""
         if self._checked:
             return
-        version = self._direct(schema.applied_version)
+        failed = self._failed
+        if failed is not None and time.monotonic() < failed[0]:
+            # The same server just now: each machine's store of one command (fsm ls of every
+            # machine) is not made to wait for it again.
+            raise failed[1]
+        try:
+            version = self._direct(schema.applied_version)
+        except StoreError as exc:
+            self._failed = (time.monotonic() + self.settings.connect, exc)
+            raise
         if version is None:
             raise StoreError(
                 f"the database {self.shown} has no fsm tables: run 'fsm store init' first"
@@ -461,25 +460,31 @@ class Database:
         return done
 
     def _direct(self, work: Callable[[Any], T]) -> T:
-        """``work`` on a connection of its own (the schema is checked before the pool is)."""
-        deadline = time.monotonic() + self.settings.reconnect
+        """``work`` on a connection of its own (the schema is checked before the pool is).
+
+        The first connection of the process is tried once (within ``connect`` seconds): a
+        server this process never reached is not waited for, and an error no retry can fix
+        (a refused password, a missing role or database, an unknown host) is never retried.
+        Later ones are tried again for up to ``reconnect`` seconds."""
+        deadline = time.monotonic() + (self.settings.reconnect if self._reached else 0)
         delay = 0.05
         while True:
             try:
                 conn = self._connect()
             except _Unreachable as exc:
                 if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"cannot connect to the database {self.shown}: {_first_line(exc)}"
-                    ) from exc
+                    raise StoreUnreachableError(
+                        f"cannot connect to the database {self.shown}: {exc}"
+                    ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
+            self._reached = True
             try:
                 return work(conn)
             except psycopg.OperationalError as exc:
                 if time.monotonic() >= deadline:
-                    raise StoreError(
+                    raise StoreUnreachableError(
                         f"the database {self.shown} cannot be reached: {_first_line(exc)}"
                     ) from exc
             except psycopg.Error as exc:
@@ -496,7 +501,15 @@ class Database:
         self._holder_kind = kind
 
     def holder(self) -> Holder:
-        """This process's live holder, registered (and its heartbeat started) if need be."""
+        """This process's live holder, registered (and its heartbeat started) if need be.
+
+        One registration at a time: threads of a worker (``--concurrency``) asking at once all
+        get the one holder the heartbeat renews (each registering its own left all but the
+        last unrenewed, their claims expiring under live runs)."""
+        with self._registering:
+            return self._holder_now()
+
+    def _holder_now(self) -> Holder:
         with self._mutex:
             holder = self._holder
             if holder is not None and not holder.lost.is_set():
@@ -572,7 +585,7 @@ class Database:
                     "WHERE id = %s AND expires > now() RETURNING id",
                     (lease, holder.id),
                 ).fetchone()
-            except (psycopg.Error, _Unreachable):
+            except (psycopg.Error, _Unreachable, StoreError):
                 with contextlib.suppress(Exception):
                     if conn is not None:
                         conn.close()
@@ -619,7 +632,7 @@ class Database:
                     for n in self._listener.notifies(timeout=remaining, stop_after=1)
                     if n.channel == channel
                 ]
-            except (psycopg.Error, _Unreachable):
+            except (psycopg.Error, _Unreachable, StoreError):
                 with contextlib.suppress(Exception):
                     if self._listener is not None:
                         self._listener.close()
@@ -652,6 +665,28 @@ def _idle(conn: Any) -> bool:
         conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         and conn.info.pipeline_status == psycopg.pq.PipelineStatus.OFF
     )
+
+
+_HOPELESS_STATES = ("28000", "28P01", "3D000", "42501")
+"""Refused authorisation, a wrong password, a database that does not exist, no permission to
+connect: no retry makes them succeed."""
+_HOPELESS_WORDS = (
+    "could not translate host name",
+    "password authentication failed",
+    'role "',
+    "does not exist",
+    "no password supplied",
+    "invalid connection option",
+    "invalid sslmode value",
+)
+
+
+def _hopeless(exc: psycopg.OperationalError) -> bool:
+    """True when a failed connection is one no retry can fix."""
+    if exc.sqlstate in _HOPELESS_STATES:
+        return True
+    text = str(exc)
+    return any(words in text for words in _HOPELESS_WORDS)
 
 
 def _connection_lost(exc: psycopg.OperationalError) -> bool:

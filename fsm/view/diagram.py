@@ -31,12 +31,13 @@ the current state and dims what was never taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fsm.base.errors import DiagramRenderError, InputError
+from fsm.coverage.report import machine_section
 from fsm.model.definition import CONTROL_COMMANDS
 from fsm.model.records import (
     ControlRecord,
@@ -61,7 +62,10 @@ __all__ = [
     "DiagramRenderError",
     "DiagramReport",
     "RunOverlay",
+    "count_visit",
     "diagram_model",
+    "journal_records",
+    "overlay_from_coverage",
     "overlay_from_journal",
     "render",
     "to_dot",
@@ -160,23 +164,62 @@ def overlay_from_journal(records: Iterable[Record], current_state: str) -> RunOv
     none.
     """
     overlay = RunOverlay(current_state, {}, {}, {})
+    for record in records:  # one at a time: a journal's records are never held at once
+        count_visit(overlay, record)
+    return overlay
+
+
+def count_visit(overlay: RunOverlay, record: Record) -> None:
+    """Add the visit ``record`` shows to ``overlay`` (see :func:`overlay_from_journal`)."""
 
     def bump(table: dict[Any, int], key: Any) -> None:
         table[key] = table.get(key, 0) + 1
 
-    for record in records:
-        if isinstance(record, (CreateRecord, RecoverRecord, RetryRecord)):
+    if isinstance(record, (CreateRecord, RecoverRecord, RetryRecord)):
+        bump(overlay.state_visits, record.dest)
+    elif isinstance(record, TransitionRecord):
+        bump(overlay.edge_visits, record.transition)
+        bump(overlay.edge_source_visits, (record.transition, record.source))
+        bump(overlay.state_visits, record.dest)
+    elif isinstance(record, ControlRecord):
+        bump(overlay.control_visits, record.event)
+        if record.status_from is not None:
+            bump(overlay.control_source_visits, (record.event, record.status_from))
+        if record.dest != record.source:
             bump(overlay.state_visits, record.dest)
-        elif isinstance(record, TransitionRecord):
-            bump(overlay.edge_visits, record.transition)
-            bump(overlay.edge_source_visits, (record.transition, record.source))
-            bump(overlay.state_visits, record.dest)
-        elif isinstance(record, ControlRecord):
-            bump(overlay.control_visits, record.event)
-            if record.status_from is not None:
-                bump(overlay.control_source_visits, (record.event, record.status_from))
-            if record.dest != record.source:
-                bump(overlay.state_visits, record.dest)
+
+
+def journal_records(journal: Any) -> Iterator[Record]:
+    """The records of ``journal`` fsm can read, first to last, one at a time (its
+    ``entries()``: a long journal's records are never held in memory together)."""
+    for _, record in journal.entries():
+        if isinstance(record, Record):
+            yield record
+
+
+def overlay_from_coverage(machine: Machine, report: Mapping[str, Any]) -> RunOverlay:
+    """The counts of a coverage report (``pytest --fsm-cov-report=json:PATH``) for ``machine``:
+    each edge and control command with how often the tests took it; states by the edges into
+    them. InputError when the report has no section for the machine."""
+    section = machine_section(report, machine.name, str(machine.path))
+    overlay = RunOverlay("", {}, {}, {})
+    overlay.state_visits[machine.spec.initial] = section["instances"]
+    for edge in section["edges"]:
+        index, count = edge["transition"], edge["count"]
+        overlay.edge_source_visits[(index, edge["source"])] = count
+        overlay.edge_visits[index] = overlay.edge_visits.get(index, 0) + count
+        overlay.state_visits[edge["dest"]] = overlay.state_visits.get(edge["dest"], 0) + count
+    for command in section["control"]:
+        overlay.control_source_visits[(command["command"], command["from"])] = command["count"]
+        total = overlay.control_visits.get(command["command"], 0) + command["count"]
+        overlay.control_visits[command["command"]] = total
+    for final in section["finals"]:  # a stop reaches one without an edge
+        overlay.state_visits[final["state"]] = final["count"]
+    summary = section["summary"]
+    overlay.coverage = "tests took: " + ", ".join(
+        f"{kind} {summary[kind]['taken']}/{summary[kind]['declared']}"
+        for kind in ("edges", "guards", "control", "finals")
+    )
     return overlay
 
 

@@ -156,6 +156,8 @@ class _Index:
             "read_retries": layout.read_retries,
             "retry_interval": layout.retry_interval,
             "settings": dict(layout.settings),
+            "space": layout.space,
+            "queue": layout.queue,
         }
         index = cls(key, saved, code, {})
         index.changed = True
@@ -179,6 +181,8 @@ class _Index:
             read_retries=saved["read_retries"],
             retry_interval=saved["retry_interval"],
             settings=saved["settings"],
+            space=saved.get("space", ""),
+            queue=saved.get("queue"),
         )
         store = stores.factory(saved["store"])(layout)
         loaded: Machine | None = None
