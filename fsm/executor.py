@@ -4,7 +4,15 @@ and which files a run changed (snapshots of the workspace before and after it).
 Public: the names are defined in :mod:`fsm.process.executor` and :mod:`fsm.process.changes`.
 """
 
-from fsm.process.changes import MAX_FILES, Snapshot, changed_files, is_known, take_snapshot
+from fsm.process.changes import (
+    MAX_FILES,
+    SKIPPED_FOLDERS,
+    Snapshot,
+    changed_files,
+    is_known,
+    take_snapshot,
+    workspace_files,
+)
 from fsm.process.executor import (
     KNOWN_AGENTS,
     AgentCommand,
@@ -21,6 +29,7 @@ from fsm.process.executor import (
 __all__ = [
     "KNOWN_AGENTS",
     "MAX_FILES",
+    "SKIPPED_FOLDERS",
     "AgentCommand",
     "AgentMode",
     "ChecksAgents",
@@ -34,4 +43,5 @@ __all__ = [
     "is_known",
     "read_agent_result",
     "take_snapshot",
+    "workspace_files",
 ]

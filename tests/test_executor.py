@@ -298,6 +298,32 @@ def test_agent_results_never_show_the_configured_arguments(
     assert failing.describe() == "exited 1: false --token *** {prompt}"
 
 
+def test_agent_output_keeps_paths_and_masks_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real agent line (paths, the folder it works in) keeps every path: PWD, OLDPWD and HOME
+    are no secrets, nor is a secret-named variable holding a path; the value of a secret-named
+    variable and a configured token are masked."""
+    project = tmp_path / "parse-1.20.2"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PWD", str(project))
+    monkeypatch.setenv("OLDPWD", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("DB_PASSWORD_FILE", str(tmp_path / "db-secret"))
+    monkeypatch.setenv("OPENAI_API_KEY", "k3y-for-the-agent-only")
+    line = (
+        'echo "fixed $PWD/parse.py (working in $PWD, from $OLDPWD, home $HOME); '
+        'key $OPENAI_API_KEY, token tok-configured-1, password file $DB_PASSWORD_FILE"'
+    )
+    command = AgentCommand(("bash", "-c", line, "--token", "tok-configured-1", "{prompt}"))
+    result = SubprocessExecutor(project, {"fake": command}).agent("fake", "fix", mode="write")
+    assert result.stdout.strip() == (
+        f"fixed {project}/parse.py (working in {project}, from {tmp_path}, home {tmp_path}); "
+        f"key ***, token ***, password file {tmp_path}/db-secret"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "shown", "hidden"),
     [

@@ -125,6 +125,8 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.run_all:
         if args.actor != "run":
             raise InputError("--actor goes with one instance (the runs of --all are run-all)")
+        if args.reconfigure:
+            raise InputError("--reconfigure goes with one instance (name the one to reconfigure)")
         return _run_all(args, values)
     if args.machine is None or args.id is None:
         raise InputError("fsm run needs MACHINE and ID (or --all to run every runnable instance)")
@@ -134,7 +136,7 @@ def cmd_run(args: argparse.Namespace, values: dict[str, Any]) -> int:
     from fsm.view.progress import RunProgress
 
     instance = instance_from(args, values)
-    engine = Engine(instance, interactive=args.interactive)
+    engine = Engine(instance, interactive=args.interactive, reconfigure=args.reconfigure)
     chooser = _menu if args.interactive else None
     progress = None
     # JSON logs are for programs: their transition events say what progress lines would.

@@ -263,6 +263,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         help="offer a menu of the allowed events when the machine waits for a person",
     )
     p.add_argument(
+        "--reconfigure",
+        action="store_true",
+        help="adopt the workspace's options as they are now (fsm.toml, -o) for an instance that "
+        "pinned those it started with, e.g. a changed test_command of a ccw-loop",
+    )
+    p.add_argument(
         "-q",
         "--quiet",
         action="store_true",

@@ -313,6 +313,7 @@ class Engine:
         instance: Instance,
         *,
         interactive: bool = False,
+        reconfigure: bool = False,
         lease: Lease | None = None,
         kernel: Kernel | None = None,
     ) -> None:
@@ -322,6 +323,9 @@ class Engine:
         taking one, and releases it when it ends."""
         self.machine = instance.machine
         self.interactive = interactive
+        self.reconfigure = reconfigure
+        """The options as they are now replace those the instance pinned (see
+        :class:`~fsm.model.context.Context`)."""
         self.kernel = kernel if kernel is not None else Kernel(self.machine)
         """The machine's kernel: a caller that drives many instances of one machine in turn,
         in one thread (a worker), hands each engine the same one."""
@@ -344,7 +348,7 @@ class Engine:
     def context(self) -> Context:
         """The context of this engine's guards, actions and hooks (built once)."""
         if self._ctx is None:
-            ctx = self.instance.context(interactive=self.interactive)
+            ctx = self.instance.context(interactive=self.interactive, reconfigure=self.reconfigure)
             self._agents = AgentRecorder(ctx.executor, ctx.log)
             self._ctx = replace(ctx, executor=self._agents)
         return self._ctx

@@ -251,7 +251,7 @@ class Instance:
         """The workspace clock."""
         return self.workspace.clock
 
-    def context(self, *, interactive: bool = False) -> Context:
+    def context(self, *, interactive: bool = False, reconfigure: bool = False) -> Context:
         """The context handed to guards, actions and hooks."""
         return Context(
             machine=self.machine.name,
@@ -264,6 +264,7 @@ class Instance:
             log=self.log.logger,
             executor=self.executor,
             interactive=interactive,
+            reconfigure=reconfigure,
             read_stored=self._stored,
             read_permissions=lambda: self.store.permissions(self.id),
         )

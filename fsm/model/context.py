@@ -49,6 +49,9 @@ class Context(Generic[OptionsT_co]):
     cast). ``log`` is a structlog logger bound with machine, instance
     and state. ``transition`` is set while an action or guard runs for a transition.
     ``interactive`` is true when a person drives the run (``fsm run --interactive``).
+    ``reconfigure`` is true when the person running asked that the workspace's options as they
+    are now replace those a machine pinned in the instance when it started (``fsm run
+    --reconfigure``): a machine that pins its configuration refuses a changed one otherwise.
     ``failed_action`` names the action (or ``guard <name>``, or ``validation``) whose failure an
     ``on_error`` hook is recording.
     """
@@ -64,6 +67,7 @@ class Context(Generic[OptionsT_co]):
     executor: Executor
     transition: TransitionInfo | None = None
     interactive: bool = False
+    reconfigure: bool = False
     failed_action: str | None = None
     read_stored: Callable[[], dict[str, Any] | None] | None = field(
         default=None, repr=False, compare=False

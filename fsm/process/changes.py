@@ -25,18 +25,27 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from fsm.process.executor import Executor
 
-__all__ = ["MAX_FILES", "Snapshot", "changed_files", "is_known", "take_snapshot"]
+__all__ = [
+    "MAX_FILES",
+    "SKIPPED_FOLDERS",
+    "Snapshot",
+    "changed_files",
+    "is_known",
+    "take_snapshot",
+    "workspace_files",
+]
 
 _KINDS = ("git", "files", "unknown")
 
 MAX_FILES = 20_000
-_SKIPPED_FOLDERS = frozenset(
+SKIPPED_FOLDERS = frozenset(
     {
         ".git",
         ".hg",
@@ -54,6 +63,8 @@ _SKIPPED_FOLDERS = frozenset(
         "node_modules",
     }
 )
+"""Folders the file snapshot does not walk: fsm's state, version control, caches that running
+tests rewrite, virtual environments and installed packages."""
 
 
 @dataclass(frozen=True)
@@ -143,25 +154,31 @@ def changed_files(
     return sorted(changed)
 
 
-def _file_snapshot(workspace: Path, exclude: Path | None) -> Snapshot:
+def workspace_files(workspace: Path, exclude: Path | None = None) -> Iterator[Path]:
+    """Every file of ``workspace`` outside :data:`SKIPPED_FOLDERS` and ``exclude`` (the
+    instance's folder), folders in name order."""
     skip = exclude.resolve() if exclude is not None else None
-    stamps: dict[str, str] = {}
     for folder, folders, names in os.walk(workspace):
         here = Path(folder)
         folders[:] = sorted(
             name
             for name in folders
-            if name not in _SKIPPED_FOLDERS and (skip is None or (here / name).resolve() != skip)
+            if name not in SKIPPED_FOLDERS and (skip is None or (here / name).resolve() != skip)
         )
         for name in names:
-            path = here / name
-            try:
-                info = path.lstat()
-            except OSError:
-                continue
-            stamps[path.relative_to(workspace).as_posix()] = f"{info.st_size}:{info.st_mtime_ns}"
-            if len(stamps) > MAX_FILES:
-                return Snapshot("unknown")
+            yield here / name
+
+
+def _file_snapshot(workspace: Path, exclude: Path | None) -> Snapshot:
+    stamps: dict[str, str] = {}
+    for path in workspace_files(workspace, exclude):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        stamps[path.relative_to(workspace).as_posix()] = f"{info.st_size}:{info.st_mtime_ns}"
+        if len(stamps) > MAX_FILES:
+            return Snapshot("unknown")
     return Snapshot("files", stamps)
 
 

@@ -15,7 +15,11 @@ what a reader needs to understand a failure, and is shown. A secret is
 * a ``Bearer ...`` or ``Basic ...`` credential.
 
 The values hidden that way, and the values of the environment variables named like secrets, are
-also masked wherever the agent echoes them in its output (:func:`scrubbed`).
+also masked wherever the agent echoes them in its output (:func:`scrubbed`). A path is not a
+secret: ``PWD``, ``OLDPWD`` and ``HOME`` (``pwd`` reads as "password" in other names) are never
+secret names, and a variable whose value is an absolute path (``DB_PASSWORD_FILE=/run/secrets/db``)
+names where a secret is, not the secret, so neither is masked in output: masking them turned
+every path an agent printed into ``***``.
 """
 
 from __future__ import annotations
@@ -53,11 +57,14 @@ _CREDENTIAL = re.compile(r"\b(Bearer|Basic)\s+(\S+)")
 _SHORTEST_SECRET = 4
 """Hidden values shorter than this are not searched for in output (they would hide words)."""
 _SHORTEST_ENV_SECRET = 8
+_PATH_NAMES = frozenset({"PWD", "OLDPWD", "HOME"})
+"""Variables the shell sets to folders, whatever their names look like."""
 
 
 def is_secret_name(name: str) -> bool:
     """True when ``name`` (an option, a variable, a config key) names a secret."""
-    return _SECRET_NAME.search(name.lstrip("-")) is not None
+    bare = name.lstrip("-")
+    return bare.upper() not in _PATH_NAMES and _SECRET_NAME.search(bare) is not None
 
 
 def looks_like_token(value: str) -> bool:
@@ -117,12 +124,12 @@ def redacted_command(
 
 def secret_environment(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of the environment variables named like secrets (``OPENAI_API_KEY``...),
-    which an agent has and may echo."""
+    which an agent has and may echo; not those that are absolute paths."""
     source = os.environ if environ is None else environ
     return [
         value
         for name, value in source.items()
-        if is_secret_name(name) and len(value) >= _SHORTEST_ENV_SECRET
+        if is_secret_name(name) and len(value) >= _SHORTEST_ENV_SECRET and not os.path.isabs(value)
     ]
 
 

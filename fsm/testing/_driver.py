@@ -67,11 +67,16 @@ class Driver(Generic[DocT]):
     """
 
     def __init__(
-        self, instance: Instance, document: type[DocT], *, interactive: bool = False
+        self,
+        instance: Instance,
+        document: type[DocT],
+        *,
+        interactive: bool = False,
+        reconfigure: bool = False,
     ) -> None:
         self.instance = instance
         self.document = document
-        self.engine = Engine(instance, interactive=interactive)
+        self.engine = Engine(instance, interactive=interactive, reconfigure=reconfigure)
 
     @property
     def id(self) -> str:
@@ -143,7 +148,9 @@ class Driver(Generic[DocT]):
     def context(self, options: type[OptionsT]) -> Context[OptionsT]:
         """The context guards, actions and hooks of this instance get, its options read as
         ``options`` (the machine's options model, imported by the test)."""
-        ctx = self.instance.context(interactive=self.engine.interactive)
+        ctx = self.instance.context(
+            interactive=self.engine.interactive, reconfigure=self.engine.reconfigure
+        )
         return _with_options(ctx, options)
 
     def verdict(self) -> Verdict | None:
@@ -243,6 +250,7 @@ def _with_options(ctx: Context, options: type[OptionsT]) -> Context[OptionsT]:
         executor=ctx.executor,
         transition=ctx.transition,
         interactive=ctx.interactive,
+        reconfigure=ctx.reconfigure,
         failed_action=ctx.failed_action,
         read_stored=ctx.read_stored,
         read_permissions=ctx.read_permissions,

@@ -92,12 +92,18 @@ class Harness(Generic[DocT]):
         )
 
     def instance(
-        self, instance_id: str, *, interactive: bool = False, **options: Any
+        self,
+        instance_id: str,
+        *,
+        interactive: bool = False,
+        reconfigure: bool = False,
+        **options: Any,
     ) -> Driver[DocT]:
-        """A driver of instance ``instance_id`` (created already, or not yet)."""
+        """A driver of instance ``instance_id`` (created already, or not yet); ``reconfigure``
+        as ``fsm run --reconfigure``."""
         workspace = self.workspace(**options)
         instance = RecordingInstance(workspace, self.machine, validate_id(instance_id))
-        return Driver(instance, self.document, interactive=interactive)
+        return Driver(instance, self.document, interactive=interactive, reconfigure=reconfigure)
 
     def create(
         self,

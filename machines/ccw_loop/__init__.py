@@ -98,12 +98,30 @@ win:
   ends the loop at once (``halt``), with the command's own last line, since neither debug nor a
   fix has a test to work on; a run that could not be judged at all stays a failed action,
   retried until ``max_errors``.
+* **A fix is judged on the tests as they were** (:mod:`~fsm_machines.ccw_loop.baseline`). The
+  first fix records the test files, the tests collected with their outcomes and the count in
+  ``{id}.progress/baseline/``. A later validation whose test files differ runs in a copy of the
+  workspace in the temporary folder with them restored, never by swapping files in the user's
+  tree (a run killed at any moment leaves the agent's edits as they were); debug re-runs alone
+  there too, so an assertion a fix weakened is not called flaky. A test that ran before and is
+  now missing (deleted, deselected), skipped or xfailed, or a drop in the count, is a failing
+  test of that validation (``lost_tests`` in ``skill_state.validate``). What a fix changed among
+  the test files, fsm.toml and the task list is ``protected_files_changed`` on its task, in the
+  fixes line of ``fsm status`` and in the last line. ``allow_test_changes`` (option, or on a
+  task of the task list) runs the tests as changed, and still compares the outcomes.
+* **The configuration is pinned** (:mod:`~fsm_machines.ccw_loop.pinning`): test command and
+  timeout, fix agent, task timeout, hypotheses per round and ``allow_test_changes`` in
+  ``skill_state.config``, the limits in ``max_errors``/``max_fix_attempts``. A run whose options
+  differ is refused by the preflight, naming each change, until ``fsm run --reconfigure``.
+* **The user's test command is never rewritten**: pytest's report is asked for through
+  ``PYTEST_ADDOPTS``; other runners write ``{junit}``, or their summary lines are read.
 * **Flaky is said, never hidden; one re-run proves only what it shows.** A failing test re-run
   alone (with the test command's own pytest, or ``python -m pytest`` for a script reporting
   pytest node ids; with ``python -m unittest ID`` for a unittest suite, whose report names the
   failing tests ``FAIL: test_y (pkg.test_x.T.test_y)``) that passes is a flaky test (hypothesis
   ``rejected``): the loop's last line,
-  ``fsm status`` (debug line) and summary.md name it, also when the loop completes. One that
+  ``fsm status`` (debug line) and summary.md name it, whether the loop completes or ends failed
+  (at the iteration limit too). One that
   fails again is ``confirmed`` with the words "failed in the full run and again when run alone
   once", never "deterministically"; a re-run is judged by what pytest reported, not its exit
   status alone (a ``python`` without pytest also exits 1).

@@ -50,7 +50,7 @@ def loop_mode(ctx: LoopContext) -> Literal["auto", "interactive"]:
 def max_errors_of(doc: LoopState, ctx: LoopContext) -> int:
     """The loop's error limit: persisted in ``skill_state.max_errors`` at init, else the option."""
     state = doc.skill_state
-    if state is not None and state.max_errors is not None:
+    if state is not None and state.max_errors is not None and not ctx.reconfigure:
         return state.max_errors
     return ctx.options.max_errors
 
@@ -59,7 +59,7 @@ def max_fix_attempts_of(doc: LoopState, ctx: LoopContext) -> int:
     """Fix attempts per failing test: persisted in ``skill_state.max_fix_attempts``, else the
     option."""
     state = doc.skill_state
-    if state is not None and state.max_fix_attempts is not None:
+    if state is not None and state.max_fix_attempts is not None and not ctx.reconfigure:
         return state.max_fix_attempts
     return ctx.options.max_fix_attempts
 

@@ -30,7 +30,7 @@ from typing import Any
 from fsm.executor import ExecResult, changed_files, is_known, take_snapshot
 from fsm.registry import Update
 
-from . import attempts
+from . import attempts, baseline
 from .bookkeeping import (
     LoopActionError,
     develop_block,
@@ -53,8 +53,15 @@ from .model import (
     ValidateState,
 )
 from .options import LoopContext
+from .pinning import pinned_config
 from .rules import next_pending_task
-from .tasks import description_task, fallback_task_list, new_tasks, read_task_list
+from .tasks import (
+    description_task,
+    fallback_task_list,
+    new_tasks,
+    read_task_list,
+    task_list_stamps,
+)
 
 __all__ = ["add_fix_task", "develop_task", "fix_prompt", "init_loop", "task_prompt"]
 
@@ -89,6 +96,7 @@ def init_loop(doc: LoopState, ctx: LoopContext) -> Update:
         "errors": [e.model_dump(mode="json") for e in errors],
         "max_errors": max_errors,
         "max_fix_attempts": max_fix_attempts_of(doc, ctx),
+        "config": pinned_config(ctx.options),
     }
     if previous is not None:
         skill_state["consecutive_errors"] = 0
@@ -139,7 +147,18 @@ def add_fix_task(doc: LoopState, ctx: LoopContext) -> Update:
         "hypotheses": [h.model_dump(mode="json") for h in hypotheses],
         "confirmed_hypothesis": hypothesis.id,
     }
-    progress_of(doc, ctx).write_hypotheses(debug)
+    files = progress_of(doc, ctx)
+    files.write_hypotheses(debug)
+    # before the first fix: the tests it will be judged on
+    baseline.record(
+        files.folder,
+        ctx.workspace,
+        ctx.instance_dir,
+        state,
+        command=ctx.options.test_command,
+        task=task.id,
+        now=now,
+    )
     ctx.log.info("fix_task_added", task=task.id, hypothesis=hypothesis.id, attempt=attempt)
     return {
         "skill_state.develop": develop_block(state.develop, tasks),
@@ -186,9 +205,16 @@ def develop_task(doc: LoopState, ctx: LoopContext) -> Update:
     is_agent = tool not in ("bash", "none")
     if is_agent:
         attempts.start(folder, task, before, now, ctx.workspace)
+    lists = task_list_stamps(ctx)
     output, error, recorded = _run(doc, task, tool, ctx, opts.task_timeout)
     after = take_snapshot(ctx.executor, ctx.workspace, exclude=ctx.instance_dir)
     changed = changed_files(before, after, ctx.executor, ctx.workspace)
+    protected = [name for name in changed if baseline.is_protected(name)]
+    protected += [
+        name
+        for name, stamp in task_list_stamps(ctx).items()
+        if lists.get(name) != stamp and name not in protected
+    ]
     known = is_known(before, after)
     if error is None and is_agent and task.mode == "write" and known and not changed:
         what = "the fix" if task.extra("fixes") else "the task"
@@ -207,6 +233,11 @@ def develop_task(doc: LoopState, ctx: LoopContext) -> Update:
         changes["changes_unknown"] = True
     if error:
         changes["error"] = error
+    if protected and task.extra("fixes"):
+        changes["protected_files_changed"] = protected
+    kept = baseline.load(folder)
+    if kept is not None and task.extra("allow_test_changes") is True and not task.extra("fixes"):
+        baseline.adopt(kept, ctx.workspace, ctx.instance_dir, now)
     done = task.model_copy(update=changes)
     iteration = doc.current_iteration + 1
     progress_of(doc, ctx).record_task(iteration, done, output, now)

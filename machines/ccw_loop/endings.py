@@ -12,9 +12,10 @@ from typing import Any
 from fsm.clock import iso_utc
 from fsm.registry import Update
 
-from . import rules
+from . import baseline, rules
 from .bookkeeping import max_errors_of, progress_of, skill_state_of
-from .model import LoopState
+from .hypotheses import flaky_note
+from .model import LoopState, SkillState
 from .options import LoopContext
 from .rules import Next
 from .summary import build_summary, summary_markdown
@@ -50,6 +51,7 @@ def end_loop(
     now = iso_utc(moment)
     update: dict[str, Any] = {"completed_at": now, "updated_at": now}
     if reason is not None:
+        reason = _with_notes(reason, doc.skill_state)
         update["failure_reason"] = reason
     if doc.skill_state is not None:
         summary = build_summary(doc, doc.skill_state, moment)
@@ -62,6 +64,18 @@ def end_loop(
             ctx.log.warning("summary_not_written", error=f"{type(exc).__name__}: {exc}")
     ctx.log.info("loop_ended", outcome=outcome, reason=reason)
     return update
+
+
+def _with_notes(reason: str, state: SkillState | None) -> str:
+    """``reason`` with what the last line must also say: the flaky tests (seen passing alone)
+    and the fixes' changes to the tests or the configuration."""
+    if state is None:
+        return reason
+    notes = [flaky_note(state), baseline.changes_note(state)]
+    said = "; ".join(note for note in notes if note)
+    if not said:
+        return reason
+    return f"{reason[: 999 - len(said) - 2]}; {said}"[:1000]
 
 
 def iteration_limit_reason(

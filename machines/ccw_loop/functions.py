@@ -34,6 +34,7 @@ from .inputs import LoopInputs
 from .lifecycle import new_loop, record_error
 from .model import LoopState, SkillState
 from .options import LoopContext, LoopOptions
+from .pinning import pinned, with_pinned
 from .recovery import recover_loop
 from .status import status_lines
 from .tasks import fallback_task_list, waiting_task_ids
@@ -58,9 +59,9 @@ def _state(doc: LoopState) -> SkillState:
 # --- guards ----------------------------------------------------------------------------------
 
 
-def _can_fix(ctx: LoopContext) -> bool:
-    """The loop has a fix agent (fix_tool is not none)."""
-    return ctx.options.fix_tool != "none"
+def _can_fix(doc: LoopState, ctx: LoopContext) -> bool:
+    """The loop has a fix agent (its pinned fix_tool is not none)."""
+    return pinned(doc, ctx).options.fix_tool != "none"
 
 
 def _next(doc: LoopState, ctx: LoopContext) -> rules.Next:
@@ -75,7 +76,7 @@ def _next(doc: LoopState, ctx: LoopContext) -> rules.Next:
         state,
         waiting=waiting,
         max_attempts=max_fix_attempts_of(doc, ctx),
-        can_fix=_can_fix(ctx),
+        can_fix=_can_fix(doc, ctx),
         interrupted=interrupted.task.id if interrupted is not None else None,
     )
 
@@ -83,7 +84,7 @@ def _next(doc: LoopState, ctx: LoopContext) -> rules.Next:
 @registry.guard(budget=True)
 def within_iteration_budget(doc: LoopState, ctx: LoopContext) -> bool:
     """The next work, and the validation that must follow it, fit in max_iterations."""
-    cost = rules.cost(_next(doc, ctx).work, can_fix=_can_fix(ctx))
+    cost = rules.cost(_next(doc, ctx).work, can_fix=_can_fix(doc, ctx))
     return rules.iteration_budget_left(doc, cost)
 
 
@@ -190,7 +191,7 @@ def has_unfixed_hypothesis(doc: LoopState, ctx: LoopContext) -> bool:
     """A failing test is understood (confirmed) and has fix attempts left, and fix_tool is an
     agent."""
     target = hypotheses.fix_target(_state(doc), max_fix_attempts_of(doc, ctx))
-    return target is not None and _can_fix(ctx)
+    return target is not None and _can_fix(doc, ctx)
 
 
 @registry.guard
@@ -208,10 +209,10 @@ def fail_fast_task_failed(doc: LoopState, ctx: LoopContext) -> bool:
 # --- actions ---------------------------------------------------------------------------------
 
 registry.action(name="init")(init_loop)
-registry.action(name="develop")(develop_task)
-registry.action(name="add_fix_task")(add_fix_task)
-registry.action(name="validate")(validate_tests)
-registry.action(name="debug")(debug_failures)
+registry.action(name="develop")(with_pinned(develop_task))
+registry.action(name="add_fix_task")(with_pinned(add_fix_task))
+registry.action(name="validate")(with_pinned(validate_tests))
+registry.action(name="debug")(with_pinned(debug_failures))
 
 
 @registry.action
@@ -223,7 +224,7 @@ def complete(doc: LoopState, ctx: LoopContext) -> Update:
 @registry.action
 def fail_on_iterations(doc: LoopState, ctx: LoopContext) -> Update:
     """End failed: the iteration budget cannot hold the next work and its validation."""
-    reason = iteration_limit_reason(doc, _next(doc, ctx), can_fix=_can_fix(ctx))
+    reason = iteration_limit_reason(doc, _next(doc, ctx), can_fix=_can_fix(doc, ctx))
     return end_loop(doc, ctx, outcome="failed: iteration limit", reason=reason)
 
 

@@ -24,9 +24,10 @@ class LoopOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     test_command: str = Field(default="python -m pytest", min_length=1)
-    """Run in the workspace by validate. pytest gets ``--junitxml`` added automatically; for other
-    runners write ``{junit}`` where the JUnit XML report path goes (and ``{coverage}`` for a
-    Cobertura XML or coverage.py JSON coverage report)."""
+    """Run in the workspace by validate, exactly as written. pytest is asked for a JUnit report
+    through ``PYTEST_ADDOPTS``; for other runners write ``{junit}`` where the JUnit XML report
+    path goes (and ``{coverage}`` for a Cobertura XML or coverage.py JSON coverage report), or
+    let their summary lines be read (unittest's)."""
     mode: Literal["auto", "interactive"] = "auto"
     """auto follows the phase rules; interactive stops at a menu after every action (so does
     every loop initialised by ``fsm run --interactive``)."""
@@ -51,6 +52,13 @@ class LoopOptions(BaseModel):
     """Seconds one test run may take (the original skill's five minutes)."""
     max_hypotheses: int = Field(default=5, ge=1)
     """Failing tests turned into hypotheses (and re-run alone) per debug round."""
+    allow_test_changes: bool = False
+    """Whether fix agents may change the tests. By default a fix is judged on the tests as they
+    were before the first fix (the test files are restored for its validation when it changed
+    them, see :mod:`~fsm_machines.ccw_loop.baseline`); true: on the tests as the fix left them.
+    Either way no test that ran before may disappear, be skipped or xfailed, and the failing
+    ones must pass under their own ids. A task of the task list allows it for itself with
+    ``"allow_test_changes": true``."""
     max_fix_attempts: int = Field(default=3, ge=1)
     """Fix tasks made for one failing test before the loop gives up on it and ends failed.
     Written into ``skill_state.max_fix_attempts`` at init, like ``max_errors``."""

@@ -315,7 +315,8 @@ def _give_up(state: SkillState, row: TestResult, hypothesis: Hypothesis) -> Next
     error = (row.error_message or "failed").strip().splitlines()
     return Next(
         "abandon",
-        f"Gave up on {row.test_name} after {attempts} fix attempts ({hypothesis.id}); "
+        f"Gave up on {row.test_name} after {attempts} fix attempt{'s' if attempts != 1 else ''} "
+        f"({hypothesis.id}); "
         f"it still fails: {error[0] if error else 'failed'}"[:1000],
         hypothesis=hypothesis.id,
     )

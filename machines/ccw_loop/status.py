@@ -11,6 +11,7 @@ older than the last change says so.
 
 from __future__ import annotations
 
+from .baseline import changes_note
 from .hypotheses import fix_attempts, flaky_tests
 from .model import LoopState, SkillState
 from .options import LoopOptions
@@ -39,6 +40,9 @@ def status_lines(doc: LoopState) -> dict[str, str]:
         if not applied:
             changed = "none changed a file"
         lines["fixes"] = f"{len(fixes)} attempt{plural} ({changed}, {failed} failed)"
+        note = changes_note(state)
+        if note:
+            lines["fixes"] += f"; {note}"
     lines["debug"] = _debug(state)
     lines["validate"] = _validate(state)
     limit = f" of max {state.max_errors}" if state.max_errors is not None else ""
@@ -84,8 +88,13 @@ def _validate(state: SkillState) -> str:
     if validate.last_run_at is None:
         return "not run"
     counts = validation_counts(state)
-    exit_code = (validate.model_extra or {}).get("exit_code")
-    if validate.passed:
+    extra = validate.model_extra or {}
+    exit_code = extra.get("exit_code")
+    lost = extra.get("lost_tests")
+    lost = [str(entry) for entry in lost] if isinstance(lost, list) else []
+    if lost and (counts is None or not counts[1]):
+        text = f"FAILED ({len(lost)} lost since the first fix: {lost[0]})"
+    elif validate.passed:
         text = f"PASSED ({counts[0]} passed)" if counts else f"PASSED ({validate.pass_rate:.1f}%)"
     elif counts is None:
         text = f"FAILED ({len(validate.failed_tests)} failed)"
@@ -107,6 +116,10 @@ def _validate(state: SkillState) -> str:
         text = f"FAILED (exit {exit_code} although no test failed: {counts[0]} passed)"
     else:
         text = f"FAILED (no test passed: {counts[0]} passed, {counts[2]} skipped)"
+    if lost and counts is not None and counts[1]:
+        text = text[:-1] + f"; {len(lost)} lost since the first fix)"
+    if extra.get("tests_restored"):
+        text += ", on the tests as they were"
     latest = last_developed(state)
     if last_work(state) == "develop" and latest is not None and may_have_changed(latest):
         text += ", before the latest changes"

@@ -22,6 +22,7 @@ Tasks added to the file after init (the dashboard's add-task button) are found b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ __all__ = [
     "new_tasks",
     "read_task_list",
     "task_list_paths",
+    "task_list_stamps",
     "waiting_task_ids",
 ]
 
@@ -68,6 +70,20 @@ def fallback_task_list(ctx: LoopContext) -> Path | None:
     """The workspace's standing task list (option ``task_list``), if one is configured."""
     name = ctx.options.task_list
     return ctx.workspace / name if isinstance(name, str) else None
+
+
+def task_list_stamps(ctx: LoopContext) -> dict[str, str]:
+    """The loop's task-list files (both layouts and the ``task_list`` option) that exist, by
+    their name in the workspace, and a stamp of each (a fix may not add itself tasks)."""
+    paths = task_list_paths(ctx.instance_dir, ctx.instance_id)
+    fallback = fallback_task_list(ctx)
+    found: dict[str, str] = {}
+    for path in [*paths, *([fallback] if fallback is not None else [])]:
+        with contextlib.suppress(OSError):
+            stamp = hashlib.sha256(path.read_bytes()).hexdigest()
+            name = path.relative_to(ctx.workspace) if path.is_relative_to(ctx.workspace) else path
+            found[Path(name).as_posix()] = stamp
+    return found
 
 
 def read_task_list(
@@ -225,6 +241,12 @@ def _task_from(record: dict[str, Any], now: str, index: int) -> tuple[DevelopTas
     for key in ("prompt_template", "command", "order"):
         if record.get(key) not in (None, ""):
             extras[key] = record[key]
+    allow = record.get("allow_test_changes")
+    if allow is not None:
+        if isinstance(allow, bool):
+            extras["allow_test_changes"] = allow
+        else:
+            problems.append(f"its allow_test_changes {str(allow)[:50]!r} is not true or false")
     on_error = record.get("on_error")
     if on_error is not None:
         if on_error in _ON_ERROR:

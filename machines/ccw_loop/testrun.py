@@ -1,11 +1,17 @@
 """Running the workspace's tests: the command line, the run, and what it reported.
 
-The report is asked for, not guessed: pytest gets ``--junitxml=<path>`` appended, other runners
-say where their report goes with ``{junit}`` (and ``{coverage}``) in ``test_command``. The
-output is read as well (:mod:`~fsm_machines.ccw_loop.reports`): a compound command (``pytest a
-&& pytest b``, a script running several parts) prints a summary line per part while only one
-part writes the report, so the counts are the totals of every summary line whenever they differ
-from the report's, and failures named only in the output are failed rows too.
+The report is asked for, not guessed, and the user's command is never rewritten: pytest is asked
+for its report through the environment (``--junitxml=<path>`` added to ``PYTEST_ADDOPTS``, after
+any the user set), so every pytest the command starts writes one, and the command runs exactly
+as written (``python -m pytest a; a=$?; python -m pytest b; b=$?; exit $((a|b))`` exits as the
+user's shell makes it). Other runners say where their report goes with ``{junit}`` (and
+``{coverage}``) in ``test_command``, the one change made to it, at the user's request; without
+one, their counts come from the output's summary lines (unittest's ``Ran N tests``), else they
+are unknown and the run is not judged. The output is read as well
+(:mod:`~fsm_machines.ccw_loop.reports`): a compound command (``pytest a && pytest b``, a script
+running several parts) prints a summary line per part while the report is the last part's (each
+pytest writes the same file), so the counts are the totals of every summary line whenever they
+differ from the report's, and failures named only in the output are failed rows too.
 
 The verdict follows from what happened, exit status included: a run passes only when the
 command exited 0, the counts are known, nothing failed and some test passed. A non-zero exit
@@ -18,8 +24,10 @@ run whose tests fail.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -39,7 +47,13 @@ from .reports import (
     summaries_in_output,
 )
 
-__all__ = ["TestRun", "build_test_command", "is_pytest", "rerun_command", "run_tests"]
+__all__ = [
+    "TestRun",
+    "build_test_command",
+    "report_environment",
+    "rerun_command",
+    "run_tests",
+]
 
 _WORKSPACE_COVERAGE = ("coverage.xml", "coverage.json", "coverage/coverage-summary.json")
 
@@ -165,18 +179,25 @@ _UNITTEST_ID = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
 (``pkg.test_x.T.test_y``; a ``pkg.TestX`` of another runner has no method)."""
 
 
-def is_pytest(command: str) -> bool:
-    """True when ``command`` runs pytest (``pytest``, ``python -m pytest``, ``uv run pytest``)."""
-    return any(Path(word).name in ("pytest", "py.test") for word in _split(command))
-
-
 def build_test_command(command: str, junit: Path, coverage: Path) -> str:
-    """``command`` with report paths filled in (or ``--junitxml`` added for pytest)."""
+    """``command`` with the report paths it asks for (``{junit}``, ``{coverage}``) filled in;
+    nothing is added to it."""
     filled = command.replace("{junit}", shlex.quote(str(junit)))
-    filled = filled.replace("{coverage}", shlex.quote(str(coverage)))
-    if "{junit}" not in command and is_pytest(command):
-        filled += f" --junitxml={shlex.quote(str(junit))}"
-    return filled
+    return filled.replace("{coverage}", shlex.quote(str(coverage)))
+
+
+def report_environment(
+    command: str, junit: Path, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment that asks every pytest ``command`` starts for a JUnit report at
+    ``junit``: ``PYTEST_ADDOPTS`` with ``--junitxml`` after the user's own options (empty when
+    the command says where its report goes with ``{junit}``)."""
+    if "{junit}" in command:
+        return {}
+    source = os.environ if environ is None else environ
+    own = source.get("PYTEST_ADDOPTS", "").strip()
+    wanted = f"--junitxml={shlex.quote(str(junit))}"
+    return {"PYTEST_ADDOPTS": f"{own} {wanted}" if own else wanted}
 
 
 def rerun_command(command: str, test_name: str, workspace: Path | None = None) -> str | None:
@@ -236,16 +257,20 @@ def run_tests(
     workspace: Path,
     report_dir: Path,
     timeout: float,
+    cwd: Path | None = None,
 ) -> TestRun:
-    """Run the tests and read their JUnit report (and coverage, when the run produced one)."""
+    """Run the tests and read their JUnit report (and coverage, when the run produced one);
+    ``cwd``: where they run, when not in the workspace (a copy of it)."""
     ensure_folder(report_dir, workspace)  # the test command writes its reports into it
+    workspace = cwd or workspace
     junit = report_dir / "junit.xml"
     coverage = report_dir / "coverage.xml"
     for stale in (junit, coverage, report_dir / "coverage.json"):
         stale.unlink(missing_ok=True)
     before = {name: _mtime(workspace / name) for name in _WORKSPACE_COVERAGE}
     full = build_test_command(command, junit, coverage)
-    result = executor.shell(full, cwd=workspace, timeout=timeout)
+    env = report_environment(command, junit)
+    result = executor.shell(full, cwd=workspace, timeout=timeout, env=env or None)
     problems: list[str] = []
     rows: list[TestResult] = []
     if junit.is_file():

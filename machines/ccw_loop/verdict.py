@@ -22,9 +22,11 @@ from pathlib import Path
 
 from fsm.executor import agent_problem
 
+from .baseline import changes_note
 from .hypotheses import flaky_note
 from .model import AGENT_TOOLS, DevelopTask, LoopState, SkillState
 from .options import LoopContext
+from .pinning import configuration_changes, pinned
 from .rules import is_fix, is_initialized, last_work, next_work
 from .tasks import (
     description_task,
@@ -92,8 +94,15 @@ def success_reason(state: SkillState) -> str:
     done = f"all {len(tasks)} tasks done" if len(tasks) != 1 else "the task done"
     if fixes:
         done += f", {len(fixes)} fix attempt{'s' if len(fixes) != 1 else ''}"
-    flaky = flaky_note(state)
-    flaky = f"; {flaky}" if flaky else ""
+    notes = [note for note in (flaky_note(state), changes_note(state)) if note]
+    restored = (state.validate_.model_extra or {}).get("tests_restored")
+    if restored and not changes_note(state):
+        shown = ", ".join(str(name) for name in restored[:3])
+        notes.append(
+            f"validated against the tests as they were before the first fix ({shown} differ: "
+            'a task with "allow_test_changes": true may change them)'
+        )
+    flaky = "".join(f"; {note}" for note in notes)
     counts = validation_counts(state)
     if counts is None:
         return f"{done}; validation passed{flaky}"
@@ -161,9 +170,17 @@ def program_of(command: str) -> str | None:
 
 
 def missing_requirements(doc: LoopState, ctx: LoopContext) -> list[str]:
-    """One line for each agent or program the loop needs that is not available."""
-    opts = ctx.options
+    """One line for each agent or program the loop needs that is not available, and one for a
+    configuration changed since the loop started (unless the run adopts it)."""
     problems: list[str] = []
+    changes = configuration_changes(doc, ctx)
+    if changes and not ctx.reconfigure:
+        problems.append(
+            f"the configuration changed since the loop started: {'; '.join(changes)} (fsm.toml "
+            "or -o): restore it, or run with --reconfigure to adopt it"
+        )
+    ctx = pinned(doc, ctx)
+    opts = ctx.options
     uses: dict[str, list[str]] = {}
     if opts.fix_tool != "none":
         uses[opts.fix_tool] = ["option fix_tool, which implements fix tasks"]

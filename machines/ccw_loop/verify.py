@@ -18,7 +18,7 @@ from typing import Any
 from fsm.executor import changed_files, is_known, take_snapshot
 from fsm.registry import Update
 
-from . import attempts
+from . import attempts, baseline
 from .bookkeeping import (
     develop_block,
     max_fix_attempts_of,
@@ -34,7 +34,7 @@ from .hypotheses import (
     hypothesis_for,
     tests_to_debug,
 )
-from .model import Hypothesis, LoopState, SkillState
+from .model import Hypothesis, LoopState, SkillState, TestResult
 from .options import LoopContext
 from .progress import ProgressFiles
 from .reports import TestCounts
@@ -50,37 +50,54 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
     opts = ctx.options
     files = progress_of(doc, ctx)
     recovered = _interrupted_fix(doc, state, ctx, files)
-    run = run_tests(
-        ctx.executor,
-        opts.test_command,
-        workspace=ctx.workspace,
-        report_dir=files.folder,
-        timeout=opts.test_timeout,
-    )
+    kept = baseline.load(files.folder)
+    allowed = opts.allow_test_changes
+    with baseline.tests_as_they_were(kept, ctx.workspace, ctx.instance_dir, allowed=allowed) as (
+        where,
+        differ,
+    ):
+        run = run_tests(
+            ctx.executor,
+            opts.test_command,
+            workspace=ctx.workspace,
+            report_dir=files.folder,
+            timeout=opts.test_timeout,
+            cwd=where,
+        )
+    restored = differ if where != ctx.workspace else []
+    lost = baseline.weakened(kept, run.rows, run.counts) if kept is not None else []
+    rows = _with_lost(run.rows, lost, state.validate_.test_results)
+    passed = run.is_pass and not lost
+    verdict = _verdict(run.verdict, run.is_pass, lost, restored)
     now = ctx.clock.iso()
     counts = run.counts or TestCounts(0, 0, 0)
-    failed_tests = [row.test_name for row in run.rows if row.status == "failed"]
+    failed_tests = [row.test_name for row in rows if row.status == "failed"]
     block: dict[str, Any] = {
         **(state.validate_.model_extra or {}),
         "pass_rate": counts.pass_rate,
         "coverage": run.coverage,
-        "test_results": [row.model_dump(mode="json") for row in run.rows],
-        "passed": run.is_pass,
+        "test_results": [row.model_dump(mode="json") for row in rows],
+        "passed": passed,
         "failed_tests": failed_tests,
         "last_run_at": now,
         "exit_code": run.result.exit_code,
         "counts": _counts_block(
             run.counts, run.source, stopped=run.stopped_early, uncollected=run.uncollected
         ),
-        "verdict": run.verdict,
+        "verdict": verdict,
+        "lost_tests": lost,
+        "tests_restored": restored,
     }
+    for key in ("lost_tests", "tests_restored"):
+        if not block[key]:
+            del block[key]  # said only when there are some, also in earlier runs' records
     run_number = 1 + sum(phase_of_action(a) == "validate" for a in state.completed_actions)
-    record = {
+    record: dict[str, Any] = {
         "iteration": run_number,
         "loop_iteration": doc.current_iteration + 1,
         "timestamp": now,
         "command": run.command,
-        "passed": run.is_pass,
+        "passed": passed,
         "summary": {
             "total": counts.total,
             "passed": counts.passed,
@@ -94,23 +111,66 @@ def validate_tests(doc: LoopState, ctx: LoopContext) -> Update:
         "coverage": run.coverage,
         "exit_code": run.result.exit_code,
         "counts": block["counts"],
-        "verdict": run.verdict,
+        "verdict": verdict,
         "error": run.error,
+        **{key: block[key] for key in ("lost_tests", "tests_restored") if key in block},
     }
-    files.record_validation(doc.current_iteration + 1, run_number, record, run.rows)
+    files.record_validation(doc.current_iteration + 1, run_number, record, rows)
     ctx.log.info(
         "tests_validated",
-        passed=run.is_pass,
+        passed=passed,
         tests_passed=counts.passed,
         tests_failed=counts.failed,
         tests_skipped=counts.skipped,
         exit_code=run.result.exit_code,
-        verdict=run.verdict,
+        verdict=verdict,
         error=run.error,
     )
     update = {"skill_state.validate": block, **work_done(doc, "validate", now, run.error)}
     attempts.clear(files.folder)
     return {**update, **recovered}
+
+
+def _with_lost(
+    rows: list[TestResult], lost: list[str], before: list[TestResult]
+) -> list[TestResult]:
+    """``rows`` with each test the fix lost (``T: skipped ...``) as a failed row: it is a
+    failing test for debug and the next fix, under its own id and suite (as the rows of the
+    run ``before`` had it, which keeps its hypothesis)."""
+    suites = {row.test_name: row.suite for row in before}
+    named = {entry.split(": ", 1)[0]: entry for entry in lost if "::" in entry or ": " in entry}
+    named = {name: entry for name, entry in named.items() if not entry.startswith("collected ")}
+    if not named:
+        return rows
+    kept = [row for row in rows if row.test_name not in named]
+    for name, entry in named.items():
+        kept.append(
+            TestResult(
+                test_name=name,
+                suite=suites.get(name, name.split("::", 1)[0]),
+                status="failed",
+                duration_ms=0,
+                error_message=f"lost since the first fix: {entry.split(': ', 1)[1]}",
+            )
+        )
+    return kept
+
+
+def _verdict(verdict: str, is_pass: bool, lost: list[str], restored: list[str]) -> str:
+    """The run's verdict, with the tests it lost and the test files it restored said."""
+    if lost:
+        shown = "; ".join(lost[:3]) + (f"; and {len(lost) - 3} more" if len(lost) > 3 else "")
+        if is_pass:
+            verdict = "failed: " + verdict.removeprefix("passed: ") + ", but"
+        else:
+            verdict += "; and"
+        verdict += f" tests were lost since the first fix: {shown}"
+    if restored:
+        files = ", ".join(restored[:3]) + (
+            f" and {len(restored) - 3} more" if len(restored) > 3 else ""
+        )
+        verdict += f" (validated against the tests as they were: {files} restored)"
+    return verdict
 
 
 def _interrupted_fix(
@@ -168,14 +228,21 @@ def debug_failures(doc: LoopState, ctx: LoopContext) -> Update:
     failing = failing[: opts.max_hypotheses]
     known = [hypothesis_for(state, row) for row in failing]
     ids = _hypothesis_ids(state, known)
-    judged = investigate(
-        failing,
-        ids=ids,
-        executor=ctx.executor,
-        test_command=opts.test_command,
-        workspace=ctx.workspace,
-        timeout=opts.test_timeout,
-    )
+    kept = baseline.load(progress_of(doc, ctx).folder)
+    allowed = opts.allow_test_changes
+    # re-run alone on the tests the validation ran: an assertion a fix weakened is no flake
+    with baseline.tests_as_they_were(kept, ctx.workspace, ctx.instance_dir, allowed=allowed) as (
+        where,
+        _,
+    ):
+        judged = investigate(
+            failing,
+            ids=ids,
+            executor=ctx.executor,
+            test_command=opts.test_command,
+            workspace=where,
+            timeout=opts.test_timeout,
+        )
     for index, old in enumerate(known):
         attempts = (old.model_extra or {}).get("fix_attempts") if old is not None else None
         if attempts is not None:

@@ -73,7 +73,7 @@ def _nothing(root: Path) -> None:
 PYTEST_STAND_IN = r"""#!/bin/bash
 # A stand-in for pytest: the sample's suite, answered from the state of stats.py.
 junit=""
-for arg in "$@"; do
+for arg in $PYTEST_ADDOPTS "$@"; do
   case "$arg" in --junitxml=*) junit="${arg#--junitxml=}" ;; esac
 done
 fixed=0

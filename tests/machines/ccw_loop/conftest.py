@@ -225,11 +225,14 @@ class LoopWorkspace:
         loop_id: str = LOOP_ID,
         *,
         interactive: bool = False,
+        reconfigure: bool = False,
         agents: dict[str, Agent] | None = None,
         **options: Any,
     ) -> Loop:
-        """The loop ``loop_id`` in this workspace, driven by the real engine."""
-        return self.loops(agents=agents, **options).instance(loop_id, interactive=interactive)
+        """The loop ``loop_id`` in this workspace, driven by the real engine (``reconfigure``:
+        as ``fsm run --reconfigure``, adopting ``options`` over those the loop pinned)."""
+        harness = self.loops(agents=agents, **options)
+        return harness.instance(loop_id, interactive=interactive, reconfigure=reconfigure)
 
     def context(self, loop_id: str = LOOP_ID, **options: Any) -> Context[LoopOptions]:
         """The context the engine passes to hooks of ``loop_id``."""

@@ -207,7 +207,8 @@ def test_debug_of_a_script_reporting_pytest_ids_reruns_with_pytest(
     loop = started()
     _developed(loop)
     loop.fire("validate")
-    loop = loop_ws.open(test_command="./run-tests {junit}")
+    # the command the loop pinned at init is replaced, as fsm run --reconfigure does
+    loop = loop_ws.open(test_command="./run-tests {junit}", reconfigure=True)
     loop.fire("debug")
     hypotheses = loop.doc.skill_state.debug.hypotheses
     assert [h.status for h in hypotheses] == ["confirmed"]

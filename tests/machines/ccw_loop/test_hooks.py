@@ -13,7 +13,7 @@ from fsm_machines.ccw_loop import functions
 from fsm_machines.ccw_loop.model import LoopState
 from fsm_machines.ccw_loop.options import LoopOptions
 
-from fsm.base.errors import DocumentInputError
+from fsm.base.errors import DocumentInputError, MissingRequirementError
 from tests.machines.ccw_loop.conftest import LOOP_ID, MACHINE_YAML, ccw_loop
 
 BASH = {"task_id": "t1", "description": "run it", "tool": "bash", "mode": "write", "order": 0}
@@ -190,14 +190,19 @@ def test_init_persists_the_error_limit(loop_ws: Any, started: Any) -> None:
 
 
 def test_persisted_error_limit_outlives_the_option(loop_ws: Any, started: Any) -> None:
-    """A loop keeps the limit it was initialised with when a later run has another option."""
+    """A loop keeps the limit it was initialised with when a later run has another option: fsm
+    run refuses, naming the change (``--reconfigure`` would adopt it), and steps keep the
+    persisted limit."""
     loop_ws.write_tasks(
         [{**BASH, "command": "false"}, {**BASH, "task_id": "t2", "command": "true"}]
     )
     started(max_errors=1).fire("init")
     loop = loop_ws.open(max_errors=5)
-    result = loop.run()
-    assert (result.outcome, loop.events()) == ("failed", ["init", "develop", "give_up"])
+    with pytest.raises(MissingRequirementError, match="max_errors 1 is now 5"):
+        loop.run()
+    loop.step()
+    loop.step()
+    assert (loop.doc.status, loop.events()) == ("failed", ["init", "develop", "give_up"])
     assert "(max_errors 1)" in (loop.doc.failure_reason or "")
     LoopState.model_validate(loop.data)
 

@@ -203,14 +203,16 @@ def test_compound_pytest_command_counts_both_parts(loop_ws: Any, started: Any) -
 
 
 def test_text_only_summary_counts_and_names_the_failures(loop_ws: Any, started: Any) -> None:
-    """A runner pytest is hidden behind (no JUnit report) is judged from its output: status
-    shows how many failed, never "FAILED (0 failed)", and the failing tests are named."""
+    """A run that writes no JUnit report (pytest behind a wrapper that drops fsm's
+    PYTEST_ADDOPTS) is judged from its output: status shows how many failed, never "FAILED (0
+    failed)", and the failing tests are named."""
     _project(loop_ws)
     (loop_ws.root / "tests" / "test_calc.py").write_text(
         "from calc import add\n\n\n"
         + "".join(f"def test_add_{n}():\n    assert add({n}, 1) == {n + 1}\n\n\n" for n in range(8))
     )
-    loop = started(test_command=f"bash -c {json.dumps(PYTEST + ' tests')}", fix_tool="none")
+    hidden = f"env -u PYTEST_ADDOPTS {PYTEST} tests"
+    loop = started(test_command=f"bash -c {json.dumps(hidden)}", fix_tool="none")
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("failed", 4)
     state = loop.doc.skill_state
@@ -386,7 +388,8 @@ def test_fix_interrupted_by_a_killed_run_is_validated_on_resume(loop_ws: Any, st
 
 def test_fixes_line_counts_the_files_the_attempts_changed(loop_ws: Any, started: Any) -> None:
     """A fix attempt that rewrote several files is not shown as one changed file: the fixes line
-    of status counts the attempts that changed something and the files they changed."""
+    of status counts the attempts that changed something and the files they changed, and names
+    the test files among them."""
     _project(loop_ws)
 
     def rewrote_the_tests_too(call: Any) -> Any:
@@ -400,4 +403,7 @@ def test_fixes_line_counts_the_files_the_attempts_changed(loop_ws: Any, started:
     loop = started(agents={"codex": rewrote_the_tests_too})
     result = loop.run()
     assert (result.outcome, result.exit_code) == ("completed", 0)
-    assert functions.status_lines(loop.doc)["fixes"] == "1 attempt (1 changed 3 files, 0 failed)"
+    assert functions.status_lines(loop.doc)["fixes"] == (
+        "1 attempt (1 changed 3 files, 0 failed); the fix changed tests/test_calc.py, "
+        "tests/test_more.py: validated against the tests as they were"
+    )

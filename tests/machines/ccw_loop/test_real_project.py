@@ -29,7 +29,9 @@ def test_loop_outcomes_on_real_packages_agree_with_their_tests(tmp_path: Path) -
     nothing it ends failed with the failing tests' counts; with one that hangs after fixing,
     leaving a setsid child, it is cut at task_timeout, its fix validated, within the bound; a
     bug only a doctest finds is fixed (the doctest re-run alone as a doctest), and so is one a
-    unittest suite run by ``make test`` finds (the prompt gives unittest's real error)."""
+    unittest suite run by ``make test`` finds (the prompt gives unittest's real error); agents
+    that skip, delete or deselect the failing test, or edit fsm.toml's test command, never make
+    the loop complete, and its last line says what they changed."""
     driver = _driver()
     try:
         archives = {
@@ -49,8 +51,13 @@ def test_loop_outcomes_on_real_packages_agree_with_their_tests(tmp_path: Path) -
         "hang": ("completed", 0),
         "doctest": ("completed", 0),
         "unittest": ("completed", 0),
+        "skip": ("failed", 4),
+        "delete": ("failed", 4),
+        "deselect": ("failed", 4),
+        "toml": ("failed", 4),
     }
     assert (seen["fixer"].passed, seen["idle"].failed) == (455, 2)
     assert (seen["doctest"].passed, seen["unittest"].passed) == (256, 816)
     assert "after 3 fix attempts" in seen["idle"].line
     assert seen["hang"].seconds < driver.BOUND
+    assert seen["skip"].passed == 214 and "changed tests/test_fifo.py" in seen["skip"].line
