@@ -49,6 +49,7 @@ from fsm.base.errors import (
     UnknownMachineError,
     UnsafePathError,
     UnwritableDocumentError,
+    VersionMismatchError,
 )
 from fsm.model.context import Context, TransitionInfo
 from fsm.model.registry import Recovery, Registry, Reopening, Update
@@ -110,6 +111,7 @@ __all__ = [
     "UnwritableDocumentError",
     "Update",
     "Verdict",
+    "VersionMismatchError",
     "Workspace",
     "retry",
 ]

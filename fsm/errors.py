@@ -31,6 +31,7 @@ from fsm.base.errors import (
     UnknownMachineError,
     UnsafePathError,
     UnwritableDocumentError,
+    VersionMismatchError,
 )
 
 __all__ = [
@@ -61,4 +62,5 @@ __all__ = [
     "UnknownMachineError",
     "UnsafePathError",
     "UnwritableDocumentError",
+    "VersionMismatchError",
 ]

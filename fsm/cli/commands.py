@@ -30,7 +30,6 @@ __all__ = [
     "cmd_ls",
     "cmd_new",
     "cmd_recover",
-    "cmd_replay",
     "cmd_retry",
     "cmd_run",
     "cmd_serve",
@@ -306,6 +305,8 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
         from fsm.process.agent_runs import run_line
 
         out(one_line(f"  agent:   {run_line(info.last_agent)} (at {info.last_agent['time']})"))
+    if info.definition is not None:
+        out(one_line(f"  version: {version_line(info.definition)}"))
     driver = driver_line(info.driver, info.runnable, f"fsm run {args.machine} {info.id}")
     if driver:
         out(one_line(f"  driver:  {driver}"))
@@ -315,6 +316,22 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
         out(f"  control: {', '.join(info.control)}")
     out(f"  file:    {info.document}")
     return 0
+
+
+def version_line(definition: dict[str, Any]) -> str:
+    """``2 (graph 78d54974)``, with what the installed definition does with it when it is not
+    the one the instance runs under (see :func:`fsm.view.inspect.definition_of`)."""
+    installed = f"{definition['installed_version']} (graph {definition['installed_graph'][:8]})"
+    if definition["graph"] is None:
+        return f"not recorded (created before versions were); installed {installed}"
+    runs = f"{definition['version']} (graph {definition['graph'][:8]})"
+    if definition["graph"] == definition["installed_graph"]:
+        return runs
+    if definition["problem"]:
+        return f"{runs}; the installed {installed} cannot run it: {definition['problem']}"
+    if definition["migrates"]:
+        return f"{runs}; its next run migrates it to the installed {installed}"
+    return f"{runs}; the installed {installed} runs it (same version, another graph)"
 
 
 def driver_line(
@@ -447,17 +464,6 @@ def _safe_as_written(line: str) -> bool:
 
 def _json_line(record: dict[str, Any]) -> str:
     return json_text(record, separators=(",", ":"))
-
-
-def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Replay check."""
-    from fsm.view.inspect import check_replay
-
-    report = check_replay(instance_from(args, values))
-    for note in report.notes:
-        out(f"note: {note}")
-    out(f"{args.id}: journal of {report.records} records reproduces state '{report.state}'")
-    return 0
 
 
 def cmd_recover(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -44,16 +44,32 @@ from fsm.base.errors import (
     MissingRequirementError,
     UnsafePathError,
     UnwritableDocumentError,
+    VersionMismatchError,
 )
-from fsm.base.update import apply_update
+from fsm.base.update import apply_update, to_json_value
 from fsm.engine.control import ControlPlane
 from fsm.engine.instance import Instance, Loaded
+from fsm.engine.migration import (
+    MigrationPlan,
+    apply_migration,
+    compatibility,
+    plan_migration,
+    refusal,
+)
 from fsm.engine.rules import DocumentRules
 from fsm.model.context import Context
 from fsm.model.definition import describe_validation
+from fsm.model.identity import DEFINITION
 from fsm.model.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.model.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
-from fsm.model.records import AGENT_RUNS, ErrorRecord, GuardResult, TransitionRecord
+from fsm.model.records import (
+    AGENT_RUNS,
+    FIRED,
+    OBSERVED,
+    ErrorRecord,
+    GuardResult,
+    TransitionRecord,
+)
 from fsm.process import orphans
 from fsm.process.agent_runs import AgentRecorder
 from fsm.store.heartbeat import Pulse, heartbeats_of
@@ -338,19 +354,42 @@ class Engine:
         # A codec of the machine's own may read the document to write the state: it gets the
         # validated result of the actions. The field codec only writes the state.
         self._codec_reads_document = not isinstance(self.machine.codec, FieldCodec)
+        self._definition_checked = False
+        self._observed: dict[str, Any] = {}
+        """What the step under way observed (:meth:`fsm.model.context.Context.observe`)."""
+        self._fired = False
+        """Whether the step under way was fired by name."""
+        self._new_graph: dict[str, Any] = {}
+        """The installed definition's identity, for the next step record, when the instance
+        ran under another graph of the same version until now."""
 
     def context(self) -> Context:
         """The context of this engine's guards, actions and hooks (built once)."""
         if self._ctx is None:
             ctx = self.instance.context(interactive=self.interactive)
             self._agents = AgentRecorder(ctx.executor, ctx.log)
-            self._ctx = replace(ctx, executor=self._agents)
+            self._ctx = replace(ctx, executor=self._agents, observer=self._observe)
         return self._ctx
 
     def _agent_runs(self) -> dict[str, Any]:
-        """The ``extra`` of the step's record: the agent runs of the step, when it ran any."""
+        """The ``extra`` of the step's record: the agent runs of the step, when it ran any
+        (and the installed definition, when it is the first step under a new graph)."""
         runs = self._agents.runs if self._agents is not None else []
-        return {AGENT_RUNS: list(runs)} if runs else {}
+        extra: dict[str, Any] = {AGENT_RUNS: list(runs)} if runs else {}
+        if self._observed:
+            extra[OBSERVED] = self._observed
+        if self._fired:
+            extra[FIRED] = True
+        if self._new_graph:
+            extra.update(self._new_graph)
+            self._new_graph = {}
+        return extra
+
+    def _observe(self, name: str, read: Callable[[], Any]) -> Any:
+        """Read through ``read`` and keep the step's first value of ``name`` for its record."""
+        value = to_json_value(read())
+        self._observed.setdefault(name, value)
+        return value
 
     def _transition_context(self, transition: Transition, source: str) -> Context:
         key = (transition.index, source)
@@ -367,12 +406,50 @@ class Engine:
         until the instance is started (``fsm start`` or :class:`~fsm.engine.control.ControlPlane`).
         """
         with self._run_lock():
+            self._under_installed_definition(actor)
             return self._step(None, actor)
 
     def fire(self, event: str, *, actor: str = "cli") -> StepResult:
         """Take the first enabled transition for ``event``; refuse when there is none."""
         with self._run_lock():
+            self._under_installed_definition(actor)
             return self._step(event, actor)
+
+    def migrate(self, *, dry_run: bool = False, actor: str = "migrate") -> MigrationPlan | None:
+        """Migrate the instance to the installed definition when it runs under an earlier
+        version with a declared migration (:mod:`fsm.engine.migration`); return what was (or,
+        with ``dry_run``, would be) done, None when nothing needs to be. Raises
+        VersionMismatchError when it cannot be run or migrated."""
+        with self._run_lock():
+            found = compatibility(self.instance)
+            refused = refusal(self.instance, found)
+            if refused:
+                raise VersionMismatchError(refused)
+            if found.kind != "migrate":
+                return None
+            plan = plan_migration(self.instance, found)
+            if not dry_run:
+                apply_migration(self.instance, plan, actor=actor)
+            return plan
+
+    def _under_installed_definition(self, actor: str) -> None:
+        """Refuse an instance the installed definition cannot run, migrate one it can run by
+        migrating (see :mod:`fsm.engine.migration`); under another graph of the same version
+        the next step record names the installed one. Once per engine."""
+        if self._definition_checked or not self.instance.exists():
+            return
+        found = compatibility(self.instance)
+        refused = refusal(self.instance, found)
+        if refused:
+            self.instance.log.info("run_refused", reason=refused)
+            raise VersionMismatchError(refused)
+        if found.kind == "migrate":
+            plan = plan_migration(self.instance, found)
+            apply_migration(self.instance, plan, actor=actor)
+            self.instance.log.warning("migrated_before_run", migration=plan.text(self.machine.name))
+        elif found.kind == "graph":
+            self._new_graph = {DEFINITION: found.installed.to_json()}
+        self._definition_checked = True
 
     @contextlib.contextmanager
     def _run_lock(self) -> Iterator[None]:
@@ -475,6 +552,7 @@ class Engine:
         step taken (progress display).
         """
         with self._run_lock():
+            self._under_installed_definition(actor)
             loaded = self.instance.load()
             will_work = self.control.is_active(loaded) or self.control.needs_start(loaded)
             if will_work and not self.machine.is_final(loaded.state):
@@ -602,6 +680,8 @@ class Engine:
         ctx = self.context()
         if self._agents is not None:
             self._agents.clear()
+        self._observed = {}
+        self._fired = event is not None
         if event is not None and not self.kernel.accepts(state, event):
             allowed = ", ".join(self.machine.events_from(state)) or "none"
             raise EventNotAllowedError(

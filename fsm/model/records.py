@@ -10,7 +10,8 @@ document in journals written before failed steps were stamped), and ``format``. 
 ============  ===========================================================================
 kind          its own fields
 ============  ===========================================================================
-create        ``machine`` (absent before fsm ls told machines sharing a folder apart)
+create        ``machine`` (absent before fsm ls told machines sharing a folder apart); the
+              definition it was created under in ``extra`` (:mod:`fsm.model.identity`)
 transition    ``transition`` (index in the definition), ``guards`` (each evaluated guard:
               ``transition``, ``guard``, ``result``), ``actions`` (names run), and
               ``agents`` when the step ran an agent (see :func:`agent_runs`)
@@ -22,6 +23,9 @@ repair        ``reason`` (what a crash repair did)
 recover       ``machine``, ``notes``, ``moved_aside`` (the corrupt document kept aside)
 retry         ``status_from``, ``status_to``, ``items`` (what was reopened), ``reason``: a failed
               instance reopened from its final state (``event`` is ``retry``)
+migrate       ``reason``: the instance moved from state ``source`` of an earlier ``version:``
+              to ``dest`` of the installed one (``event`` is ``migrate``; its ``migration``
+              and ``definition`` in ``extra``, see :mod:`fsm.model.migrations`)
 ============  ===========================================================================
 
 A record that leads to a new version of the document also says what changed against the version
@@ -74,12 +78,15 @@ __all__ = [
     "AGENT_RUNS",
     "CHANGED",
     "CHANGES",
+    "FIRED",
     "FORMAT",
+    "OBSERVED",
     "ControlRecord",
     "CreateRecord",
     "ErrorRecord",
     "GuardResult",
     "MergeRecord",
+    "MigrateRecord",
     "Record",
     "RecoverRecord",
     "RepairRecord",
@@ -321,6 +328,19 @@ class RetryRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MigrateRecord(Record):
+    """The instance was migrated from state ``source`` of an earlier version of its machine to
+    ``dest`` of the installed one (``reason`` says what changed)."""
+
+    KIND: ClassVar[str] = "migrate"
+    kind: Literal["migrate"] = field(default="migrate", init=False)
+    event: str = "migrate"
+    source: str
+    dest: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownRecord(Record):
     """A record of a kind this fsm does not know: the common fields that fit, the rest in
     ``extra``."""
@@ -341,6 +361,7 @@ _KINDS: dict[str, type[Record]] = {
         RepairRecord,
         RecoverRecord,
         RetryRecord,
+        MigrateRecord,
     )
 }
 _COMMON = frozenset(f.name for f in fields(Record))
@@ -495,6 +516,15 @@ journals with it."""
 CHANGED = "changed"
 """The key of the paths (JSON Pointers) a record changed, written instead of :data:`CHANGES`
 when the patch was larger than :data:`fsm.model.patch.PATCH_LIMIT`."""
+
+
+OBSERVED = "observed"
+"""The key of a step record's observations (:meth:`fsm.model.context.Context.observe`): an object
+of names to the JSON values the step's guards and actions read besides the document, the first
+read of each name. Written only when the step observed something; kept in ``extra``."""
+FIRED = "fired"
+"""The key a step record has (``true``) when its event was fired by name (``fsm fire``, a menu)
+rather than chosen among the automatic transitions; kept in ``extra``."""
 
 
 def record_changes(record: Record) -> list[dict[str, Any]] | None:
