@@ -275,14 +275,20 @@ class Replayer:
             )
         if same:
             return None
-        shown = tuple(
+        evaluated = tuple(
             GuardValue(g["guard"] or "(none)", g["result"], "recorded") for g in record.guards
         )
-        taken = Decision(event, recorded_dest or "(failed)", shown)
-        decided = Decision(
-            chosen.event if chosen else None, chosen.dest_from(state) if chosen else None, values
+        own = tuple(
+            v
+            for v, g in zip(evaluated, record.guards, strict=True)
+            if g["transition"] == record.transition
         )
-        return Divergence(number, line, state, taken, decided, _flipped(shown, values))
+        taken = Decision(event, recorded_dest or "(failed)", own)
+        mine = values[-len(chosen.guards) :] if chosen is not None and chosen.guards else ()
+        decided = Decision(
+            chosen.event if chosen else None, chosen.dest_from(state) if chosen else None, mine
+        )
+        return Divergence(number, line, state, taken, decided, _flipped(evaluated, values))
 
     def _choose(
         self,
@@ -398,9 +404,10 @@ def _flipped(
     if flipped:
         return flipped
     new = [value.text() for value in candidate if value.own[0] not in before]
+    said = "no guard the recorded step evaluated changed value"
     if new:
-        return (f"none recorded flipped; not evaluated in the recorded step: {', '.join(new)}",)
-    return ("none: the candidate's transitions are in another order",)
+        return (f"{said}; evaluated only now: {', '.join(new)}",)
+    return (f"{said}: the candidate's transitions use them otherwise (order or guard lists)",)
 
 
 def _tf(value: bool | None) -> str:
