@@ -202,6 +202,8 @@ class Replayer:
             and _same_function(old.func, info.func)
         }
         self._observed: dict[str, Any] = {}
+        self._fired_only: dict[tuple[str, str], bool] = {}
+        self._tried: dict[tuple[str, str | None], list[Transition]] = {}
 
     def _serve(self, name: str, read: Callable[[], Any]) -> Any:
         if name not in self._observed:
@@ -257,11 +259,14 @@ class Replayer:
         extra = record.extra
         event = chain.events.get(record.event, record.event) if chain else record.event
         fired = bool(extra.get(FIRED)) if extra else False
-        if not fired and not any(t.auto for t in candidate.transitions_from(state, event)):
-            fired = any(True for _ in candidate.transitions_from(state, event))
+        if not fired:
+            # A journal from before steps said they were fired: an event with no automatic
+            # transition from the state can only have been.
+            fired = self._only_fired(state, event)
         self._observed = extra.get(OBSERVED) or {} if extra else {}
         recorded = _recorded_values(record.guards)
-        chosen, values = self._choose(state, event if fired else None, recorded, record, rebuilder)
+        found = self._choose(state, event if fired else None, recorded, record, rebuilder)
+        chosen, values = found[0], tuple(GuardValue(*value) for value in found[1])
         if kind_is_error(record):
             same = chosen is not None and chosen.event == event
             if same and graph_same:
@@ -290,6 +295,29 @@ class Replayer:
         )
         return Divergence(number, line, state, taken, decided, _flipped(evaluated, values))
 
+    def _only_fired(self, state: str, event: str) -> bool:
+        key = (state, event)
+        found = self._fired_only.get(key)
+        if found is None:
+            transitions = self.candidate.transitions_from(state, event)
+            found = self._fired_only[key] = bool(transitions) and not any(
+                t.auto for t in transitions
+            )
+        return found
+
+    def _candidates(self, state: str, event: str | None) -> list[Transition]:
+        """The transitions a step from ``state`` tries, in order (the event's, or the automatic
+        ones)."""
+        key = (state, event)
+        found = self._tried.get(key)
+        if found is None:
+            found = self._tried[key] = [
+                t
+                for t in self.candidate.transitions_from(state, event)
+                if event is not None or t.auto
+            ]
+        return found
+
     def _choose(
         self,
         state: str,
@@ -297,28 +325,27 @@ class Replayer:
         recorded: dict[str, bool],
         record: Any,
         rebuilder: Rebuilder,
-    ) -> tuple[Transition | None, tuple[GuardValue, ...]]:
-        values: list[GuardValue] = []
+    ) -> tuple[Transition | None, list[tuple[str, bool, str]]]:
+        values: list[tuple[str, bool, str]] = []
         doc: list[Any] = []  # validated once, when a guard must be evaluated
-        for transition in self.candidate.transitions_from(state, event):
-            if event is None and not transition.auto:
-                continue
+        unchanged = self._unchanged
+        for transition in self._candidates(state, event):
             holds_all = True
             for guard in transition.guards:
-                raw = recorded.get(guard.name) if guard.name in self._unchanged else None
+                raw = recorded.get(guard.name) if guard.name in unchanged else None
                 if raw is None:
                     raw = self._evaluate(guard, transition, state, record, rebuilder, doc)
                     source = "evaluated"
                 else:
                     source = "recorded"
                 holds = raw != guard.negated
-                values.append(GuardValue(guard.label, holds, source))
+                values.append((guard.label, holds, source))
                 if not holds:
                     holds_all = False
                     break
             if holds_all:
-                return transition, tuple(values)
-        return None, tuple(values)
+                return transition, values
+        return None, values
 
     def _evaluate(
         self,
@@ -387,8 +414,10 @@ def _recorded_values(guards: Iterable[Any]) -> dict[str, bool]:
         label, result = entry.get("guard"), entry.get("result")
         if label is None or result is None:
             continue
-        name, negated = guard_name(label)
-        values.setdefault(name, bool(result) != negated)
+        if label.startswith("not "):
+            values.setdefault(label[4:], not result)
+        else:
+            values.setdefault(label, bool(result))
     return values
 
 

@@ -130,6 +130,10 @@ class Workspace:
             settings=store_settings(self.config.store),
             space=self.space,
             queue=self.space if machine.spec.needs_workspace else None,
+            runs=(
+                str(machine.spec.version),
+                *(str(m.from_version) for m in machine.spec.migrations),
+            ),
         )
 
     @property

@@ -118,6 +118,13 @@ CREATE TABLE fsm_heartbeats (
 );
 """,
     ),
+    (
+        3,
+        "the version of its machine each instance runs under, which workers claim by",
+        """
+ALTER TABLE fsm_instances ADD COLUMN definition text;
+""",
+    ),
 ]
 """(number, what it does, SQL), in order."""
 

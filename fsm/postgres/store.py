@@ -49,6 +49,7 @@ from fsm.base.errors import (
     UnknownInstanceError,
 )
 from fsm.base.ids import validate_id
+from fsm.model.identity import DEFINITION
 from fsm.model.records import Record
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
 from fsm.store.file_store import FileStore
@@ -115,7 +116,8 @@ WITH {lock} target AS (
         state = %(state)s, status = %(status)s, runnable = %(runnable)s,
         records = i.records + %(count)s,
         queue = CASE WHEN i.records = 0 THEN %(queue)s ELSE i.queue END,
-        creator = coalesce(i.creator, %(creator)s)
+        creator = coalesce(i.creator, %(creator)s),
+        definition = coalesce(%(definition)s, i.definition)
     WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
       AND i.version = %(version)s
     {fenced} {locked}
@@ -231,6 +233,7 @@ WITH candidate AS (
           WHERE h.id = c.holder AND h.expires > statement_timestamp()))
       AND (%(any)s OR c.queue IS NULL OR c.queue = ANY(%(queues)s))
       AND NOT c.id = ANY(%(skip)s)
+      AND (%(any_version)s OR c.definition IS NULL OR c.definition = ANY(%(versions)s))
     ORDER BY c.modified
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -257,6 +260,16 @@ def _creator(records: Sequence[Record]) -> str | None:
         if record.kind == "create":
             machine = getattr(record, "machine", None)
             return machine if isinstance(machine, str) else None
+    return None
+
+
+def _definition_of(records: Sequence[Record]) -> str | None:
+    """The ``version:`` the newest of ``records`` naming a definition names (None: none does),
+    as text: what the ``definition`` column keeps and claims compare."""
+    for record in reversed(records):
+        found = record.extra.get(DEFINITION) if record.extra else None
+        if isinstance(found, dict) and isinstance(found.get("version"), int | str):
+            return str(found["version"])
     return None
 
 
@@ -480,6 +493,7 @@ class PostgresStore:
         self.settings = settings
         self.db: Database = database(settings)
         self.queue = layout.queue
+        self.runs = layout.runs
         self._files = FileStore.from_layout(layout)
         self._known: dict[str, tuple[bytes | None, int]] = {}
         """What this handle last saw of each instance: its bytes and version."""
@@ -657,6 +671,7 @@ class PostgresStore:
             "lines": json.dumps(lines),
             "queue": _queue_of(proposal.records, self.queue),
             "creator": _creator(proposal.records),
+            "definition": _definition_of(proposal.records),
             "holder": holder,
             "fence": token,
         }
@@ -1113,6 +1128,8 @@ class PostgresStore:
                 "any": queues is None,
                 "queues": list(queues or ()),
                 "skip": list(skip),
+                "any_version": self.runs is None,
+                "versions": list(self.runs or ()),
             }
 
             row = self.db.run(functools.partial(self._claim_any, params))
@@ -1151,7 +1168,13 @@ class PostgresStore:
         """Keep ``raw`` and the journal ``lines`` as the instance's, byte-exact (False when it
         has a document here already)."""
         validate_id(instance_id)
-        creator = queue = None
+        creator = queue = definition = None
+        for line in reversed(lines):
+            found = _parsed(line)
+            named = found.get(DEFINITION) if found is not None else None
+            if isinstance(named, dict) and isinstance(named.get("version"), int | str):
+                definition = str(named["version"])
+                break
         if lines:
             first = _parsed(lines[0])
             if first is not None and first.get("kind") == "create":
@@ -1171,6 +1194,7 @@ class PostgresStore:
             "lines": list(lines),
             "queue": queue if isinstance(queue, str) else self.queue,
             "creator": creator,
+            "definition": definition,
         }
 
         def put(conn: Any) -> bool:
@@ -1193,7 +1217,7 @@ class PostgresStore:
                     "UPDATE fsm_instances SET raw = %(raw)s, version = version + 1, "
                     "state = %(state)s, status = %(status)s, runnable = %(runnable)s, "
                     "records = %(count)s, queue = %(queue)s, creator = %(creator)s, "
-                    "modified = clock_timestamp() "
+                    "definition = %(definition)s, modified = clock_timestamp() "
                     "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s",
                     params,
                 )

@@ -1,0 +1,78 @@
+"""Workers of two versions of one machine on one database: each claims only the instances its
+installed definition can run (its own version, or one its migrations start from)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import psycopg
+
+from fsm.engine.engine import Engine
+from fsm.engine.instance import Workspace
+from fsm.model.machine import Machine, load_machine
+from tests.postgres.fleet import MACHINE
+
+
+def side(tmp_path: Path, url: str, name: str, version: int, migration: str = "") -> Workspace:
+    """A workspace (``name``) sharing the database's space ``shared``, with its own copy of the
+    worker counter at ``version`` (``counting`` renamed ``tally`` from version 2 on)."""
+    folder = tmp_path / name
+    shutil.copytree(MACHINE.parent, folder / "machine")
+    path = folder / "machine" / "machine.yaml"
+    text = path.read_text().replace("version: 1\n", f"version: {version}\n")
+    if version > 1:
+        text = text.replace("counting", "tally")
+    path.write_text(text + migration)
+    (folder / "fsm.toml").write_text(f'[store]\nurl = "{url}"\nspace = "shared"\nlease = 5\n')
+    return Workspace(folder)
+
+
+def machine_of(workspace: Workspace) -> Machine:
+    return load_machine(workspace.path / "machine" / "machine.yaml")
+
+
+def claims(workspace: Workspace) -> list[str]:
+    """Every instance a worker of ``workspace`` claims (each held until the end)."""
+    machine = machine_of(workspace)
+    store = workspace.store_for(machine)
+    claimed = []
+    held = []
+    while (claim := store.claim(None)) is not None:  # type: ignore[attr-defined]
+        claimed.append(claim.instance_id)
+        held.append(claim)
+    for claim in held:
+        claim.release()
+    return sorted(claimed)
+
+
+def test_v1_and_v2_workers_claim_only_what_they_can_run(
+    tmp_path: Path, postgres_store_url: str
+) -> None:
+    v1 = side(tmp_path, postgres_store_url, "v1", 1)
+    v2 = side(tmp_path, postgres_store_url, "v2", 2)
+    migrating = side(
+        tmp_path,
+        postgres_store_url,
+        "v2m",
+        2,
+        "migrations:\n  - {from: 1, states: {counting: tally}}\n",
+    )
+    for workspace, ids in ((v1, ("a1", "b1")), (v2, ("a2",))):
+        machine = machine_of(workspace)
+        for instance_id in ids:
+            workspace.instance(machine, instance_id).create({"limit": 3})
+    with psycopg.connect(postgres_store_url) as conn:
+        rows = dict(conn.execute("SELECT id, definition FROM fsm_instances").fetchall())
+    assert rows == {"a1": "1", "b1": "1", "a2": "2"}
+    assert claims(v1) == ["a1", "b1"]
+    assert claims(v2) == ["a2"]
+    assert claims(migrating) == ["a1", "a2", "b1"]
+    # A v1 instance migrated by the v2 worker that can is a v2 instance from then on.
+    instance = migrating.instance(machine_of(migrating), "a1")
+    Engine(instance).run(max_steps=1)
+    with psycopg.connect(postgres_store_url) as conn:
+        row = conn.execute("SELECT definition FROM fsm_instances WHERE id = 'a1'").fetchone()
+    assert row == ("2",)
+    assert claims(v1) == ["b1"]
+    assert claims(v2) == ["a1", "a2"]
