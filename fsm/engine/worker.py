@@ -47,7 +47,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from fsm.base.clock import SystemClock
-from fsm.base.errors import FsmError, LockHeldError
+from fsm.base.errors import CorruptDocumentError, FsmError, LockHeldError
 from fsm.base.ids import validate_id
 from fsm.engine.driving import Driven, belongs_to, end_with_parent
 from fsm.engine.rules import DocumentRules, runnable
@@ -283,8 +283,15 @@ def _drive(
             workspace, machine, validate_id(instance_id), store=source.store, options=source.options
         )
         # The document the claim read in its own statement is the run's first read.
-        loaded = instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
-        if not runnable(machine, loaded.state, loaded.status):
+        try:
+            loaded = (
+                instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
+            )
+        except CorruptDocumentError:
+            # Perhaps in a state of an earlier version: the run migrates it first, or refuses
+            # it naming the versions (or finds it corrupt, as this read did).
+            loaded = None
+        if loaded is not None and not runnable(machine, loaded.state, loaded.status):
             claim.release()
             return None
         engine = Engine(instance, lease=claim, kernel=source.kernel)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fsm.base import cache
+from fsm.model.records import DEFINITION, version_named
 
 if TYPE_CHECKING:
     from fsm.model.definition import MachineSpec
@@ -44,11 +45,9 @@ __all__ = [
     "graph_digest",
     "recorded_identity",
     "same_version",
+    "version_named",
 ]
 
-DEFINITION = "definition"
-"""The key of a record's definition identity (``{"version", "graph", "code"}``), kept in
-``extra`` like a step's changes: journals with it read as before in every fsm."""
 
 _EXPLAINING = frozenset({"description", "unbounded"})
 """Keys that explain a definition and change nothing it does."""

@@ -78,6 +78,7 @@ __all__ = [
     "AGENT_RUNS",
     "CHANGED",
     "CHANGES",
+    "DEFINITION",
     "FIRED",
     "FORMAT",
     "OBSERVED",
@@ -97,6 +98,7 @@ __all__ = [
     "changed_paths",
     "parse_record",
     "record_changes",
+    "version_named",
 ]
 
 FORMAT = 2
@@ -525,6 +527,23 @@ read of each name. Written only when the step observed something; kept in ``extr
 FIRED = "fired"
 """The key a step record has (``true``) when its event was fired by name (``fsm fire``, a menu)
 rather than chosen among the automatic transitions; kept in ``extra``."""
+
+
+DEFINITION = "definition"
+"""The key of a record's definition identity (``{"version", "graph", "code"}``: see
+:mod:`fsm.model.identity`), kept in ``extra`` like a step's changes: journals with it read as
+before in every fsm."""
+
+
+def version_named(record: Mapping[str, Any]) -> str | None:
+    """The ``version:`` (as text) a journal record's JSON object names under
+    :data:`DEFINITION`; None when it names none."""
+    found = record.get(DEFINITION)
+    if isinstance(found, Mapping):
+        version = found.get("version")
+        if isinstance(version, int | str) and not isinstance(version, bool):
+            return str(version)
+    return None
 
 
 def record_changes(record: Record) -> list[dict[str, Any]] | None:

@@ -120,9 +120,11 @@ CREATE TABLE fsm_heartbeats (
     ),
     (
         3,
-        "the version of its machine each instance runs under, which workers claim by",
+        "the version of its machine each instance runs under, which workers claim by, and the "
+        "versions each worker runs",
         """
 ALTER TABLE fsm_instances ADD COLUMN definition text;
+ALTER TABLE fsm_holders ADD COLUMN serves text[];
 """,
     ),
 ]

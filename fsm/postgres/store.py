@@ -494,6 +494,8 @@ class PostgresStore:
         self.db: Database = database(settings)
         self.queue = layout.queue
         self.runs = layout.runs
+        self.key_prefix = f"{self.space}/{self.machine}"
+        self._announced: int | None = None
         self._files = FileStore.from_layout(layout)
         self._known: dict[str, tuple[bytes | None, int]] = {}
         """What this handle last saw of each instance: its bytes and version."""
@@ -1041,7 +1043,7 @@ class PostgresStore:
         """The document, when it was written, and the machine its create record names."""
         validate_id(instance_id)
         sql = (
-            "SELECT raw, (extract(epoch FROM modified) * 1000000)::bigint, creator "
+            "SELECT raw, (extract(epoch FROM modified) * 1000000)::bigint, creator, definition "
             "FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
         )
         row = self.db.run(
@@ -1050,7 +1052,7 @@ class PostgresStore:
         if row is None or row[0] is None:
             creator = None if row is None else row[2]
             return Listed(None, 0, creator, f"no instance '{instance_id}'")
-        return Listed(_bytes(row[0]), int(row[1]) * 1000, row[2])
+        return Listed(_bytes(row[0]), int(row[1]) * 1000, row[2], None, row[3])
 
     def stamp(self, instance_id: str) -> list[int] | None:
         """The document's version and the journal's length (from the last listing when it
@@ -1132,6 +1134,7 @@ class PostgresStore:
                 "versions": list(self.runs or ()),
             }
 
+            self._announce(holder)
             row = self.db.run(functools.partial(self._claim_any, params))
             if row is not None:
                 instance_id, raw = str(row[0]), _bytes(row[2])
@@ -1141,6 +1144,34 @@ class PostgresStore:
                 return None
             holder.mark_lost()
         return None
+
+    def _announce(self, holder: Holder) -> None:
+        """Say, once per holder, which versions of this machine its worker runs (``fsm ls``
+        names the instances of a version no live worker runs)."""
+        if self._announced == holder.id or self.runs is None:
+            return
+        keys = [f"{self.key_prefix}={version}" for version in self.runs]
+        self.db.run(
+            lambda conn: conn.execute(
+                "UPDATE fsm_holders SET serves = ARRAY(SELECT DISTINCT unnest("
+                "coalesce(serves, '{}') || %s::text[])) WHERE id = %s",
+                (keys, holder.id),
+            )
+        )
+        self._announced = holder.id
+
+    def served_versions(self) -> set[str] | None:
+        """The versions of this machine the live workers of this space run (None: no live
+        worker runs this machine)."""
+        prefix = f"{self.key_prefix}="
+        rows = self.db.run(
+            lambda conn: conn.execute(
+                "SELECT DISTINCT unnest(serves) FROM fsm_holders "
+                "WHERE expires > statement_timestamp() AND serves IS NOT NULL"
+            ).fetchall()
+        )
+        found = {str(row[0])[len(prefix) :] for row in rows if str(row[0]).startswith(prefix)}
+        return found or None
 
     @staticmethod
     def _claim_any(params: dict[str, Any], conn: Any) -> Any:

@@ -163,6 +163,9 @@ class Listed:
     modified_ns: int
     creator: str | None
     error: str | None = None
+    definition: str | None = None
+    """The ``version:`` of its machine the instance runs under, as far as a cheap read tells
+    (the journal's first record, or a store's column): None when not recorded."""
 
 
 @dataclass(frozen=True)

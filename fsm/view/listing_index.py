@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["list_indexed"]
 
-FORMAT = "2"
+FORMAT = "3"
 """The shape of an index; an index of another shape is not read."""
 
 MAX_CODE_FILES = 500
@@ -156,6 +156,11 @@ class _Index:
             "read_retries": layout.read_retries,
             "retry_interval": layout.retry_interval,
             "settings": dict(layout.settings),
+            # The space names the instances in a store several workspaces share: an index
+            # without it listed a [store] space's instances under the folder's name (none).
+            "space": layout.space,
+            "queue": layout.queue,
+            "runs": None if layout.runs is None else list(layout.runs),
         }
         index = cls(key, saved, code, {})
         index.changed = True
@@ -179,6 +184,9 @@ class _Index:
             read_retries=saved["read_retries"],
             retry_interval=saved["retry_interval"],
             settings=saved["settings"],
+            space=saved["space"],
+            queue=saved["queue"],
+            runs=None if saved["runs"] is None else tuple(saved["runs"]),
         )
         store = stores.factory(saved["store"])(layout)
         loaded: Machine | None = None
@@ -219,12 +227,16 @@ def _entry(row: Row) -> list[Any]:
         listed.outcome,
         listed.reason,
         row.modified,
+        listed.version,
+        listed.runs,
     ]
 
 
 def _indexed_row(entry: list[Any], instance_id: str) -> Row:
-    _, _, machine, status, state, updated, error, outcome, reason, modified = entry
-    listed = ListedInstance(machine, instance_id, status, state, updated, error, outcome, reason)
+    _, _, machine, status, state, updated, error, outcome, reason, modified, version, runs = entry
+    listed = ListedInstance(
+        machine, instance_id, status, state, updated, error, outcome, reason, version, runs
+    )
     return Row(listed, modified, None)
 
 

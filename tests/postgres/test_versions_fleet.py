@@ -7,7 +7,9 @@ import shutil
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from fsm.cli import main
 from fsm.engine.engine import Engine
 from fsm.engine.instance import Workspace
 from fsm.model.machine import Machine, load_machine
@@ -68,11 +70,46 @@ def test_v1_and_v2_workers_claim_only_what_they_can_run(
     assert claims(v1) == ["a1", "b1"]
     assert claims(v2) == ["a2"]
     assert claims(migrating) == ["a1", "a2", "b1"]
-    # A v1 instance migrated by the v2 worker that can is a v2 instance from then on.
-    instance = migrating.instance(machine_of(migrating), "a1")
-    Engine(instance).run(max_steps=1)
+    # A v1 instance in a renamed state, driven by the worker that can migrate it, is a v2
+    # instance from then on.
+    Engine(v1.instance(machine_of(v1), "a1")).run(max_steps=1)  # into v1's 'counting'
+    from fsm.engine.worker import WorkerOptions, work
+
+    driven = work(
+        migrating, [machine_of(migrating)], WorkerOptions(drain=True, max_steps=1), lambda d: None
+    )
+    assert {d.id: d.outcome for d in driven} == dict.fromkeys(["a1", "a2", "b1"], "limit")
     with psycopg.connect(postgres_store_url) as conn:
-        row = conn.execute("SELECT definition FROM fsm_instances WHERE id = 'a1'").fetchone()
-    assert row == ("2",)
-    assert claims(v1) == ["b1"]
-    assert claims(v2) == ["a1", "a2"]
+        rows = dict(conn.execute("SELECT id, definition FROM fsm_instances").fetchall())
+        kinds = [
+            row[0]
+            for row in conn.execute(
+                "SELECT line::json->>'kind' FROM fsm_journal WHERE id = 'a1' ORDER BY position"
+            ).fetchall()
+        ]
+    assert rows == {"a1": "2", "b1": "2", "a2": "2"}
+    assert kinds[-2:] == ["migrate", "transition"]
+    assert claims(v1) == []
+    assert claims(v2) == ["a1", "a2", "b1"]
+
+
+def test_ls_names_the_instances_no_live_worker_runs(
+    tmp_path: Path, postgres_store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a live worker running version 1 only, fsm ls flags the runnable instance of
+    version 2 (and not the one of version 1)."""
+    v1 = side(tmp_path, postgres_store_url, "v1", 1)
+    v2 = side(tmp_path, postgres_store_url, "v2", 2)
+    v1.instance(machine_of(v1), "a1").create({"limit": 3})
+    v2.instance(machine_of(v2), "a2").create({"limit": 3})
+    assert claims(v1) == ["a1"]  # the worker of version 1 says what it runs
+    capsys.readouterr()
+    machine_file = str(v1.path / "machine" / "machine.yaml")
+    code = main(["-C", str(v1.path), "ls", machine_file])
+    assert code == 0, capsys.readouterr()
+    shown = capsys.readouterr().out
+    lines = {line.split()[1]: line for line in shown.splitlines()}
+    assert "a2" in lines, shown
+    assert "no live worker runs worker-counter 2" in lines["a2"]
+    assert "runs under worker-counter 2, newer than the installed 1" in lines["a2"]
+    assert "[" not in lines["a1"]
