@@ -51,17 +51,17 @@ from fsm.base.errors import (
     UnwritableDocumentError,
     VersionMismatchError,
 )
-from fsm.model.context import Context, TransitionInfo
-from fsm.model.registry import Recovery, Registry, Reopening, Update
-from fsm.process.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
 
 if TYPE_CHECKING:
     from fsm.engine.control import ControlPlane
     from fsm.engine.engine import Engine
     from fsm.engine.instance import Instance, Workspace
     from fsm.engine.retry import retry
+    from fsm.model.context import Context, TransitionInfo
     from fsm.model.machine import Machine
     from fsm.model.outcome import RunResult, StepResult, Verdict
+    from fsm.model.registry import Recovery, Registry, Reopening, Update
+    from fsm.process.executor import AgentCommand, ExecResult, Executor, SubprocessExecutor
 
 __all__ = [
     "AgentCommand",
@@ -117,6 +117,16 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Context": "fsm.model.context",
+    "TransitionInfo": "fsm.model.context",
+    "Recovery": "fsm.model.registry",
+    "Registry": "fsm.model.registry",
+    "Reopening": "fsm.model.registry",
+    "Update": "fsm.model.registry",
+    "AgentCommand": "fsm.process.executor",
+    "ExecResult": "fsm.process.executor",
+    "Executor": "fsm.process.executor",
+    "SubprocessExecutor": "fsm.process.executor",
     "ControlPlane": "fsm.engine.control",
     "Engine": "fsm.engine.engine",
     "RunResult": "fsm.model.outcome",
@@ -130,7 +140,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import the engine and the store only when they are used (keeps ``fsm status`` fast)."""
+    """Import the engine, the registry and the executors only when they are used: ``fsm
+    status`` stays fast, and the console script catches signals before the heavy imports."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fsm' has no attribute {name!r}")

@@ -16,11 +16,15 @@ if [ -n "$constraints" ]; then
 fi
 stamp="$venv/.fsm-browser-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/constraints.txt" -nt "$stamp" ]; then
-  if "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev,browser]"; then
+  # pip's output (the build backend's notes on editable installs among it) only when it fails
+  pip_log="$(mktemp)"
+  if "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev,browser]" >"$pip_log" 2>&1; then
     touch "$stamp"
   else
+    tail -n 20 "$pip_log" >&2
     echo "browser-deps: could not install Playwright (pip install -e '.[browser]'); the browser tests will be skipped" >&2
   fi
+  rm -f "$pip_log"
 fi
 
 if [ ! -x "$chromium" ]; then

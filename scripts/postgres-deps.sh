@@ -16,11 +16,15 @@ if [ -n "$constraints" ]; then
 fi
 stamp="$venv/.fsm-postgres-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/constraints.txt" -nt "$stamp" ]; then
-  if "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev,postgres]"; then
+  # pip's output (the build backend's notes on editable installs among it) only when it fails
+  pip_log="$(mktemp)"
+  if "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev,postgres]" >"$pip_log" 2>&1; then
     touch "$stamp"
   else
+    tail -n 20 "$pip_log" >&2
     echo "postgres-deps: could not install psycopg (pip install -e '.[postgres]'); the PostgreSQL tests will be skipped" >&2
   fi
+  rm -f "$pip_log"
 fi
 
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1 && [ -z "${FSM_PG_BINDIR:-}" ]; then

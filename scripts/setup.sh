@@ -17,7 +17,13 @@ if [ -n "$constraints" ]; then
   constrained=(-c "$constraints")
 fi
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/constraints.txt" -nt "$stamp" ]; then
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev]"
+  # pip's output (the build backend's notes on editable installs among it) only when it fails
+  log="$venv/.fsm-install.log"
+  if ! { "$venv/bin/python" -m pip install --quiet --upgrade pip &&
+    "$venv/bin/python" -m pip install --quiet "${constrained[@]}" -e "$root[dev]"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "setup: installing fsm into $venv failed (the whole output: $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi

@@ -407,7 +407,7 @@ def test_fsm_agents_lists_where_which_version_and_the_verdict(
     listed = cli("agents")
     assert listed.code == 1, listed.err
     lines = listed.out.splitlines()
-    assert lines[0].startswith("claude   -          built-in  not found")
+    assert lines[0] == "claude   -          built-in  not found  not installed"
     assert "  'claude' is not on PATH and fsm.toml has no [agent.claude] table" in lines[1]
     codex = lines.index(next(x for x in lines if x.startswith("codex ")))
     assert lines[codex].endswith("accepted") and "0.169.0" in lines[codex]
@@ -424,6 +424,11 @@ def test_fsm_agents_lists_where_which_version_and_the_verdict(
         "yolo): correct command of [agent.qwen] in fsm.toml"
     ) in listed.out
     assert "abc12345" not in listed.out
+    named = cli("agents", "claude")
+    assert named.code == 1 and named.out.splitlines()[0].endswith("CANNOT RUN")
+    (tmp_path / "fsm.toml").unlink()
+    assert cli("agents", "claude", "gemini").code == 1
+    assert cli("agents").code == 0  # codex and qwen run; claude and gemini are not installed
     as_json = cli("agents", "codex", "--json")
     assert as_json.code == 0
     (codex_json,) = as_json.json()

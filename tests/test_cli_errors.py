@@ -152,7 +152,8 @@ def test_a_known_status_without_instances_lists_nothing(cli: Cli, status: str) -
     """A status the machine declares is a fair question even when no instance has it."""
     assert cli("new", C, "--id", "c1", "--set", "limit=1").code == 0
     result = cli("ls", C, "--status", status)
-    assert (result.code, result.out, result.err) == (0, "", "")
+    assert (result.code, result.out) == (0, "")
+    assert result.err.startswith(f"fsm: no instances of {C} with status {status} in ")
 
 
 def test_check_of_a_missing_file_writes_its_error_on_stderr(cli: Cli, tmp_path: Path) -> None:

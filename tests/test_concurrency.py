@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from fsm.engine.instance import Workspace
 from fsm.model.machine import Machine
 from fsm.view.inspect import replay
@@ -92,8 +94,12 @@ def test_stop_from_another_process_ends_the_run_failed(tmp_path: Path, counter: 
     assert replay(instance).problems == []
 
 
-def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
-    """SIGTERM to `fsm run` kills the command its step runs; the document stays as it was."""
+@pytest.mark.parametrize(("signame", "code"), [("SIGTERM", 143), ("SIGHUP", 129), ("SIGINT", 130)])
+def test_terminated_run_takes_its_running_command_down(
+    tmp_path: Path, signame: str, code: int
+) -> None:
+    """SIGTERM, SIGHUP (a closed terminal) or Ctrl-C to `fsm run` kills the command its step
+    runs, says `interrupted` and exits 128 plus the signal; the document stays as it was."""
     import signal
 
     from fsm.model.machine import load_machine
@@ -108,10 +114,10 @@ def test_terminated_run_takes_its_running_command_down(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
     child = int(pid_file.read_text())
-    run.send_signal(signal.SIGTERM)
+    run.send_signal(getattr(signal, signame))
     _, err = run.communicate(timeout=120)
-    assert run.returncode == 130, err
-    assert "interrupted" in err
+    assert run.returncode == code, err
+    assert err.strip().endswith("fsm: error: interrupted") and "Traceback" not in err
     wait_for(lambda: not is_alive(child))
     assert instance.store.paths(instance.id).document.read_bytes() == before
 

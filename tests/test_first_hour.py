@@ -4,6 +4,7 @@ mistakes answered with where things belong."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -209,7 +210,8 @@ def test_run_quiet_shows_no_progress(cli: Cli) -> None:
 
 def test_live_progress_redraws_one_line(make_counter: Callable[..., Any]) -> None:
     """On a terminal the progress is one line (redrawn by rich after each step) naming the
-    machine, instance, step, state and the machine's summary; it stays when the run ends."""
+    step, state, elapsed time, the machine's summary, machine and instance; it stays when the
+    run ends."""
     import io
 
     from fsm.engine.engine import Engine
@@ -221,4 +223,28 @@ def test_live_progress_redraws_one_line(make_counter: Callable[..., Any]) -> Non
     Engine(instance).run(on_step=progress)
     progress.close()
     shown = stream.getvalue()
-    assert shown.splitlines()[-1].startswith("counter c1 | step 3 | done (finish) | progress 2/2 |")
+    last = shown.splitlines()[-1]
+    assert re.fullmatch(
+        r"step 3 \| done \(finish\) \| 00:0\d \| progress 2/2 \| counter c1 *", last
+    )
+
+
+def test_a_narrow_terminal_keeps_the_step_state_and_elapsed_time(
+    make_counter: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 40 columns the live line is cut at its end: the step, state and elapsed time stay
+    (a long step no longer looks frozen because its timer was cut off)."""
+    import io
+
+    from fsm.engine.engine import Engine
+    from fsm.view.progress import RunProgress
+
+    monkeypatch.setenv("COLUMNS", "40")
+    instance = make_counter(limit=2)
+    stream = io.StringIO()
+    progress = RunProgress(instance, stream, live=True)
+    Engine(instance).run(on_step=progress)
+    progress.close()
+    last = stream.getvalue().splitlines()[-1]
+    assert len(last.rstrip()) <= 40
+    assert re.match(r"step 3 \| done \(finish\) \| 00:0\d \| ", last)

@@ -193,7 +193,7 @@ def test_exit_code_precedence(outcomes: tuple[str, ...], code: int) -> None:
 
 
 def test_sigterm_stops_the_fleet_and_frees_every_instance(cli: Cli, tmp_path: Path) -> None:
-    """SIGTERM to `fsm run --all --jobs 2` abandons the steps in progress (exit 130); no
+    """SIGTERM to `fsm run --all --jobs 2` abandons the steps in progress (exit 143); no
     instance is left locked or half-written: the next fleet run drives them all to the end."""
     for number in range(4):
         _new(cli, f"s{number}", "limit=20")
@@ -206,7 +206,7 @@ def test_sigterm_stops_the_fleet_and_frees_every_instance(cli: Cli, tmp_path: Pa
         if run.poll() is None:
             run.kill()
             run.communicate()
-    assert run.returncode == 130, errors
+    assert run.returncode == 143, errors
     assert "Traceback" not in errors
     after = cli("run", "--all", C, "--jobs", "2")
     assert after.code == 0, after

@@ -90,7 +90,7 @@ def test_ls_escapes_a_hostile_state(cli: Cli, tmp_path: Path) -> None:
     path.write_text(json.dumps({**json.loads(path.read_text()), "phase": "\x1b]0;pwned\x07\n"}))
     result = cli("ls", C)
     assert RAW_CONTROL.search(result.out) is None
-    assert result.out.count("\n") == 1
+    assert result.out.count("\n") == 2  # the header and the row
     assert "invalid: unknown state '\\x1b]0;pwned\\x07\\n'" in result.out
     assert RAW_CONTROL.search(cli("ls", C, "--json").out) is None
 

@@ -38,7 +38,7 @@ def test_a_named_machine_is_created_listed_and_run_by_name(
     instance_id = created.out.strip()
     listed = cli("ls")
     assert listed.code == 0 and instance_id in listed.out
-    assert listed.out.split()[:1] == ["counter"]
+    assert listed.out.splitlines()[1].split()[:1] == ["counter"]  # under the header
     ran = cli("run", "--all")
     assert ran.code == 0, ran.err
     assert f"counter {instance_id}: completed in state 'done'" in ran.out

@@ -132,7 +132,9 @@ class DefinitionError(InputError):
         count = len(self.problems)
         first = self.problems[0] if self.problems else "unknown problem"
         more = f" (and {count - 1} more; run 'fsm check {source}')" if count > 1 else ""
-        super().__init__(f"{source}: {first}{more}")
+        # A problem rendered with its location already names the source: say it once.
+        shown = first if first.startswith(f"{source}:") else f"{source}: {first}"
+        super().__init__(f"{shown}{more}")
 
 
 class RefusedError(FsmError):

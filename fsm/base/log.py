@@ -34,13 +34,26 @@ LogFormat = Literal["console", "json"]
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 _pending: list[tuple[LogFormat, str, TextIO]] = []
 """The settings of a :func:`configure` call not applied yet (structlog not imported then)."""
+_traceback_stream: list[TextIO] = []
+"""Where :class:`EventLog` also writes the tracebacks it records, when :func:`configure` was
+asked to show them (empty: tracebacks go to the instance's log file only)."""
 
 
 def configure(
-    fmt: LogFormat = "console", level: str = "info", stream: TextIO | None = None
+    fmt: LogFormat = "console",
+    level: str = "info",
+    stream: TextIO | None = None,
+    *,
+    tracebacks: bool = False,
 ) -> None:
-    """Configure structlog for a process: JSON lines or readable console lines on ``stream``."""
+    """Configure structlog for a process: JSON lines or readable console lines on ``stream``.
+
+    ``tracebacks`` (``FSM_DEBUG=1`` or ``-v`` on the command line) also writes the traceback of
+    every error an instance records (a failing action, a failing hook) to ``stream``, after its
+    event: the way to see why an action failed without opening the instance's log file.
+    """
     _pending[:] = [(fmt, level, stream or sys.stderr)]
+    _traceback_stream[:] = [stream or sys.stderr] if tracebacks else []
     if "structlog" in sys.modules:
         apply_pending_configuration()
 
@@ -184,6 +197,8 @@ class EventLog:
         if type(logger) is LazyLogger:
             logger = self.logger = logger.resolve()
         getattr(logger, shown or level)(event, **fields)
+        if traceback is not None and _traceback_stream:
+            _traceback_stream[0].write(traceback if traceback.endswith("\n") else traceback + "\n")
         if self.file is None:
             return
         record = {"time": self.clock.iso(), "level": level, "event": event, **self.bound, **fields}

@@ -28,7 +28,12 @@ def cmd_agents(args: argparse.Namespace, values: dict[str, Any]) -> int:
     executor = SubprocessExecutor(path.resolve(), config.agents)
     names = args.names or sorted(set(KNOWN) | set(config.agents))
     statuses = [executor.agent_status(name) for name in names]
-    failing = [s for s in statuses if s.problem and (s.origin == "fsm.toml" or s.path)]
+    # An agent fsm merely knows of and that is not installed is not a failure of a plain
+    # listing ("not installed"); one that is installed or configured and cannot run is, and so
+    # is any agent named on the command line that cannot run, installed or not.
+    failing = [
+        s for s in statuses if s.problem and (args.names or s.origin == "fsm.toml" or s.path)
+    ]
     if args.json:
         shown = []
         for status in statuses:
@@ -41,7 +46,9 @@ def cmd_agents(args: argparse.Namespace, values: dict[str, Any]) -> int:
     for status in statuses:
         where = status.path or "not found"
         version = status.version or ("?" if status.path else "-")
-        if status.problem:
+        if status.problem and status not in failing:
+            verdict = "not installed"
+        elif status.problem:
             verdict = "CANNOT RUN"
         elif not status.invocations:
             verdict = "not checked (not an agent CLI fsm knows)" if status.path else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -43,6 +44,8 @@ _workspace = workspace_from
 
 def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """Create an instance."""
+    if not args.here:
+        _refuse_non_project(Path(values.get("workspace", ".")))
     workspace = _workspace(values)
     machine = workspace.machine(args.machine)
     inputs: dict[str, Any] = {}
@@ -70,6 +73,28 @@ def cmd_new(args: argparse.Namespace, values: dict[str, Any]) -> int:
     workspace.instance(machine, instance_id).create(inputs, queue=args.queue)
     out(instance_id)
     return 0
+
+
+def _refuse_non_project(folder: Path) -> None:
+    """``fsm new`` in ``/`` or the home folder (or a folder above it), where no fsm.toml or
+    ``.workflow`` says a project is, is almost always a shell in the wrong folder: refuse it, and
+    say how to do what was meant."""
+    try:
+        here = folder.resolve()
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        return
+    if here != Path(here.anchor) and here != home and here not in home.parents:
+        return
+    if (here / "fsm.toml").exists() or (here / ".workflow").exists():
+        return
+    what = "your home folder" if here == home else "a folder above your home folder"
+    if here == Path(here.anchor):
+        what = "the root folder"
+    raise InputError(
+        f"{here} is {what}, not a project (no fsm.toml or .workflow): cd into the project, "
+        "give -C PROJECT, or run 'fsm init' here first ('fsm new --here' creates it anyway)"
+    )
 
 
 def _merge(target: dict[str, Any], overlay: dict[str, Any]) -> None:
@@ -240,7 +265,7 @@ def _menu(state: str, choices: Sequence[Any]) -> str | None:
         print(one_line(f"  unknown choice '{answer}'"), file=sys.stderr)
 
 
-def _step_exit(instance: Instance, result: Any) -> int:
+def _step_exit(instance: Instance, result: Any, machine_word: str) -> int:
     machine = instance.machine
     if result.outcome == "failed":
         print(f"fsm: error: {one_line(str(result.error))}", file=sys.stderr)
@@ -249,9 +274,9 @@ def _step_exit(instance: Instance, result: Any) -> int:
         reason = (
             "no automatic transition is enabled"
             if result.outcome == "waiting"
-            else f"instance is {result.status}"
+            else f"instance is {result.status}{_how_to_activate(instance, machine_word)}"
         )
-        print(f"fsm: {reason}", file=sys.stderr)
+        print(one_line(f"fsm: {reason}"), file=sys.stderr)
         return 5
     line = f"{instance.id}: {result.source or result.state} -> {result.state}" + (
         f" ({result.event})" if result.event else ""
@@ -265,13 +290,30 @@ def _step_exit(instance: Instance, result: Any) -> int:
     return 0 if verdict.success else 4
 
 
+def _how_to_activate(instance: Instance, machine_word: str) -> str:
+    """``: 'fsm start M ID' starts it`` (or resumes it) when a control command would let it
+    step, with the machine named as the user named it; else nothing."""
+    from fsm.engine.control import ControlPlane
+
+    control = ControlPlane(instance)
+    loaded = instance.load()
+    allowed = control.allowed(loaded)
+    if "resume" in allowed and not control.needs_start(loaded):
+        return f": '{shlex.join(['fsm', 'resume', machine_word, instance.id])}' resumes it"
+    if "start" in allowed:
+        start = shlex.join(["fsm", "start", machine_word, instance.id])
+        run = shlex.join(["fsm", "run", machine_word, instance.id])
+        return f": '{start}' starts it, '{run}' starts it and drives it to the end"
+    return ""
+
+
 def cmd_step(args: argparse.Namespace, values: dict[str, Any]) -> int:
     """One automatic step."""
     from fsm.engine.engine import Engine
 
     instance = instance_from(args, values)
     result = Engine(instance).step(actor="cli")
-    return _step_exit(instance, result)
+    return _step_exit(instance, result, args.machine)
 
 
 def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -280,7 +322,7 @@ def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
     instance = instance_from(args, values)
     result = Engine(instance).fire(args.event, actor="cli")
-    return _step_exit(instance, result)
+    return _step_exit(instance, result, args.machine)
 
 
 def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -373,6 +415,12 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.json:
         emit_json([row.to_json() for row in rows])
         return 0
+    if not rows:
+        which = f" of {args.machine}" if args.machine else ""
+        status = f" with status {args.status_filter}" if args.status_filter is not None else ""
+        print(f"fsm: no instances{which}{status} in {path.resolve()}", file=sys.stderr)
+        return 0
+    out(f"{'MACHINE':<14} {'ID':<44} {'STATUS':<10} {'STATE':<12} UPDATED")
     for row in rows:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:

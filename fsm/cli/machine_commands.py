@@ -3,42 +3,52 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from fsm.base.errors import InputError
+from fsm.base.errors import FsmError, InputError
 from fsm.view.terminal import emit_json, out, printable
 
-__all__ = ["cmd_check", "cmd_diagram", "cmd_machines", "cmd_options", "cmd_schema"]
+__all__ = ["cmd_check", "cmd_diagram", "cmd_init", "cmd_machines", "cmd_options", "cmd_schema"]
 
 
 def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """List registered machines."""
+    """List registered machines; one that does not load is a row saying why (exit 1), never
+    hiding the others."""
     from fsm.model.discovery import name_clashes, open_machine, registered_machines
 
     for message in name_clashes().values():
         print(f"fsm: warning: {printable(message)}", file=sys.stderr)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, entry in sorted(registered_machines().items()):
-        machine = open_machine(name)
-        rows.append(
-            {
-                "name": name,
-                "description": machine.spec.description,
-                "version": machine.spec.version,
-                "source": entry.source,
-                "path": str(entry.path),
-            }
-        )
+        row: dict[str, Any] = {"name": name, "source": entry.source, "path": str(entry.path)}
+        try:
+            machine = open_machine(name)
+        except FsmError as exc:
+            row.update(description=None, version=None, error=str(exc))
+        else:
+            row.update(description=machine.spec.description, version=machine.spec.version)
+        rows.append(row)
     if args.json:
         emit_json(rows)
     else:
         for row in rows:
+            if "error" in row:
+                out(f"{row['name']:<16} CANNOT LOAD: {printable(row['error'])}")
+                continue
             text = str(row["description"])
             summary = text if len(text) <= 80 else text[:77].rstrip() + "..."
             out(f"{row['name']:<16} {summary}  [{row['source']}]")
+    broken = [row["name"] for row in rows if "error" in row]
+    if broken:
+        print(
+            f"fsm: error: {len(broken)} machine(s) cannot be loaded: {', '.join(broken)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -179,3 +189,81 @@ def cmd_schema(args: argparse.Namespace, values: dict[str, Any]) -> int:
     model = machine.options_model if args.options else machine.document_model
     emit_json(model.model_json_schema(by_alias=True))
     return 0
+
+
+def cmd_init(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Write a commented fsm.toml: every registered machine's options with their defaults and
+    help, the workspace's own machines and the store, all commented out (nothing changes until
+    a line is uncommented). An existing fsm.toml is never overwritten."""
+    from fsm.model.discovery import open_machine, registered_machines
+    from fsm.model.settings import option_settings
+
+    path = Path(values.get("workspace", "."))
+    if not path.is_dir():
+        raise InputError(f"workspace {path} is not a folder")
+    target = path / "fsm.toml"
+    if target.exists() or target.is_symlink():
+        raise InputError(
+            f"{target} exists: fsm init never overwrites it ('fsm options MACHINE' "
+            "lists what it may hold)"
+        )
+    lines = [
+        "# fsm.toml: this workspace's fsm settings, written by 'fsm init'. Every setting below is",
+        "# commented out and shows its default: uncomment and change what you need.",
+        "# 'fsm options MACHINE' lists a machine's options; -o KEY=VALUE sets one for a command.",
+        "",
+        "# This workspace's own machines, by name (a folder holding machine.yaml, or the file):",
+        "# [machines]",
+        '# mine = "machines/mine"',
+    ]
+    for name in sorted(registered_machines()):
+        try:
+            machine = open_machine(name)
+        except FsmError:
+            continue  # fsm machines says why it cannot be loaded
+        lines += ["", f"# [machine.{name}]"]
+        for setting in option_settings(machine):
+            if setting.help:
+                lines += [
+                    f"# {text}"
+                    for text in textwrap.wrap(
+                        setting.help, 96, initial_indent="  ", subsequent_indent="  "
+                    )
+                ]
+            lines.append(_commented_setting(setting.name, setting.default, setting.required))
+    lines += [
+        "",
+        "# Where instances are kept: files in this folder (the default), or a PostgreSQL database",
+        "# shared by workers on several hosts (docs/scale-out.md; 'fsm store init' sets it up).",
+        "# [store]",
+        '# url = "postgresql://fsm@db.internal/fsm"',
+        "",
+    ]
+    text = "\n".join(lines)
+    with open(target, "x", encoding="utf-8") as file:  # "x": never over a file made meanwhile
+        file.write(text)
+    out(f"wrote {target}: every setting is commented out; uncomment what you need")
+    return 0
+
+
+def _commented_setting(name: str, default: str, required: bool) -> str:
+    """``# name = value``, the default written as TOML (a JSON object as an inline table); a
+    setting with no default value (required, or None) is left for the user to fill in."""
+    if required:
+        return f"# {name} =    # required: no default"
+    try:
+        value = json.loads(default) if default else None
+    except ValueError:  # a default JSON cannot write: shown, for the user to write in TOML
+        return f"# {name} =    # default: {default}"
+    if value is None:
+        return f"# {name} =    # default: none (unset)"
+    return f"# {name} = {_toml_value(value)}"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        inner = ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items())
+        return f"{{ {inner} }}" if inner else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(value)

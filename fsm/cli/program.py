@@ -11,17 +11,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from fsm.base.errors import FsmError
+from fsm.cli.signals import exit_code_of_interrupt
 from fsm.cli.table import COMMANDS
 from fsm.view.terminal import one_line
 
-__all__ = ["build_parser", "main", "main_entry"]
+__all__ = ["build_parser", "main"]
 
 
 class _UsageError(Exception):
@@ -83,6 +83,20 @@ def _common(parser: argparse.ArgumentParser, *, with_option: bool = True) -> Non
     )
 
 
+class _Version(argparse.Action):
+    """``fsm --version``: the installed distribution's version, read only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("fsm")
+        except PackageNotFoundError:
+            shown = "unknown (not installed as a distribution)"
+        print(f"fsm {shown}")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of every command, or of ``command`` only.
 
@@ -94,6 +108,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="fsm", description="Drive explicit finite-state machines (see README.md)."
     )
     _common(parser)
+    parser.add_argument("--version", action=_Version, nargs=0, help="print fsm's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, declared in COMMANDS.items():
         if command is not None and name != command:
@@ -137,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         _error("interrupted")
-        return 130
+        return exit_code_of_interrupt()
     except BrokenPipeError:
         return 0
     except OSError as exc:  # the file system refused: a store error, not a bug
@@ -159,7 +174,11 @@ def _dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
 
     verbose = values.get("verbose", 0)
     level = values.get("log_level") or {0: "warning", 1: "info"}.get(verbose, "debug")
-    configure(values.get("log_format", "console"), level)
+    configure(
+        values.get("log_format", "console"),
+        level,
+        tracebacks=bool(verbose) or bool(os.environ.get("FSM_DEBUG")),
+    )
     # Machine names include the workspace's own ([machines] in its fsm.toml).
     from fsm.model.discovery import use_workspace
 
@@ -202,6 +221,8 @@ def _usage_message(parser: argparse.ArgumentParser, command: str | None, message
         if flags:
             name = flags[0].split("=")[0]
             known = _option_strings(parser, command)
+            if name in known:  # an option of fsm itself (--version) given after the command
+                return f"option '{name}' is fsm's own and goes before the command: 'fsm {name}'"
             return f"unknown option '{name}' of {where}{did_you_mean(name, known)}; {helping}"
         return f"unexpected argument '{words[0]}' of {where}; '{where} --help' shows its usage"
     needs = re.fullmatch(r"argument (\S+?)(?:/(\S+))?: expected one argument", message)
@@ -226,14 +247,3 @@ def _option_strings(parser: argparse.ArgumentParser, command: str | None) -> lis
 def _error(message: str) -> None:
     first = message.splitlines()[0] if message else "error"
     print(f"fsm: error: {one_line(first)}", file=sys.stderr)
-
-
-def main_entry() -> None:
-    """Console-script entry point; SIGTERM interrupts like Ctrl-C, so a step in progress is
-    abandoned (its commands' process groups killed, its document untouched) and locks released."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    sys.exit(main())
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

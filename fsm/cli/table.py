@@ -103,6 +103,10 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _init_arguments(p: argparse.ArgumentParser) -> None:
+    """``fsm init`` takes no argument of its own (-C names the folder)."""
+
+
 def _new_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("machine", help="machine name or machine.yaml path, e.g. ccw-loop")
     p.add_argument(
@@ -125,6 +129,12 @@ def _new_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the queue of workers that run it, e.g. --queue gpu-hosts (default: the workspace's "
         "space, its folder's name; none for machines that need no workspace)",
+    )
+    p.add_argument(
+        "--here",
+        action="store_true",
+        help="create it even where no project can be (the root folder or your home folder "
+        "without an fsm.toml or .workflow, which fsm new otherwise refuses)",
     )
     p.add_argument(
         "--input",
@@ -449,6 +459,13 @@ COMMANDS: dict[str, Command] = {
             _diagram_arguments,
             machine_commands.cmd_diagram,
             short_option=False,
+        ),
+        Command(
+            "init",
+            "write a commented fsm.toml in the workspace: every machine's options with their "
+            "defaults, the workspace's own machines, the store",
+            _init_arguments,
+            machine_commands.cmd_init,
         ),
         Command(
             "new",

@@ -284,9 +284,7 @@ def _drive(
         )
         # The document the claim read in its own statement is the run's first read.
         try:
-            loaded = (
-                instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
-            )
+            loaded = instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
         except CorruptDocumentError:
             # Perhaps in a state of an earlier version: the run migrates it first, or refuses
             # it naming the versions (or finds it corrupt, as this read did).

@@ -229,8 +229,9 @@ def find_machine(target: str, workspace: Path | None = None) -> MachineEntry:
     from fsm.model.definition import did_you_mean
 
     raise UnknownMachineError(
-        f"unknown machine '{target}'{did_you_mean(target, machines)}; "
-        "'fsm machines' lists the registered ones"
+        f"unknown machine '{target}'{did_you_mean(target, machines)}; 'fsm machines' lists the "
+        "ones known here (a workspace's own machines are named in its fsm.toml [machines]: "
+        "from another folder, give -C WORKSPACE or the machine folder's path)"
     )
 
 

@@ -26,7 +26,7 @@ import enum
 import json
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fsm.base import jsonio
@@ -61,10 +61,50 @@ def parse_set_values(machine: Machine, items: Iterable[str]) -> dict[str, Any]:
             except jsonio.JsonError as exc:
                 problems.append(f"invalid value '{key}': {exc}")
                 continue
+            kind = _structure(annotation_at(machine.inputs_model, key))
+            if kind is not None and isinstance(value, str):
+                example = '\'{"name": "value"}\'' if kind == "an object" else '\'["a", "b"]\''
+                problems.append(
+                    f"invalid value '{key}': {kind} is written as JSON (e.g. --set "
+                    f"{key}={example}), and {text!r} is not JSON: {_json_problem(text)}"
+                )
+                continue
         set_dotted(result, key, value)
     if problems:
         raise DocumentInputError("; ".join(problems))
     return result
+
+
+def _structure(annotation: Any) -> str | None:
+    """``"an object"`` or ``"a list"`` when a field of this type holds only that (None allowed),
+    so that a value that is not JSON cannot be meant as text; else None."""
+    if annotation is None:
+        return None
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _structure(args[0])
+    if origin in (typing.Union, types.UnionType):
+        kinds = {_structure(arg) for arg in args if arg is not type(None)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if origin in (dict, Mapping) or annotation is dict:
+        return "an object"
+    if origin in (list, tuple, set, frozenset, Sequence) or annotation is list:
+        return "a list"
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "an object"
+    return None
+
+
+def _json_problem(text: str) -> str:
+    """What the JSON parser says of ``text`` (its first complaint, with the position)."""
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        return str(exc)
+    return "it parses, but not as fsm reads JSON"
 
 
 def _wants_text(annotation: Any) -> bool:

@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -279,6 +280,8 @@ def import_registry(spec: MachineSpec, path: Path) -> tuple[Registry | None, lis
         module = _import(spec.module, path)
     except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if spec.module.endswith(".py"):
+            detail = _as_written(detail, exc, (path.parent / spec.module).resolve().parent)
         return None, [Problem("module", None, f"cannot import '{spec.module}': {detail}")]
     apply_pending_configuration()  # the module may log through structlog directly
     registry = getattr(module, "registry", None)
@@ -287,6 +290,26 @@ def import_registry(spec: MachineSpec, path: Path) -> tuple[Registry | None, lis
             Problem("module", None, f"'{spec.module}' defines no 'registry = Registry()'")
         ]
     return registry, []
+
+
+def _package_of(folder: Path) -> str:
+    """The name a machine folder's modules are imported under (see :func:`_import`)."""
+    return f"_fsm_machine_{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
+
+
+def _as_written(detail: str, exc: BaseException, folder: Path) -> str:
+    """``detail`` with the package name fsm made up for ``folder`` put back as the author wrote
+    it (``.modle``, not ``_fsm_machine_98b3abd3f352.modle``), and the file and line of the
+    author's code that raised, when a frame of it is in the traceback."""
+    package = _package_of(folder)
+    detail = detail.replace(f"'{package}.", "'.").replace(f"'{package}'", "'.'")
+    detail = detail.replace(" (unknown location)", "")
+    where = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        file = Path(frame.filename)
+        if file.parent == folder:
+            where = f"{file.name} line {frame.lineno}"
+    return f"{detail} ({where})" if where else detail
 
 
 def _import(module: str, path: Path) -> ModuleType:
@@ -300,7 +323,7 @@ def _import(module: str, path: Path) -> ModuleType:
         return importlib.import_module(module)
     file = (path.parent / module).resolve()
     folder = file.parent
-    package = f"_fsm_machine_{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
+    package = _package_of(folder)
     if package not in sys.modules:
         spec = importlib.util.spec_from_loader(package, loader=None, is_package=True)
         assert spec is not None  # spec_from_loader always makes one for a package

@@ -1,12 +1,13 @@
 """What ``fsm run`` shows while it runs, on stderr (stdout keeps only the result line).
 
-On a terminal: one line, redrawn in place after every step (machine, instance, state, the
-machine's summary such as ``iteration 3/10`` or the last test result, the last event and the
-elapsed time), drawn by `rich <https://rich.readthedocs.io>`_ and left on screen when the run
-ends. Elsewhere (a CI log, a pipe): plain lines, one for each of the first
-:data:`FIRST_STEPS` steps, then at most one every :data:`INTERVAL` seconds, and always one for a
-failed step and for the run's last step, so that a run of 20,000 quick steps writes a few dozen
-lines and a log still ends with where the run stopped. ``--quiet`` shows neither.
+On a terminal: one line, redrawn in place after every step (the step, state and last event and the
+elapsed time first, so that a narrow terminal still shows them; then the machine's summary such as
+``iteration 3/10`` or the last test result, and the machine and instance), drawn by `rich
+<https://rich.readthedocs.io>`_ and left on screen when the run ends. Elsewhere (a CI log, a pipe):
+plain lines, one for each of the first :data:`FIRST_STEPS` steps, then at most one every
+:data:`INTERVAL` seconds, and always one for a failed step and for the run's last step, so that a
+run of 20,000 quick steps writes a few dozen lines and a log still ends with where the run stopped.
+``--quiet`` shows neither.
 
 A step whose action takes long (an agent, a test suite) is not silence: from the run's own
 heartbeat (:mod:`fsm.store.heartbeat`), the live line shows the action and its age as it grows,
@@ -67,7 +68,11 @@ class RunProgress:
         self._quiet_since = time.monotonic()
         """When the last line (or step) was shown, by the real clock (the watcher's)."""
         self._line = ""
-        """The live line of the last step (the action in progress is added to it)."""
+        """The live line's head for the last step (``step 3 | develop (next)``): with the
+        elapsed time (or the action in progress and its age), it comes first, so that a narrow
+        terminal, which cuts the line's end, still shows them."""
+        self._rest: list[str] = []
+        """What follows on the live line, as room allows: a failure, the summary, who runs."""
         self._unwritten: str | None = None
         """The line of the last step when it was not written (written by :meth:`close`)."""
         self._lock = threading.Lock()
@@ -101,11 +106,9 @@ class RunProgress:
         if self._live is not None:
             from rich.text import Text
 
-            self._line = (
-                f"{self.instance.machine.name} {self.instance.id} | step {self.steps} | "
-                f"{result.state}{event} | {summary}"
-            )
-            line = f"{self._line} | {_clock(elapsed)}{failed}"
+            self._line = f"step {self.steps} | {result.state}{event}"
+            self._rest = [failed.removeprefix("; "), summary, self._who()]
+            line = _joined(f"{self._line} | {_clock(elapsed)}", self._rest)
             self._live.update(Text(one_line(line), overflow="ellipsis", no_wrap=True))
             self._live.refresh()
             return
@@ -139,7 +142,8 @@ class RunProgress:
         if self._live is not None:
             from rich.text import Text
 
-            line = f"{self._line or self.instance.id} | {action} for {_clock(age)}"
+            head = self._line or f"step {self.steps + 1} | {state or '?'}"
+            line = _joined(f"{head} | {action} for {_clock(age)}", self._rest or [self._who()])
             self._live.update(Text(one_line(line), overflow="ellipsis", no_wrap=True))
             self._live.refresh()
             return
@@ -169,6 +173,9 @@ class RunProgress:
         if not keep:  # a line about the action in progress leaves the step's line to write
             self._unwritten = None
 
+    def _who(self) -> str:
+        return f"{self.instance.machine.name} {self.instance.id}"
+
     def _summary(self) -> str:
         """The first entries of the machine's summary of the document, as ``key value`` pairs."""
         hook = self.instance.machine.hooks.summary
@@ -180,6 +187,11 @@ class RunProgress:
             return ""
         shown = list(lines.items())[:_SUMMARY_KEYS]
         return "; ".join(f"{key} {value}" for key, value in shown)
+
+
+def _joined(head: str, rest: list[str]) -> str:
+    """``head | a | b``, leaving out the empty parts."""
+    return " | ".join([head, *(part for part in rest if part)])
 
 
 def _clock(seconds: float) -> str:
