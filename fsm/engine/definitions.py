@@ -2,15 +2,17 @@
 
 When an instance is created or migrated, the text of its machine file is kept as
 ``.fsm-definitions/<machine>-<graph>.yaml`` in the folder that holds the instances' journal
-folders (``storage.meta``'s parent): written once per graph, never changed. History, diagrams,
-``fsm check`` and ``fsm migrate`` read an earlier definition's names and transitions from it
-after the machine file moved on.
+folders (``storage.meta``'s parent), and by a store that keeps definitions itself (PostgreSQL:
+the ``fsm_definitions`` table, which every host reads): written once per graph, never changed.
+History, diagrams, ``fsm check`` and ``fsm migrate`` read an earlier definition's names and
+transitions from it after the machine file moved on.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fsm.base.errors import FsmError
 from fsm.base.files import atomic_write_text
 from fsm.model.definition import MachineSpec, parse_definition
 from fsm.model.machine import Machine
@@ -27,26 +29,44 @@ def snapshot_path(folders: Folders, machine: str, graph: str) -> Path:
     return folders.meta.parent / SNAPSHOTS / f"{machine}-{graph}.yaml"
 
 
-def keep_definition(folders: Folders, machine: Machine, root: Path | None = None) -> None:
-    """Keep the machine file's text under its graph digest (nothing when kept already, or the
-    file cannot be read: a snapshot is a convenience of history, never a reason to fail)."""
-    path = snapshot_path(folders, machine.name, machine.identity.graph)
-    if path.exists():
+def keep_definition(
+    folders: Folders, machine: Machine, root: Path | None = None, store: object = None
+) -> None:
+    """Keep the machine file's text under its graph digest, beside the journals and in
+    ``store`` when it keeps definitions (nothing when kept already, or the file cannot be read:
+    a snapshot is a convenience of history, never a reason to fail)."""
+    graph = machine.identity.graph
+    path = snapshot_path(folders, machine.name, graph)
+    keeps = getattr(store, "keep_definition", None)
+    if path.exists() and keeps is None:
         return
     try:
         text = machine.path.read_text(encoding="utf-8")
-        atomic_write_text(path, text, root=root)
-    except OSError:
+        if not path.exists():
+            atomic_write_text(path, text, root=root)
+        if keeps is not None:
+            keeps(graph, text)
+    except (OSError, FsmError):
         return
 
 
-def stored_definition(folders: Folders, machine: str, graph: str) -> MachineSpec | None:
-    """The kept definition of ``machine`` with graph digest ``graph`` (None when none is kept,
-    or it no longer parses)."""
-    path = snapshot_path(folders, machine, graph)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return None
+def stored_definition(
+    folders: Folders, machine: str, graph: str, store: object = None
+) -> MachineSpec | None:
+    """The kept definition of ``machine`` with graph digest ``graph``: ``store``'s when it keeps
+    definitions, else the file beside the journals (None when none is kept, or it no longer
+    parses)."""
+    text = None
+    stored = getattr(store, "stored_definition", None)
+    if stored is not None:
+        try:
+            text = stored(graph)
+        except FsmError:
+            text = None
+    if text is None:
+        try:
+            text = snapshot_path(folders, machine, graph).read_text(encoding="utf-8")
+        except OSError:
+            return None
     spec, _, _ = parse_definition(text)
     return spec

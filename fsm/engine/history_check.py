@@ -69,7 +69,7 @@ def check_history(workspace: Workspace, machine: Machine) -> list[str]:
         group.states[state].append(instance_id)
     findings: list[str] = []
     for (_, graph), group in groups.items():
-        old = stored_definition(group.folders, machine.name, graph)
+        old = stored_definition(group.folders, machine.name, graph, store)
         label = f"{machine.name} {group.version} (graph {graph[:8]})"
         if old is None:
             count = sum(len(ids) for ids in group.states.values())

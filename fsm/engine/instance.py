@@ -459,6 +459,6 @@ class Instance:
                 },
             )
             loaded = self.commit(data, record, base=None, locked=True)
-        keep_definition(self.folders, self.machine, self.workspace.path)
+        keep_definition(self.folders, self.machine, self.workspace.path, self.store)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)
         return loaded

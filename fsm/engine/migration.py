@@ -222,7 +222,7 @@ def plan_migration(instance: Instance, found: Compatibility) -> MigrationPlan:
             f"{where}: the migrated document does not validate: {describe_validation(exc)}"
         ) from exc
     base = Loaded(snapshot.data, snapshot.raw, doc, source, rules.status_of(snapshot.data))
-    old = stored_definition(instance.folders, machine.name, found.recorded.graph)
+    old = stored_definition(instance.folders, machine.name, found.recorded.graph, instance.store)
     edges = edge_map(old, machine.spec, chain) if old is not None else {}
     return MigrationPlan(
         instance.id, chain, source, dest, base, data, diff(snapshot.data, data), edges
@@ -276,6 +276,6 @@ def apply_migration(instance: Instance, plan: MigrationPlan, *, actor: str) -> L
         },
     )
     saved = instance.commit(plan.data, record, base=plan.base)
-    keep_definition(instance.folders, machine, instance.workspace.path)
+    keep_definition(instance.folders, machine, instance.workspace.path, instance.store)
     instance.log.info("instance_migrated", source=plan.source, dest=plan.dest, reason=reason)
     return saved

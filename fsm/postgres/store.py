@@ -1160,6 +1160,26 @@ class PostgresStore:
         )
         self._announced = holder.id
 
+    def keep_definition(self, graph: str, text: str) -> None:
+        """Keep the text of this machine's definition with graph digest ``graph`` (once)."""
+        self.db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO fsm_definitions (space, machine, graph, text) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (self.space, self.machine, graph, text),
+            )
+        )
+
+    def stored_definition(self, graph: str) -> str | None:
+        """The kept text of this machine's definition with graph digest ``graph``."""
+        row = self.db.run(
+            lambda conn: conn.execute(
+                "SELECT text FROM fsm_definitions WHERE space = %s AND machine = %s AND graph = %s",
+                (self.space, self.machine, graph),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
     def served_versions(self) -> set[str] | None:
         """The versions of this machine the live workers of this space run (None: no live
         worker runs this machine)."""

@@ -87,8 +87,16 @@ def test_v1_and_v2_workers_claim_only_what_they_can_run(
                 "SELECT line::json->>'kind' FROM fsm_journal WHERE id = 'a1' ORDER BY position"
             ).fetchall()
         ]
+        kept = conn.execute("SELECT count(*) FROM fsm_definitions").fetchone()
+        migrated = conn.execute(
+            "SELECT line::json->'migration'->'edges' FROM fsm_journal "
+            "WHERE id = 'a1' AND line::json->>'kind' = 'migrate'"
+        ).fetchone()
     assert rows == {"a1": "2", "b1": "2", "a2": "2"}
     assert kinds[-2:] == ["migrate", "transition"]
+    # Both definitions are kept in the database: the migration found v1's transitions in it.
+    assert kept == (2,)
+    assert migrated == ({"0": 0, "1": 1},)  # (the migrating host has no file of v1)
     assert claims(v1) == []
     assert claims(v2) == ["a1", "a2", "b1"]
 
