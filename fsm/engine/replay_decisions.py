@@ -16,7 +16,7 @@ from fsm.store.journal import Journal
 if TYPE_CHECKING:
     from fsm.engine.instance import Instance, Workspace
 
-__all__ = ["candidate_machine", "forecast", "replay_decisions"]
+__all__ = ["candidate_machine", "forecast", "replay_decisions", "replay_files"]
 
 
 def candidate_machine(installed: Machine, definition: Path | None) -> Machine:
@@ -47,12 +47,7 @@ def replay_decisions(
     if journals is not None:
         if ids:
             raise InputError("--journals replays the files in the folder: give no ID")
-        files = sorted(journals.glob("*.ndjson"))
-        if not files:
-            raise InputError(f"no journals (*.ndjson) in {journals}")
-        for file in files:
-            report.journals.append(replayer.replay(file.stem, Journal(file).entries()))
-        return report
+        return replay_files(replayer, journals)
     names = list(ids) or sorted(workspace.store_for(installed).list_ids())
     instances = []
     for instance_id in names:
@@ -63,6 +58,18 @@ def replay_decisions(
         report.journals.append(replayer.replay(instance_id, instance.journal.entries()))
     if candidate is not installed:
         report.forecast = forecast(instances, candidate)
+    return report
+
+
+def replay_files(replayer: Replayer, folder: Path) -> DecisionReport:
+    """The replay of the journal files (``*.ndjson``, named by instance) in ``folder``
+    (InputError when there are none)."""
+    files = sorted(folder.glob("*.ndjson"))
+    if not files:
+        raise InputError(f"no journals (*.ndjson) in {folder}")
+    report = DecisionReport(replayer.candidate.name)
+    for file in files:
+        report.journals.append(replayer.replay(file.stem, Journal(file).entries()))
     return report
 
 

@@ -19,9 +19,8 @@ from pathlib import Path
 
 from fsm.engine.decisions import DecisionReport, Replayer
 from fsm.engine.instance import Workspace
-from fsm.engine.replay_decisions import candidate_machine
+from fsm.engine.replay_decisions import candidate_machine, replay_files
 from fsm.model.discovery import open_machine
-from fsm.store.journal import Journal
 
 __all__ = ["export_journals", "replay_decisions"]
 
@@ -58,11 +57,4 @@ def replay_decisions(
     installed = open_machine(str(machine))
     candidate = candidate_machine(installed, definition)
     space = Workspace(workspace or journals)
-    replayer = Replayer(installed, candidate, space.options_for(candidate))
-    report = DecisionReport(candidate.name)
-    files = sorted(journals.glob("*.ndjson"))
-    if not files:
-        raise FileNotFoundError(f"no journals (*.ndjson) in {journals}")
-    for file in files:
-        report.journals.append(replayer.replay(file.stem, Journal(file).entries()))
-    return report
+    return replay_files(Replayer(installed, candidate, space.options_for(candidate)), journals)
