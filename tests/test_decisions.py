@@ -177,3 +177,24 @@ def test_journals_exported_as_fixtures_replay_across_a_migration(
     report = replay_decisions(counter_file, tmp_path / "fixtures")
     assert report.steps == 6
     report.assert_same()
+
+
+def test_a_changed_guard_sees_the_options_the_run_recorded(
+    cli: Cli, counter_file: Path, tmp_path: Path
+) -> None:
+    """Counters run with step_size 2 (an option): a changed guard reading the option is
+    evaluated with the recorded value, not the workspace's default of 1."""
+    for instance_id in ("c1", "c2"):
+        assert cli("new", str(counter_file), "--id", instance_id, "--set", "limit=4").code == 0
+        assert cli("-o", "step_size=2", "run", str(counter_file), instance_id, "-q").code == 0
+    first_step = next(r for r in journal_of(tmp_path, "c1") if r["kind"] == "transition")
+    assert first_step["options"]["step_size"] == 2
+    changed = candidate(tmp_path, "doc.count < doc.limit and ctx.options.step_size == 2")
+    result = cli("replay", str(counter_file), "--decisions", "--definition", str(changed))
+    assert result.code == 0, result.out
+    assert "2 journals, 6 steps: 2 same, 0 diverge" in result.out
+
+
+def journal_of(tmp_path: Path, instance_id: str) -> list[dict[str, object]]:
+    text = (tmp_path / ".counters" / f"{instance_id}.fsm" / "journal.ndjson").read_text()
+    return [json.loads(line) for line in text.splitlines()]

@@ -43,7 +43,7 @@ from fsm.model.definition import guard_name
 from fsm.model.identity import DEFINITION, Identity, same_version
 from fsm.model.migrations import Chain, chain_from
 from fsm.model.rebuild import Rebuilder
-from fsm.model.records import FIRED, OBSERVED, ErrorRecord, Record, TransitionRecord
+from fsm.model.records import FIRED, OBSERVED, OPTIONS, ErrorRecord, Record, TransitionRecord
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -202,8 +202,17 @@ class Replayer:
             and _same_function(old.func, info.func)
         }
         self._observed: dict[str, Any] = {}
+        self._options_now: BaseModel = options
         self._fired_only: dict[tuple[str, str], bool] = {}
         self._tried: dict[tuple[str, str | None], list[Transition]] = {}
+
+    def _recorded_options(self, recorded: Any) -> None:
+        """Evaluate guards from now on with the options the run recorded (those of the
+        workspace when they no longer fit the candidate's options model)."""
+        try:
+            self._options_now = self.candidate.options_model.model_validate(recorded)
+        except Exception:
+            self._options_now = self.options
 
     def _serve(self, name: str, read: Callable[[], Any]) -> Any:
         if name not in self._observed:
@@ -213,6 +222,7 @@ class Replayer:
     def replay(self, name: str, entries: Iterable[tuple[int, Any]]) -> JournalDecisions:
         """Replay one journal's entries (``(line, record)``, as a journal's ``entries()``)."""
         found = JournalDecisions(name)
+        self._options_now = self.options
         rebuilder = Rebuilder(_no_render, _no_hash)
         candidate = self.candidate
         chain: Chain | None = None
@@ -221,6 +231,9 @@ class Replayer:
             if record is None or isinstance(record, JournalRecordError):
                 continue
             kind = type(record)
+            extra = record.extra
+            if extra and OPTIONS in extra:  # the run's options, from its first step on
+                self._recorded_options(extra[OPTIONS])
             if kind is TransitionRecord or kind is ErrorRecord:
                 found.steps += 1
                 try:
@@ -232,7 +245,6 @@ class Replayer:
                         found.divergence = divergence
                         return found
                     found.same += 1
-            extra = record.extra
             if extra and DEFINITION in extra:
                 identity = Identity.from_json(extra[DEFINITION])
                 if identity is not None:
@@ -388,7 +400,7 @@ class Replayer:
             workspace=_NOWHERE,
             instance_dir=_NOWHERE,
             meta_dir=_NOWHERE,
-            options=self.options,
+            options=self._options_now,
             clock=SimulatedClock(when),
             log=_QuietLog(),
             executor=_RefusingExecutor(),

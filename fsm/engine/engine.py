@@ -53,6 +53,7 @@ from fsm.engine.migration import (
     MigrationPlan,
     apply_migration,
     compatibility,
+    masked_options,
     plan_migration,
     refusal,
 )
@@ -66,6 +67,7 @@ from fsm.model.records import (
     AGENT_RUNS,
     FIRED,
     OBSERVED,
+    OPTIONS,
     ErrorRecord,
     GuardResult,
     TransitionRecord,
@@ -360,8 +362,8 @@ class Engine:
         self._fired = False
         """Whether the step under way was fired by name."""
         self._new_graph: dict[str, Any] = {}
-        """The installed definition's identity, for the next step record, when the instance
-        ran under another graph of the same version until now."""
+        """What the run's first step record adds: the options it runs with, and the installed
+        definition's identity when the instance ran under another graph of the same version."""
 
     def context(self) -> Context:
         """The context of this engine's guards, actions and hooks (built once)."""
@@ -438,6 +440,7 @@ class Engine:
         the next step record names the installed one. Once per engine."""
         if self._definition_checked or not self.instance.exists():
             return
+        self._new_graph = {OPTIONS: masked_options(self.instance.options)}
         found = compatibility(self.instance)
         refused = refusal(self.instance, found)
         if refused:
@@ -448,7 +451,7 @@ class Engine:
             apply_migration(self.instance, plan, actor=actor)
             self.instance.log.warning("migrated_before_run", migration=plan.text(self.machine.name))
         elif found.kind == "graph":
-            self._new_graph = {DEFINITION: found.installed.to_json()}
+            self._new_graph[DEFINITION] = found.installed.to_json()
         self._definition_checked = True
 
     @contextlib.contextmanager

@@ -48,6 +48,7 @@ __all__ = [
     "MigrationPlan",
     "apply_migration",
     "compatibility",
+    "masked_options",
     "plan_migration",
     "raw_state",
     "recorded_of",
@@ -72,6 +73,20 @@ class Compatibility:
     def runnable(self) -> bool:
         """Whether the installed definition can run it (directly or by migrating it)."""
         return self.kind != "refused"
+
+
+def masked_options(options: Any) -> dict[str, Any]:
+    """The options' JSON as a step record keeps it: values whose name or look is a secret's
+    (:mod:`fsm.process.redaction`) masked."""
+    from fsm.process.redaction import MASK, is_secret_name, looks_like_token
+
+    data = options.model_dump(mode="json") if hasattr(options, "model_dump") else {}
+    return {
+        key: MASK
+        if is_secret_name(key) or (isinstance(value, str) and looks_like_token(value))
+        else value
+        for key, value in data.items()
+    }
 
 
 def recorded_of(instance: Instance) -> Identity | None:

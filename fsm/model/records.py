@@ -82,6 +82,7 @@ __all__ = [
     "FIRED",
     "FORMAT",
     "OBSERVED",
+    "OPTIONS",
     "ControlRecord",
     "CreateRecord",
     "ErrorRecord",
@@ -524,6 +525,10 @@ OBSERVED = "observed"
 """The key of a step record's observations (:meth:`fsm.model.context.Context.observe`): an object
 of names to the JSON values the step's guards and actions read besides the document, the first
 read of each name. Written only when the step observed something; kept in ``extra``."""
+OPTIONS = "options"
+"""The key of the machine's options (their JSON, secrets masked) in the first step record of
+each run, as the run's guards and actions saw them: what ``fsm replay --decisions`` evaluates a
+changed guard with. Kept in ``extra``."""
 FIRED = "fired"
 """The key a step record has (``true``) when its event was fired by name (``fsm fire``, a menu)
 rather than chosen among the automatic transitions; kept in ``extra``."""
