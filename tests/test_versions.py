@@ -135,14 +135,15 @@ def test_same_version_other_graph_runs_when_its_state_exists(
     cli: Cli, machine_file: Path, tmp_path: Path
 ) -> None:
     """A changed graph of the same version runs an instance whose state it has; the first step
-    record under it names the new graph, the later ones do not repeat it."""
+    record of each run names the graph it ran under, the later ones do not repeat it."""
     started(cli, machine_file, "c1", 1)
     manual = "description: Too many errors.\n    auto: false"
     edit(machine_file, old="description: Too many errors.", new=manual)
     result = cli("run", str(machine_file), "c1", "--max-steps", "2", "--quiet")
     assert result.code == 5, result.err
     steps = [r for r in journal(tmp_path, "c1") if r["kind"] == "transition"]
-    assert [("definition" in r) for r in steps] == [False, True, False]
+    assert [("definition" in r) for r in steps] == [True, True, False]
+    assert steps[0]["definition"]["graph"] != steps[1]["definition"]["graph"]  # type: ignore[index]
     assert steps[1]["definition"]["graph"] == digest(machine_file.read_text())  # type: ignore[index]
 
 

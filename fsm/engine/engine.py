@@ -362,8 +362,8 @@ class Engine:
         self._fired = False
         """Whether the step under way was fired by name."""
         self._new_graph: dict[str, Any] = {}
-        """What the run's first step record adds: the options it runs with, and the installed
-        definition's identity when the instance ran under another graph of the same version."""
+        """What the run's first step record adds: the options it runs with and the identity of
+        the definition it runs under."""
 
     def context(self) -> Context:
         """The context of this engine's guards, actions and hooks (built once)."""
@@ -436,11 +436,16 @@ class Engine:
 
     def _under_installed_definition(self, actor: str) -> None:
         """Refuse an instance the installed definition cannot run, migrate one it can run by
-        migrating (see :mod:`fsm.engine.migration`); under another graph of the same version
-        the next step record names the installed one. Once per engine."""
+        migrating (see :mod:`fsm.engine.migration`); the run's first step record names the
+        definition it ran under. Once per engine."""
         if self._definition_checked or not self.instance.exists():
             return
-        self._new_graph = {OPTIONS: masked_options(self.instance.options)}
+        # The run's first step record names the definition and the options it runs with: the
+        # next run finds what it runs under a few records back, not at the journal's start.
+        self._new_graph = {
+            OPTIONS: masked_options(self.instance.options),
+            DEFINITION: self.machine.identity.to_json(),
+        }
         found = compatibility(self.instance)
         refused = refusal(self.instance, found)
         if refused:
@@ -450,8 +455,6 @@ class Engine:
             plan = plan_migration(self.instance, found)
             apply_migration(self.instance, plan, actor=actor)
             self.instance.log.warning("migrated_before_run", migration=plan.text(self.machine.name))
-        elif found.kind == "graph":
-            self._new_graph[DEFINITION] = found.installed.to_json()
         self._definition_checked = True
 
     @contextlib.contextmanager
