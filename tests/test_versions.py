@@ -189,6 +189,18 @@ def test_migrate_dry_run_lists_then_migrate_applies_and_history_crosses_it(
     assert cli("run", str(machine_file), "c1", "--max-steps", "1", "--quiet").code == 5
     replay = cli("replay", str(machine_file), "c1")
     assert replay.code == 0, replay.err
+    # Time travel: the version before the migration and the one it made, both as recorded.
+    from fsm.engine.instance import Workspace
+    from fsm.serve.travel import changes_between, version_at
+
+    instance = Workspace(tmp_path).instance(str(machine_file), "c1")
+    lines = journal(tmp_path, "c1")
+    migrated = next(n for n, r in enumerate(lines, start=1) if r["kind"] == "migrate")
+    assert version_at(instance, migrated - 1).document["phase"] == "counting"
+    assert version_at(instance, migrated).document["phase"] == "tally"
+    assert version_at(instance, migrated).check.verdict == "exact"
+    across = changes_between(instance, migrated - 1, migrated + 1)
+    assert {"op": "replace", "path": "/phase", "value": "tally"} in across["changes"]
     history = cli("history", str(machine_file), "c1")
     assert "migrate" in history.out and "counting -> tally" in history.out
     out = str(tmp_path / "d.dot")
