@@ -27,3 +27,14 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/cons
   fi
   touch "$stamp"
 fi
+# mypy cannot follow the import hook of an editable install, so a project that imports fsm
+# (a machine of one's own, as docs/writing-a-machine.md builds) would see fsm as untyped. A
+# folder holding only a link to fsm/, named in a .pth file, is a path mypy (and Python) can
+# follow: fsm is found there, typed (py.typed), and still edited in place.
+typing_dir="$venv/fsm-for-typing"
+site_dir="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ "$(readlink "$typing_dir/fsm" 2>/dev/null)" != "$root/fsm" ] || [ ! -f "$site_dir/fsm-for-typing.pth" ]; then
+  mkdir -p "$typing_dir"
+  ln -sfn "$root/fsm" "$typing_dir/fsm"
+  echo "$typing_dir" >"$site_dir/fsm-for-typing.pth"
+fi

@@ -177,12 +177,12 @@ def test_machines_lists_the_good_machines_and_the_broken_entry(
     assert result.code == 1
     names = {line.split()[0]: line for line in result.out.splitlines()}
     assert {"ccw-loop", "issue-manager", "skill-tuning", "counter", "broken"} <= set(names)
-    assert "CANNOT LOAD" in names["broken"] and "no file" in names["broken"]
+    assert "CANNOT LOAD" in names["broken"] and "machine.yaml is not there" in names["broken"]
     assert result.err.strip() == "fsm: error: 1 machine(s) cannot be loaded: broken"
     rows = {
         row["name"]: row for row in json.loads(_cli(tmp_path, capsys, "machines", "--json").out)
     }
-    assert "no file" in rows["broken"]["error"] and "error" not in rows["counter"]
+    assert "is not there" in rows["broken"]["error"] and "error" not in rows["counter"]
 
 
 def test_an_unknown_machine_says_where_workspace_machines_come_from(
@@ -295,3 +295,70 @@ def test_new_in_the_home_folder_asks_for_a_project(
     project.mkdir()
     assert _cli(project, capsys, "new", C, "--id", "c2").code == 0  # below home: a project
     assert _cli(tmp_path, capsys, "new", C, "--id", "c3").code == 2  # above home: refused
+
+
+def _completions(workspace: Path, line: str, out: Path) -> list[str]:
+    """What the shell would offer after ``line`` (argcomplete's protocol, as bash runs it)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "fsm"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [word.strip() for word in out.read_text().splitlines() if word.strip()]
+
+
+def test_completion_offers_commands_machines_and_instance_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tab after `fsm sta`, `fsm status ` and `fsm status counter ` offers the commands, the
+    machines (the workspace's own included) and that machine's instance ids."""
+    (tmp_path / "fsm.toml").write_text(f'[machines]\ncounter = "{COUNTER.parent}"\n')
+    assert _cli(tmp_path, capsys, "new", "counter", "--id", "c-one").code == 0
+    assert _cli(tmp_path, capsys, "new", "counter", "--id", "c-two").code == 0
+    out = tmp_path / "offered"
+    assert _completions(tmp_path, "fsm sta", out) == ["start", "status"]
+    machines = _completions(tmp_path, "fsm status ", out)
+    assert {"ccw-loop", "counter", "issue-manager", "skill-tuning"} <= set(machines)
+    assert [w for w in _completions(tmp_path, "fsm status counter ", out) if w[0] != "-"] == [
+        "c-one",
+        "c-two",
+    ]
+    assert _completions(tmp_path, "fsm status nosuch ", out) == [
+        w for w in _completions(tmp_path, "fsm status nosuch ", out) if w.startswith("-")
+    ]  # an unknown machine: no ids, and no error
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_prints_shell_code_that_registers_fsm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shell: str
+) -> None:
+    """`fsm completion bash|zsh` prints the code to eval; bash accepts it."""
+    import subprocess
+
+    result = _cli(tmp_path, capsys, "completion", shell)
+    assert result.code == 0 and "fsm" in result.out
+    if shell == "bash":
+        checked = subprocess.run(
+            ["bash", "-c", result.out + "\ncomplete -p fsm"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert checked.returncode == 0 and "fsm" in checked.stdout, checked.stderr

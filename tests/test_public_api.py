@@ -43,6 +43,8 @@ def test_every_error_is_exported_and_nothing_private() -> None:
         (errors.CorruptDocumentError, 6),
         (errors.LockHeldError, 6),
         (errors.InstanceHeldError, 3),
+        (errors.ForeignInstanceError, 3),
+        (errors.StoreUnreachableError, 6),
         (errors.JournalMismatchError, 6),
         (errors.UnwritableDocumentError, 6),
         (errors.UnsafePathError, 6),

@@ -153,7 +153,10 @@ def test_every_command_reads_through_the_store_chosen(
     """With the memory store chosen, create, start, run, status, history, replay, ls and
     recover all work, and no document or journal file is written in the workspace."""
     monkeypatch.setenv(stores.ENVIRONMENT, "memory")
-    assert cli("new", C, "--id", "c1", "--set", "limit=2").code == 0
+    made = cli("new", C, "--id", "c1", "--set", "limit=2")
+    assert made.code == 0
+    # each command line is a process of its own: the memory store is said to keep nothing
+    assert made.err.count("the memory store keeps nothing once this command ends") == 1
     assert cli("start", C, "c1").code == 0
     assert cli("run", C, "c1").code == 0
     status = cli("status", C, "c1", "--json")
@@ -170,3 +173,32 @@ def test_every_command_reads_through_the_store_chosen(
     recovered = cli("recover", C, "c1")
     assert recovered.code == 0
     assert "nothing to recover" in recovered.out
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        pytest.param(
+            '[store]\nurll = "postgresql://db/app"\n',
+            "[store] has no setting 'urll' for the files store (its settings: name, space) "
+            "(did you mean 'url'? it chooses the postgres store)",
+            id="misspelt-url",
+        ),
+        pytest.param(
+            '[store]\nname = "files"\npool = 4\n',
+            "[store] has no setting 'pool' for the files store",
+            id="a-database-setting",
+        ),
+    ],
+)
+def test_a_setting_the_file_store_does_not_have_is_an_error(
+    tmp_path: Path, cli: Cli, toml: str, says: str
+) -> None:
+    """A misspelt ``url`` left the instances in files without a word: the file store, chosen
+    by fsm.toml (or by default), refuses settings it does not have, in one line (exit 2)."""
+    _toml(tmp_path, toml)
+    result = cli("new", C, "--id", "c1")
+    assert result.code == 2
+    (line,) = result.err.strip().splitlines()
+    assert says in line
+    assert not (tmp_path / ".counters").exists()

@@ -110,4 +110,19 @@ def test_a_broken_entry_does_not_hide_the_other_machines(cli: Cli, workspace: Pa
     listed = cli("ls")
     assert listed.code == 0
     assert instance_id in listed.out
-    assert "broken" in listed.out and "no file" in listed.out
+    assert "broken" in listed.out and "is not there" in listed.out
+
+
+def test_a_fifo_entry_does_not_hide_the_other_machines(cli: Cli, workspace: Path) -> None:
+    """`fsm machines` lists every machine when one [machines] entry is a FIFO: that one is a
+    row saying it cannot be loaded (and the error line names it), never a wait or an error
+    hiding the rest."""
+    import os
+
+    os.mkfifo(workspace / "fifo.yaml")
+    _toml(workspace, '[machines]\ncounter = "machines/counter"\nbroken = "fifo.yaml"\n')
+    listed = cli("machines")
+    assert listed.code == 1
+    names = [line.split()[0] for line in listed.out.splitlines()]
+    assert {"broken", "counter", "ccw-loop"} <= set(names)
+    assert "cannot be loaded: broken" in listed.err

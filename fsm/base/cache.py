@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -38,12 +39,15 @@ def read(kind: str, name: str) -> bytes | None:
         return None
     path = root / kind / name
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: an entry that is a FIFO opens at once (and is refused) instead of
+        # waiting for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
     try:
-        if os.fstat(fd).st_uid != os.getuid():
-            return None  # written by someone else: not ours to load
+        status = os.fstat(fd)
+        if status.st_uid != os.getuid() or not stat.S_ISREG(status.st_mode):
+            return None  # written by someone else, or not a file: not ours to load
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)

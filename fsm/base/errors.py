@@ -21,7 +21,9 @@ line saying what went wrong, where, and (when there is one) what to do::
         ├── CorruptDocumentError           the document does not parse or does not validate
         ├── LockHeldError                  another run holds the instance
         │   ├── LeaseLostError             a run lost its lease: its writes are refused
-        │   └── InstanceHeldError  exit 3  a live holder (a worker) has the instance: named
+        │   ├── InstanceHeldError  exit 3  a live holder (a worker) has the instance: named
+        │   └── ForeignInstanceError exit 3 the instance belongs to another workspace: named
+        ├── StoreUnreachableError          the store cannot be reached (within its deadline)
         ├── JournalMismatchError           the journal does not reproduce the document
         ├── JournalRecordError             a journal line that is not a record fsm can read
         ├── UnsafePathError                a path through a symbolic link, or out of the workspace
@@ -46,6 +48,7 @@ __all__ = [
     "DocumentInputError",
     "EventNotAllowedError",
     "FileTooLargeError",
+    "ForeignInstanceError",
     "FsmError",
     "GuardRejectedError",
     "InputError",
@@ -62,6 +65,7 @@ __all__ = [
     "PatchError",
     "RefusedError",
     "StoreError",
+    "StoreUnreachableError",
     "UnknownInstanceError",
     "UnknownMachineError",
     "UnsafePathError",
@@ -180,6 +184,19 @@ class InstanceHeldError(LockHeldError):
     wrong with the store."""
 
     exit_code = 3
+
+
+class ForeignInstanceError(LockHeldError):
+    """The instance belongs to another workspace than the one asking to run it (a shared
+    store's row whose recorded workspace is not its space, or is unknown): refused, both named,
+    nothing run (exit 3)."""
+
+    exit_code = 3
+
+
+class StoreUnreachableError(StoreError):
+    """The store's server cannot be reached (down, or not answering within the deadline):
+    what remains to do is not tried one by one, each waiting for it."""
 
 
 class JournalMismatchError(StoreError):

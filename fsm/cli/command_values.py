@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,29 @@ def workspace_from(values: dict[str, Any]) -> Workspace:
     path = Path(values.get("workspace", "."))
     if not path.is_dir():
         raise InputError(f"workspace {path} is not a folder")
-    return Workspace(path, options=options, option_texts=assignment_texts(items))
+    workspace = Workspace(path, options=options, option_texts=assignment_texts(items))
+    _warn_if_kept_nowhere(workspace)
+    return workspace
+
+
+def _warn_if_kept_nowhere(workspace: Workspace) -> None:
+    """The memory store keeps nothing after the command ends (each command is a process of its
+    own): said on stderr, once per command, rather than refused (a test, a demo of ``fsm
+    serve`` within one process, are its uses)."""
+    from fsm.store.selection import chosen
+
+    if chosen(workspace.config.store)[0] != "memory" or values_warned:
+        return
+    values_warned.append(True)
+    print(
+        "fsm: warning: the memory store keeps nothing once this command ends: what it creates "
+        "or changes is gone for the next command (choose files or postgres for lasting work)",
+        file=sys.stderr,
+    )
+
+
+values_warned: list[bool] = []
+"""Non-empty once this process said it (cleared by each command line: see program.main)."""
 
 
 def instance_from(

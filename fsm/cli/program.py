@@ -136,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         _error(f"unknown command '{word}'{did_you_mean(word, COMMANDS)}; 'fsm --help' lists them")
         return 2
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (fsm completion)
+        from fsm.cli.completion import complete_if_asked
+
+        complete_if_asked(build_parser())
     first = arguments[0] if arguments else None
     parser = build_parser(first if first in COMMANDS else None)
     try:
@@ -187,6 +191,9 @@ def _dispatch(args: argparse.Namespace, values: dict[str, Any]) -> int:
         return COMMANDS[args.command].handler(args, values)
     finally:
         use_workspace(None)  # main() called in-process again may work in another workspace
+        from fsm.cli import command_values
+
+        command_values.values_warned.clear()
 
 
 _VALUED = frozenset({"-C", "--workspace", "--log-format", "--log-level", "-o", "--option"})

@@ -19,6 +19,7 @@ from typing import Any
 from fsm.cli import (
     agent_commands,
     commands,
+    completion,
     machine_commands,
     store_commands,
     version_commands,
@@ -101,6 +102,10 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
     )
+
+
+def _completion_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
 
 
 def _init_arguments(p: argparse.ArgumentParser) -> None:
@@ -412,10 +417,18 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
 def _store_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
-        choices=["init", "import", "export"],
-        help="init: create or upgrade the store's tables; import: copy this workspace's files "
-        "(documents and journals) into the store; export: write the store's instances back as "
-        "those files",
+        choices=["init", "import", "export", "adopt"],
+        help="init: create or upgrade the store's tables (and give the workspace a space in "
+        "fsm.toml when it has none); import: copy this workspace's files (documents and "
+        "journals) into the store; export: write the store's instances back as those files; "
+        "adopt: make the instances of this workspace's space that an older fsm made (their "
+        "workspace unknown) this workspace's, so that workers run them",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with import or export, replace instances whose copy there has work this side "
+        "lacks (kept first: the store's in fsm_kept, the files' in the meta folder)",
     )
     p.add_argument(
         "machines",
@@ -459,6 +472,13 @@ COMMANDS: dict[str, Command] = {
             _diagram_arguments,
             machine_commands.cmd_diagram,
             short_option=False,
+        ),
+        Command(
+            "completion",
+            "print the shell code for completing fsm commands, machines and instance ids: "
+            'eval "$(fsm completion bash)" (or zsh) in the shell\'s start-up file',
+            _completion_arguments,
+            completion.cmd_completion,
         ),
         Command(
             "init",

@@ -53,7 +53,7 @@ from fsm.model.records import CreateRecord, Record
 from fsm.process.executor import Executor, RecordsCommands, SubprocessExecutor
 from fsm.store.journal import RotatingLog
 from fsm.store.protocol import Folders, JournalLog, Layout, Store, StoreFactory
-from fsm.store.selection import chosen, factory, store_settings
+from fsm.store.selection import check_settings, chosen, factory, store_settings
 
 __all__ = ["QUEUE", "Instance", "Loaded", "Workspace"]
 
@@ -139,16 +139,19 @@ class Workspace:
     @property
     def space(self) -> str:
         """The name this workspace's instances are kept under in a store several workspaces
-        share: ``space`` in ``[store]``, else the folder's name (see
+        share: ``space`` in ``[store]`` ('' when fsm.toml names none: never guessed from the
+        folder's name, which two projects may share; see
         :attr:`fsm.store.protocol.Layout.space`)."""
         named = self.config.store.get("space")
-        return named if isinstance(named, str) and named else self.path.name
+        return named if isinstance(named, str) else ""
 
     def store_factory(self) -> StoreFactory:
         """What makes this workspace's stores: the factory it was given, else that of the store
         fsm.toml or ``FSM_STORE`` names (:mod:`fsm.store.selection`)."""
         if self._storage is None:
-            self._storage = factory(*chosen(self.config.store))
+            name, where = chosen(self.config.store)
+            check_settings(name, self.config.store)
+            self._storage = factory(name, where)
         return self._storage
 
     def store_for(self, machine: Machine, options: BaseModel | None = None) -> Store:

@@ -290,7 +290,12 @@ def _drive(
             # it naming the versions (or finds it corrupt, as this read did).
             loaded = None
         if loaded is not None and not runnable(machine, loaded.state, loaded.status):
+            # Its row said runnable, its document says not (another program wrote it, a
+            # pause by SQL): not claimed again until it changes, or for a while.
             claim.release()
+            with contextlib.suppress(FsmError):
+                stamp = source.store.stamp(instance_id)
+                source.skipped[instance_id] = (stamp, time.monotonic() + options.retry_after)
             return None
         engine = Engine(instance, lease=claim, kernel=source.kernel)
         result = engine.run(max_steps=options.max_steps, actor="worker", on_step=boundary)
@@ -330,10 +335,10 @@ def _drive(
 
 @contextlib.contextmanager
 def _stop_on_signals(
-    state: _State, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
+    state: _State, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 ) -> Any:
-    """SIGTERM and SIGINT: the first lets the steps in progress finish and stops the worker,
-    the second abandons them (KeyboardInterrupt)."""
+    """SIGTERM, SIGINT and SIGHUP: the first lets the steps in progress finish and stops the
+    worker, the second abandons them (KeyboardInterrupt)."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         state.signals += 1
@@ -377,6 +382,7 @@ def _in_processes(
         state = _State()
         code = 0
         try:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the parent's, as Ctrl-C is
             with _stop_on_signals(state, (signal.SIGTERM,)):
                 _loop(workspace, machines, single, results.put, state)
         except KeyboardInterrupt:
@@ -403,7 +409,8 @@ def _in_processes(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGTERM)
 
-    before = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    forwarded = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {sig: signal.signal(sig, forward) for sig in forwarded}
     collected: list[Driven] = []
     done: set[int] = set()
     try:

@@ -38,6 +38,7 @@ __all__ = [
     "parse_value",
     "resolve_options",
     "set_dotted",
+    "write_space",
 ]
 
 
@@ -108,12 +109,52 @@ def load_config(workspace: Path) -> WorkspaceConfig:
     if not isinstance(space, str) or not space or "/" in space or len(space) > 200:
         problems.append(
             "[store] space must be a name without '/' (what the workspace's instances are kept "
-            "under in a shared store; default: the workspace folder's name)"
+            "under in a shared store: 'fsm store init' writes one when there is none)"
         )
     if problems:
         # every problem of the file at once, so that one edit fixes them all
         raise OptionsError(f"{path}: " + "; ".join(problems))
     return WorkspaceConfig(machines, agents, store, definitions)
+
+
+_STORE_HEADER = re.compile(r"^[ \t]*\[[ \t]*store[ \t]*\][ \t]*(#.*)?$", re.M)
+
+
+def write_space(workspace: Path) -> str:
+    """Give the workspace an identity in shared stores: a new ``space`` (its folder's name and
+    8 random hex digits) written into ``[store]`` of its fsm.toml (made when absent; the line
+    is added under the table's header, the rest of the file kept byte for byte); return it.
+    OptionsError when fsm.toml names one already or cannot take the line."""
+    import secrets
+
+    from fsm.base.files import atomic_write_bytes
+
+    path = workspace / "fsm.toml"
+    if load_config(workspace).store.get("space") is not None:
+        raise OptionsError(f"{path}: [store] names a space already")
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", workspace.name).strip("-.")[:40] or "workspace"
+    space = f"{stem}-{secrets.token_hex(4)}"
+    try:
+        text = read_limited(path, MAX_TOML_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionsError(f"{path}: cannot read: {exc}") from exc
+    line = f'space = "{space}"  # this project\'s identity in shared stores: commit it\n'
+    header = _STORE_HEADER.search(text)
+    if header is not None:
+        cut = text.index("\n", header.end()) + 1 if "\n" in text[header.end() :] else len(text)
+        updated = text[:cut] + ("" if text[:cut].endswith("\n") else "\n") + line + text[cut:]
+    else:
+        updated = text + ("\n" if text and not text.endswith("\n") else "")
+        updated += ("\n" if text else "") + "[store]\n" + line
+    atomic_write_bytes(path, updated.encode("utf-8"), root=workspace)
+    if load_config(workspace).store.get("space") != space:
+        atomic_write_bytes(path, text.encode("utf-8"), root=workspace)
+        raise OptionsError(
+            f'{path}: could not add space = "{space}" to its [store] table: add it by hand'
+        )
+    return space
 
 
 _MACHINE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")

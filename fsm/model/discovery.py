@@ -250,7 +250,8 @@ def open_machine(target: str, workspace: Path | None = None) -> Machine:
 
     entry = find_machine(target, workspace)
     if entry.source != str(entry.path) and not entry.path.is_file():
-        raise UnknownMachineError(f"machine '{entry.name}' of {entry.source}: no file {entry.path}")
+        what = "is not a regular file" if entry.path.exists() else "is not there"
+        raise UnknownMachineError(f"machine '{entry.name}' of {entry.source}: {entry.path} {what}")
     key = entry.path.resolve()
     if key not in _CACHE:
         expected = entry.name if entry.source != str(entry.path) else None

@@ -36,10 +36,19 @@ import psycopg
 from psycopg import conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from fsm.base.errors import LockHeldError, OptionsError, StoreError
+from fsm.base.errors import LockHeldError, OptionsError, StoreError, StoreUnreachableError
 from fsm.postgres import schema
 
-__all__ = ["CHANGES", "WORK", "Database", "Holder", "Settings", "database", "shown_url"]
+__all__ = [
+    "CHANGES",
+    "WORK",
+    "Database",
+    "Holder",
+    "Settings",
+    "check_address",
+    "database",
+    "shown_url",
+]
 
 CHANGES = "fsm_changes"
 """The channel every write notifies, with ``<machine>/<id>``."""
@@ -60,16 +69,20 @@ class Settings:
     """Connections a process keeps at most for its operations (its heartbeat and its listener
     have their own)."""
     reconnect: float = 60.0
-    """Seconds an operation keeps trying to reach a server that went away."""
+    """Seconds an operation keeps trying to reach a server that went away (one this process
+    reached before: a server it never reached is not waited for)."""
+    connect: float = 5.0
+    """Seconds a connection may take to be made (and a pool's connection to be handed out)."""
 
     @classmethod
     def parse(cls, settings: dict[str, Any]) -> Settings:
         """The settings of ``[store]`` (OptionsError naming the first that is wrong)."""
-        unknown = sorted(set(settings) - {"url", "lease", "pool", "reconnect"})
+        known = ("url", "lease", "pool", "reconnect", "connect")
+        unknown = sorted(set(settings) - set(known))
         if unknown:
             raise OptionsError(
                 f"[store] has no setting '{unknown[0]}' for the postgres store "
-                "(it has: url, lease, pool, reconnect)"
+                f"(it has: {', '.join(known)}){did_you_mean(unknown[0], known)}"
             )
         url = settings.get("url")
         if not isinstance(url, str) or not url:
@@ -77,8 +90,15 @@ class Settings:
                 'the postgres store needs its address: url = "postgresql://..." in [store] '
                 "of fsm.toml, or FSM_STORE=postgresql://..."
             )
+        check_address(url)
         values: dict[str, Any] = {"url": url}
-        for key, low, high in (("lease", 0.5, 86400.0), ("pool", 1, 100), ("reconnect", 0, 86400)):
+        limits = (
+            ("lease", 0.5, 86400.0),
+            ("pool", 1, 100),
+            ("reconnect", 0, 86400),
+            ("connect", 1, 300),
+        )
+        for key, low, high in limits:
             if key not in settings:
                 continue
             value = settings[key]
@@ -90,17 +110,103 @@ class Settings:
         return cls(**values)
 
 
+def did_you_mean(name: str, known: tuple[str, ...]) -> str:
+    """`` (did you mean 'url'?)`` when ``name`` is a near miss of one of ``known``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def check_address(url: str) -> dict[str, str]:
+    """The parts of ``url``, libpq's address (OptionsError, showing no password, when it is not
+    one, names nothing to connect to, or names a password or service file that is not a regular
+    file: libpq would wait on a FIFO for ever)."""
+    shown = shown_url(url)
+    try:
+        parts = {key: str(value) for key, value in conninfo.conninfo_to_dict(url).items()}
+    except psycopg.ProgrammingError as exc:
+        raise OptionsError(
+            f"the postgres store's url {shown} is not a valid address: {_parse_problem(exc)} "
+            "(the address itself is not shown: it may hold a password)"
+        ) from None
+    named = {"host", "hostaddr", "dbname", "service"}
+    environment = {"PGHOST", "PGHOSTADDR", "PGDATABASE", "PGSERVICE"}
+    if not named & set(parts) and not any(os.environ.get(name) for name in environment):
+        raise OptionsError(
+            f"the postgres store's url {shown} names no host and no database "
+            "(postgresql://HOST/DATABASE)"
+        )
+    for path, what in _files_read(parts):
+        _regular_or_absent(path, what)
+    return parts
+
+
+def _parse_problem(exc: BaseException) -> str:
+    """What libpq found wrong with an address, without the part it quotes (a password may be
+    in it)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+    head = text.split('"', 1)[0].strip().rstrip(":")
+    return head or "unreadable"
+
+
+def _files_read(parts: dict[str, str]) -> list[tuple[str, str]]:
+    """The password and service files libpq would read for ``parts``."""
+    home = os.path.expanduser("~")
+    found = [
+        (
+            parts.get("passfile") or os.environ.get("PGPASSFILE") or f"{home}/.pgpass",
+            "password file",
+        )
+    ]
+    if parts.get("service") or os.environ.get("PGSERVICE"):
+        found.append(
+            (os.environ.get("PGSERVICEFILE") or f"{home}/.pg_service.conf", "service file")
+        )
+        conf = os.environ.get("PGSYSCONFDIR")
+        if conf:
+            found.append((f"{conf}/pg_service.conf", "service file"))
+    return found
+
+
+def _regular_or_absent(path: str, what: str) -> None:
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # absent or unreadable: libpq does without it
+    if not stat.S_ISREG(mode):
+        raise OptionsError(
+            f"the postgres {what} {path} is not a regular file: fsm does not connect "
+            "(libpq would wait on it)"
+        )
+
+
 def shown_url(url: str) -> str:
-    """``url`` as messages show it: without its password."""
+    """``url`` as messages show it: host, port and database, never a user's password (nor
+    anything else of an address that cannot be parsed)."""
     try:
         parts = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
-        return "postgresql://..."
+        return _shown_unparsed(url)
     host = str(parts.get("host") or "localhost")
     if host.startswith("/"):
         host = f"socket {host}"
     port = f":{parts['port']}" if parts.get("port") else ""
     return f"postgresql://{host}{port}/{parts.get('dbname') or ''}"
+
+
+def _shown_unparsed(url: str) -> str:
+    """What can be shown of an address libpq cannot parse: its scheme and host, when it is a
+    URL whose host part is plain."""
+    import re
+
+    found = re.match(r"(postgres(?:ql)?)://(?:[^@/?#]*@)?([A-Za-z0-9.\-]*)(?::(\d+))?", url)
+    if found is None:
+        return "(an address that is not a URL)"
+    port = f":{found.group(3)}" if found.group(3) else ""
+    return f"{found.group(1)}://{found.group(2) or 'localhost'}{port}/..."
 
 
 class Holder:
@@ -169,6 +275,11 @@ class Database:
         self._mutex = threading.Lock()
         self._local = threading.local()
         self._checked = False
+        self._reached = False
+        self._failed: tuple[float, StoreError] | None = None
+        """Until when the last failure to reach the server is given again without trying."""
+        """True once this process connected to the server (from then on, a server that went
+        away is waited for, up to ``reconnect``)."""
         self._holder: Holder | None = None
         self._holder_kind = "run"
         self._heartbeat: threading.Thread | None = None
@@ -183,14 +294,25 @@ class Database:
             return psycopg.connect(
                 self.url,
                 autocommit=True,
-                connect_timeout=10,
+                connect_timeout=self._connect_timeout(),
                 application_name="fsm",
                 options=self._options(),
             )
         except psycopg.OperationalError as exc:
-            raise _Unreachable(str(exc)) from exc
+            if _hopeless(exc):
+                raise StoreError(
+                    f"cannot connect to the database {self.shown}: {_first_line(exc)}"
+                ) from None
+            raise _Unreachable(_first_line(exc)) from None
         except psycopg.ProgrammingError as exc:
-            raise OptionsError(f"the postgres store's url is not a valid address: {exc}") from exc
+            raise OptionsError(
+                f"the postgres store's url {self.shown} is not a valid address: "
+                f"{_parse_problem(exc)}"
+            ) from None
+
+    def _connect_timeout(self) -> int:
+        # libpq counts whole seconds, and treats 1 as 2.
+        return max(2, round(self.settings.connect))
 
     def _options(self) -> str:
         # A transaction left idle (its process stopped while it held a document lock) is ended
@@ -207,16 +329,22 @@ class Database:
                     max_size=max(1, self.settings.pool),
                     kwargs={
                         "autocommit": True,
-                        "connect_timeout": 10,
+                        "connect_timeout": self._connect_timeout(),
                         "application_name": "fsm",
                         "options": self._options(),
                     },
                     open=True,
-                    timeout=30,
+                    timeout=self._pool_wait(),
                     reconnect_timeout=max(self.settings.reconnect, 1.0),
                     name="fsm",
                 )
             return self._pool
+
+    def _pool_wait(self) -> float:
+        """Seconds to wait for a connection of the pool: one being made, or given back by
+        another thread (the pool's statements are short; a server that is down is waited for
+        by the caller, up to ``reconnect``)."""
+        return 2 * self.settings.connect
 
     def _thread(self) -> _Thread:
         state: _Thread | None = getattr(self._local, "state", None)
@@ -258,7 +386,7 @@ class Database:
 
     def _take(self) -> Any:
         try:
-            return self._pool_of().getconn(timeout=30)
+            return self._pool_of().getconn(timeout=self._pool_wait())
         except PoolTimeout as exc:
             raise _Unreachable(str(exc)) from exc
 
@@ -280,8 +408,9 @@ class Database:
                         f"the database {self.shown} refused: {_first_line(exc)}"
                     ) from exc
                 if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"the database {self.shown} cannot be reached: {_first_line(exc)}"
+                    raise StoreUnreachableError(
+                        f"the database {self.shown} cannot be reached (tried for "
+                        f"{self.settings.reconnect:.0f}s): {_first_line(exc)}"
                     ) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -437,7 +566,16 @@ class Database:
         process)."""
         if self._checked:
             return
-        version = self._direct(schema.applied_version)
+        failed = self._failed
+        if failed is not None and time.monotonic() < failed[0]:
+            # The same server just now: each machine's store of one command (fsm ls of every
+            # machine) is not made to wait for it again.
+            raise failed[1]
+        try:
+            version = self._direct(schema.applied_version)
+        except StoreError as exc:
+            self._failed = (time.monotonic() + self.settings.connect, exc)
+            raise
         if version is None:
             raise StoreError(
                 f"the database {self.shown} has no fsm tables: run 'fsm store init' first"
@@ -461,25 +599,31 @@ class Database:
         return done
 
     def _direct(self, work: Callable[[Any], T]) -> T:
-        """``work`` on a connection of its own (the schema is checked before the pool is)."""
-        deadline = time.monotonic() + self.settings.reconnect
+        """``work`` on a connection of its own (the schema is checked before the pool is).
+
+        The first connection of the process is tried once (within ``connect`` seconds): a
+        server this process never reached is not waited for, and an error no retry can fix
+        (a refused password, a missing role or database, an unknown host) is never retried.
+        Later ones are tried again for up to ``reconnect`` seconds."""
+        deadline = time.monotonic() + (self.settings.reconnect if self._reached else 0)
         delay = 0.05
         while True:
             try:
                 conn = self._connect()
             except _Unreachable as exc:
                 if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"cannot connect to the database {self.shown}: {_first_line(exc)}"
-                    ) from exc
+                    raise StoreUnreachableError(
+                        f"cannot connect to the database {self.shown}: {exc}"
+                    ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
+            self._reached = True
             try:
                 return work(conn)
             except psycopg.OperationalError as exc:
                 if time.monotonic() >= deadline:
-                    raise StoreError(
+                    raise StoreUnreachableError(
                         f"the database {self.shown} cannot be reached: {_first_line(exc)}"
                     ) from exc
             except psycopg.Error as exc:
@@ -572,7 +716,7 @@ class Database:
                     "WHERE id = %s AND expires > now() RETURNING id",
                     (lease, holder.id),
                 ).fetchone()
-            except (psycopg.Error, _Unreachable):
+            except (psycopg.Error, _Unreachable, StoreError):
                 with contextlib.suppress(Exception):
                     if conn is not None:
                         conn.close()
@@ -619,7 +763,7 @@ class Database:
                     for n in self._listener.notifies(timeout=remaining, stop_after=1)
                     if n.channel == channel
                 ]
-            except (psycopg.Error, _Unreachable):
+            except (psycopg.Error, _Unreachable, StoreError):
                 with contextlib.suppress(Exception):
                     if self._listener is not None:
                         self._listener.close()
@@ -652,6 +796,28 @@ def _idle(conn: Any) -> bool:
         conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         and conn.info.pipeline_status == psycopg.pq.PipelineStatus.OFF
     )
+
+
+_HOPELESS_STATES = ("28000", "28P01", "3D000", "42501")
+"""Refused authorisation, a wrong password, a database that does not exist, no permission to
+connect: no retry makes them succeed."""
+_HOPELESS_WORDS = (
+    "could not translate host name",
+    "password authentication failed",
+    'role "',
+    "does not exist",
+    "no password supplied",
+    "invalid connection option",
+    "invalid sslmode value",
+)
+
+
+def _hopeless(exc: psycopg.OperationalError) -> bool:
+    """True when a failed connection is one no retry can fix."""
+    if exc.sqlstate in _HOPELESS_STATES:
+        return True
+    text = str(exc)
+    return any(words in text for words in _HOPELESS_WORDS)
 
 
 def _connection_lost(exc: psycopg.OperationalError) -> bool:

@@ -23,8 +23,22 @@ The tables:
 * ``fsm_holders``: the processes that hold leases (a worker, an ``fsm run``): a name for people
   and the time their lease expires unless renewed (the server's clock: hosts' clocks never
   matter).
-* ``fsm_kept``: documents quarantined as unreadable and step results that could not be
-  committed, never deleted by fsm.
+* ``fsm_kept``: documents quarantined as unreadable, step results that could not be
+  committed, and instances ``fsm store import --overwrite`` replaced (the document in ``raw``,
+  the journal's lines in ``journal``), never deleted by fsm.
+
+Migration 3 records each instance's ``workspace``: the space it was made in, written by its
+first write and never changed by fsm. Rows made before it have none (their space may have
+been guessed from a folder's name by an older fsm, and two projects may share it): workers
+never claim them and ``fsm run`` refuses them until ``fsm store adopt`` in their own checkout
+makes them its space's. A worker claims only rows whose workspace is their space, and a run
+refuses a row whose workspace is another (moved by hand), naming both. The migration also
+makes another program's ``UPDATE`` of a document that leaves its version as it was (a script,
+an admin) bump the version (a trigger, which also notifies): the next step sees a newer
+version and merges and journals it as it does a dashboard's write to a file, never writing over
+it. The journal's trigger lets a ``DELETE`` through only in a transaction that set
+``fsm.replacing`` to that instance's key (``fsm store import --overwrite``, after it kept the
+old records in ``fsm_kept``).
 * ``fsm_heartbeats``: the heartbeat of the run driving each instance (its host, pid, actor and
   the action in progress: :mod:`fsm.store.heartbeat`), one row per instance, with the time it
   was published by the server's clock, so that a reader on any host sees who drives.
@@ -36,6 +50,8 @@ looks only at rows that are runnable.
 from __future__ import annotations
 
 from typing import Any
+
+from fsm.base.errors import StoreError
 
 __all__ = ["LATEST", "MIGRATIONS", "applied_version", "migrate"]
 
@@ -120,6 +136,43 @@ CREATE TABLE fsm_heartbeats (
     ),
     (
         3,
+        "instances record their workspace; other programs' writes bump the version; "
+        "replaced copies kept",
+        """
+ALTER TABLE fsm_instances ADD COLUMN workspace text;
+
+CREATE FUNCTION fsm_instances_foreign_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.version := OLD.version + 1;
+    NEW.modified := clock_timestamp();
+    PERFORM pg_notify('fsm_changes', NEW.space || '/' || NEW.machine || '/' || NEW.id);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER fsm_instances_foreign_write BEFORE UPDATE ON fsm_instances FOR EACH ROW
+    WHEN (NEW.raw IS DISTINCT FROM OLD.raw AND NEW.version = OLD.version)
+    EXECUTE FUNCTION fsm_instances_foreign_write();
+
+CREATE OR REPLACE FUNCTION fsm_journal_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF current_setting('fsm.replacing', true)
+                = OLD.space || '/' || OLD.machine || '/' || OLD.id THEN
+            RETURN OLD;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'fsm_journal is append-only: % refused', TG_OP;
+END
+$$;
+
+ALTER TABLE fsm_kept DROP CONSTRAINT fsm_kept_kind_check;
+ALTER TABLE fsm_kept ADD CONSTRAINT fsm_kept_kind_check
+    CHECK (kind IN ('quarantined', 'parked', 'replaced'));
+ALTER TABLE fsm_kept ADD COLUMN journal text;
+""",
+    ),
+    (
+        4,
         "the version of its machine each instance runs under, which workers claim by, the "
         "versions each worker runs, and the definitions instances ran under",
         """
@@ -171,6 +224,11 @@ def migrate(conn: Any) -> list[str]:
         conn.execute(_LEDGER)
         row = conn.execute("SELECT coalesce(max(version), 0) FROM fsm_schema").fetchone()
         current = int(row[0]) if row else 0
+        if current > LATEST:
+            raise StoreError(
+                f"the database has fsm tables of version {current}, made by a newer fsm (this "
+                f"one knows {LATEST}): nothing was changed; upgrade fsm"
+            )
         for number, description, sql in MIGRATIONS:
             if number <= current:
                 continue
@@ -180,4 +238,19 @@ def migrate(conn: Any) -> list[str]:
                 (number, description),
             )
             done.append(f"applied migration {number}: {description}")
+            if number == 3:
+                done += _unadopted(conn)
     return done
+
+
+def _unadopted(conn: Any) -> list[str]:
+    """What migration 3 left to do: the instances whose workspace is not known, by space."""
+    rows = conn.execute(
+        "SELECT space, count(*) FROM fsm_instances WHERE workspace IS NULL "
+        "GROUP BY space ORDER BY space"
+    ).fetchall()
+    return [
+        f"space '{space}': {count} instances made before spaces were explicit wait for "
+        "'fsm store adopt' in their own checkout (no worker runs them until then)"
+        for space, count in rows
+    ]

@@ -42,15 +42,19 @@ import psycopg
 from fsm.base import jsonio
 from fsm.base.errors import (
     CorruptDocumentError,
+    ForeignInstanceError,
     InstanceHeldError,
+    InvalidIdError,
     LeaseLostError,
     LockHeldError,
+    OptionsError,
     StoreError,
     UnknownInstanceError,
 )
 from fsm.base.ids import validate_id
 from fsm.model.identity import DEFINITION
 from fsm.model.records import Record
+from fsm.postgres.copies import import_instance
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
 from fsm.store.file_store import FileStore
 from fsm.store.heartbeat import Heartbeat
@@ -209,6 +213,13 @@ class _Written:
 _SWAPS = _Written.of(_SWAP, _SWAP_NOTIFY)
 _APPENDS = _Written.of(_APPEND, _APPEND_NOTIFY)
 
+_INSERT = (
+    "INSERT INTO fsm_instances (space, machine, id, workspace) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT DO NOTHING"
+)
+"""A new instance's row: its workspace is the space it is made in (see
+:mod:`fsm.postgres.schema`)."""
+
 _FREE_EXPIRED = """
 UPDATE fsm_instances SET holder = NULL
 WHERE space = %(space)s AND machine = %(machine)s {which} AND holder IN (
@@ -218,6 +229,7 @@ WHERE space = %(space)s AND machine = %(machine)s {which} AND holder IN (
 _CLAIM_ONE = """
 UPDATE fsm_instances AS i SET holder = %(holder)s, fence = i.fence + 1
 WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s AND i.holder IS NULL
+  AND i.workspace = i.space
   AND EXISTS (SELECT 1 FROM fsm_holders h
               WHERE h.id = %(holder)s AND h.expires > statement_timestamp())
 RETURNING i.fence
@@ -227,7 +239,7 @@ _CLAIM_ANY = f"""
 WITH candidate AS (
     SELECT c.space, c.machine, c.id FROM fsm_instances c
     WHERE c.space = %(space)s AND c.machine = %(machine)s
-      AND c.runnable AND c.raw IS NOT NULL
+      AND c.runnable AND c.raw IS NOT NULL AND c.workspace = c.space
       AND (c.holder IS NULL OR NOT EXISTS (
           SELECT 1 FROM fsm_holders h
           WHERE h.id = c.holder AND h.expires > statement_timestamp()))
@@ -489,7 +501,15 @@ class PostgresStore:
     def __init__(self, layout: Layout, settings: Settings) -> None:
         self.layout = layout
         self.machine = layout.machine
-        self.space = layout.space or layout.workspace.name
+        if not layout.space:
+            raise OptionsError(
+                f"the workspace {layout.workspace} names no space for the postgres store: a "
+                "shared database keeps each project's instances apart by it, and fsm never "
+                "guesses one from the folder's name (another project's may be the same); run "
+                "'fsm store init' to write a new one into fsm.toml, or copy the space of this "
+                "project's other checkouts into its [store] table"
+            )
+        self.space = layout.space
         self.settings = settings
         self.db: Database = database(settings)
         self.queue = layout.queue
@@ -535,9 +555,10 @@ class PostgresStore:
         return PostgresHeartbeats(self)
 
     def permissions(self, instance_id: str) -> int | None:
-        """None: a row has no permission bits."""
+        """``0o600``: a document in the database is private, readable only by those who hold
+        the database's credentials (``fsm serve --reads private`` asks for the token)."""
         validate_id(instance_id)
-        return None
+        return 0o600
 
     # --- documents -------------------------------------------------------------------------
 
@@ -685,11 +706,7 @@ class PostgresStore:
             if tries > 1 and self._landed(conn, instance_id, version, proposal.raw, lines):
                 return max(version, 0) + 1  # the try whose connection was lost committed
             if version == ABSENT:
-                conn.execute(
-                    "INSERT INTO fsm_instances (space, machine, id) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (self.space, self.machine, instance_id),
-                )
+                conn.execute(_INSERT, (self.space, self.machine, instance_id, self.space))
             row = self._committed(conn, _SWAPS, params)
             return None if row is None else int(row[0])
 
@@ -809,11 +826,7 @@ class PostgresStore:
             if tries > 1 and self._journal_ends_with(conn, instance_id, lines):
                 return True
             if holder is None:
-                conn.execute(
-                    "INSERT INTO fsm_instances (space, machine, id) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (self.space, self.machine, instance_id),
-                )
+                conn.execute(_INSERT, (self.space, self.machine, instance_id, self.space))
             return self._committed(conn, _APPENDS, params) is not None
 
         if not self.db.run(append, lock=True):
@@ -863,6 +876,7 @@ class PostgresStore:
             token = self.db.run(functools.partial(self._claim_one, params))
             if token is not None:
                 return PostgresLease(self, instance_id, holder, token)
+            self._refuse_foreign(instance_id)
             held = self._holder_of(instance_id)
             if held is None:  # this process's own holder expired: a new one claims
                 holder.mark_lost()
@@ -880,13 +894,29 @@ class PostgresStore:
         conn.execute(_FREE_EXPIRED.format(which="AND id = %(id)s"), params)
         row = conn.execute(_CLAIM_ONE, params).fetchone()
         if row is None:
-            conn.execute(
-                "INSERT INTO fsm_instances (space, machine, id) VALUES (%(space)s, %(machine)s, "
-                "%(id)s) ON CONFLICT DO NOTHING",
-                params,
-            )
+            conn.execute(_INSERT, (self.space, self.machine, params["id"], self.space))
             row = conn.execute(_CLAIM_ONE, params).fetchone()
         return None if row is None else int(row[0])
+
+    def _refuse_foreign(self, instance_id: str) -> None:
+        """ForeignInstanceError, naming both, when the instance's row belongs to another
+        workspace than this one's space (or to one not known: made by an older fsm)."""
+        sql = "SELECT workspace FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
+        params = (self.space, self.machine, instance_id)
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone())
+        if row is None or row[0] == self.space:
+            return
+        if row[0] is None:
+            raise ForeignInstanceError(
+                f"instance '{instance_id}' of space '{self.space}' was made by an fsm that "
+                "guessed spaces from folder names: its workspace is not known, and this one "
+                f"({self.layout.workspace}) may not be it; in its own checkout, "
+                "'fsm store adopt' makes it that workspace's"
+            )
+        raise ForeignInstanceError(
+            f"instance '{instance_id}' belongs to workspace '{row[0]}', not to this one "
+            f"('{self.space}', {self.layout.workspace}): not run here"
+        )
 
     def _holder_of(self, instance_id: str) -> tuple[str, str] | None:
         """The name and lease end of the live holder of the instance (None: none)."""
@@ -1082,7 +1112,10 @@ class PostgresStore:
                 if conn is None or conn.closed:
                     try:
                         conn = await psycopg.AsyncConnection.connect(
-                            self.settings.url, autocommit=True, application_name="fsm"
+                            self.settings.url,
+                            autocommit=True,
+                            application_name="fsm",
+                            connect_timeout=max(2, round(self.settings.connect)),
                         )
                         await conn.execute(f"LISTEN {CHANGES}")
                     except psycopg.Error:
@@ -1136,6 +1169,11 @@ class PostgresStore:
 
             self._announce(holder)
             row = self.db.run(functools.partial(self._claim_any, params))
+            while row is not None and not _valid_id(str(row[0])):
+                # A row fsm cannot run (written by another program): marked not runnable, so
+                # that no claim takes it again, and the next one is claimed.
+                self.db.run(functools.partial(self._set_aside, str(row[0]), int(row[1])))
+                row = self.db.run(functools.partial(self._claim_any, params))
             if row is not None:
                 instance_id, raw = str(row[0]), _bytes(row[2])
                 self._known[instance_id] = (raw, int(row[3]))
@@ -1193,6 +1231,13 @@ class PostgresStore:
         found = {str(row[0])[len(prefix) :] for row in rows if str(row[0]).startswith(prefix)}
         return found or None
 
+    def _set_aside(self, instance_id: str, token: int, conn: Any) -> None:
+        conn.execute(
+            "UPDATE fsm_instances SET runnable = false, holder = NULL "
+            "WHERE space = %s AND machine = %s AND id = %s AND fence = %s",
+            (self.space, self.machine, instance_id, token),
+        )
+
     @staticmethod
     def _claim_any(params: dict[str, Any], conn: Any) -> Any:
         return conn.execute(_CLAIM_ANY, params).fetchone()
@@ -1214,75 +1259,37 @@ class PostgresStore:
         return self.db.initialize()
 
     def import_instance(
-        self, instance_id: str, raw: bytes, lines: Sequence[str], proposal: Proposal
-    ) -> bool:
-        """Keep ``raw`` and the journal ``lines`` as the instance's, byte-exact (False when it
-        has a document here already)."""
+        self,
+        instance_id: str,
+        raw: bytes,
+        lines: Sequence[str],
+        proposal: Proposal,
+        *,
+        over: tuple[bytes, Sequence[str]] | None = None,
+        keep: bool = False,
+    ) -> str | None:
+        """Keep ``raw`` and the journal ``lines`` as the instance's, byte-exact (see
+        :func:`fsm.postgres.copies.import_instance`)."""
         validate_id(instance_id)
-        creator = queue = definition = None
-        for line in reversed(lines):
-            found = _parsed(line)
-            named = found.get(DEFINITION) if found is not None else None
-            if isinstance(named, dict) and isinstance(named.get("version"), int | str):
-                definition = str(named["version"])
-                break
-        if lines:
-            first = _parsed(lines[0])
-            if first is not None and first.get("kind") == "create":
-                named = first.get("machine")
-                creator = named if isinstance(named, str) else None
-                queue = first.get("queue")
-        params = {
-            "space": self.space,
-            "machine": self.machine,
-            "id": instance_id,
-            "key": self.key(instance_id),
-            "raw": raw,
-            "state": proposal.state,
-            "status": proposal.status,
-            "runnable": proposal.runnable,
-            "count": len(lines),
-            "lines": list(lines),
-            "queue": queue if isinstance(queue, str) else self.queue,
-            "creator": creator,
-            "definition": definition,
-        }
-
-        def put(conn: Any) -> bool:
-            with conn.transaction():
-                conn.execute(
-                    "INSERT INTO fsm_instances (space, machine, id) "
-                    "VALUES (%(space)s, %(machine)s, %(id)s) "
-                    "ON CONFLICT DO NOTHING",
-                    params,
-                )
-                row = conn.execute(
-                    "SELECT raw IS NULL AND records = 0 FROM fsm_instances "
-                    "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s "
-                    "FOR UPDATE",
-                    params,
-                ).fetchone()
-                if not row or not row[0]:
-                    return False
-                conn.execute(
-                    "UPDATE fsm_instances SET raw = %(raw)s, version = version + 1, "
-                    "state = %(state)s, status = %(status)s, runnable = %(runnable)s, "
-                    "records = %(count)s, queue = %(queue)s, creator = %(creator)s, "
-                    "definition = %(definition)s, modified = clock_timestamp() "
-                    "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s",
-                    params,
-                )
-                conn.execute(
-                    "INSERT INTO fsm_journal (space, machine, id, position, line) "
-                    "SELECT %(space)s, %(machine)s, %(id)s, l.n, l.line "
-                    "FROM unnest(%(lines)s::text[]) WITH ORDINALITY AS l(line, n)",
-                    params,
-                )
-                conn.execute(f"SELECT pg_notify('{CHANGES}', %(key)s)", params)
-            return True
-
         self._known.pop(instance_id, None)
-        return bool(self._in_own_transaction(put))
+        where = {"space": self.space, "machine": self.machine, "key": self.key(instance_id)}
+        done = self._in_own_transaction(
+            functools.partial(
+                import_instance, where, self.queue, instance_id, raw, lines, proposal, over, keep
+            )
+        )
+        return None if done is None else str(done)
+
+    def adopt(self) -> list[str]:
+        """Make the instances of this space whose workspace is not known (made by an fsm that
+        guessed spaces from folder names) this workspace's; return their ids."""
+        sql = (
+            "UPDATE fsm_instances SET workspace = space "
+            "WHERE space = %s AND machine = %s AND workspace IS NULL RETURNING id"
+        )
+        params = (self.space, self.machine)
+        rows = self._in_own_transaction(lambda conn: conn.execute(sql, params).fetchall())
+        return sorted(str(row[0]) for row in rows)
 
     def export_instance(self, instance_id: str) -> tuple[bytes, list[str]] | None:
         """The document's bytes and the journal's lines (None: no document)."""
@@ -1290,6 +1297,14 @@ class PostgresStore:
         if raw is None:
             return None
         return raw, [line for _, line in self.journal(instance_id).lines()]
+
+
+def _valid_id(instance_id: str) -> bool:
+    try:
+        validate_id(instance_id)
+    except InvalidIdError:
+        return False
+    return True
 
 
 def _bytes(value: Any) -> bytes | None:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KNOWN_AGENTS",
+    "STORE_VARIABLES",
     "AgentCommand",
     "AgentMode",
     "ChecksAgents",
@@ -58,6 +59,7 @@ __all__ = [
     "SubprocessExecutor",
     "agent_problem",
     "read_agent_result",
+    "task_environment",
 ]
 
 KNOWN_AGENTS: Mapping[str, Mapping[AgentMode, tuple[str, ...]]] = {
@@ -271,7 +273,7 @@ class SubprocessExecutor:
 
         args = tuple(argv)
         limit = self.default_timeout if timeout is None else timeout
-        merged_env = {**os.environ, **env} if env else None
+        merged_env = {**task_environment(), **(env or {})}
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -452,6 +454,22 @@ def read_agent_result(
         return replace(result, report=report)
     stdout = report.final_message if report.final_message is not None else report.text
     return replace(result, stdout=stdout, report=report)
+
+
+STORE_VARIABLES = re.compile(r"FSM_STORE|PG[A-Z_]*")
+"""The variables a task or an agent does not inherit from fsm: ``FSM_STORE`` (a database's
+address, password included) and libpq's ``PG*`` (``PGPASSWORD``, ``PGPASSFILE``, ``PGSERVICE``,
+the host and user): the store's credentials are fsm's, and a task that prints its environment
+(``env``) would write them into its output and the machine's progress files. A task or agent
+that needs one is given it explicitly (its own ``env``: what it is given that way is kept)."""
+
+
+def task_environment() -> dict[str, str]:
+    """fsm's environment as a task or an agent inherits it: without the store's credentials
+    (:data:`STORE_VARIABLES`)."""
+    return {
+        name: value for name, value in os.environ.items() if not STORE_VARIABLES.fullmatch(name)
+    }
 
 
 def _redacted(result: ExecResult, prompt: str, prompt_file: str = "") -> ExecResult:

@@ -10,6 +10,7 @@ the same origin (:mod:`fsm.serve.access`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
@@ -313,7 +314,7 @@ def get_version_diagram(
     instance = readable(request, server, machine, instance_id)
     version = version_at(instance, line)
     state = version.record.get("state") or version.record.get("dest")
-    overlay = diagram.overlay_from_journal(version.records, str(state))
+    overlay = dataclasses.replace(version.visits, current_state=str(state))
     dot = diagram.to_dot(instance.machine, run=overlay)
     return Response(server.render(dot), media_type=SVG)
 

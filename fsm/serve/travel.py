@@ -21,6 +21,8 @@ from fsm.model.patch import diff, paths_of
 from fsm.model.rebuild import Check, Rebuilder
 from fsm.model.records import Record, parse_record
 from fsm.store.journal import LineLog
+from fsm.view.diagram import count_visit
+from fsm.view.diagram_model import RunOverlay
 
 __all__ = ["Version", "changes_between", "latest_records", "version_at"]
 
@@ -93,8 +95,9 @@ class Version:
     record: dict[str, Any]
     document: Any
     check: Check
-    records: list[Record]
-    """The records up to this one (for the diagram's visit counts)."""
+    visits: RunOverlay
+    """The visits the records up to this one show (for the diagram), counted as they were
+    read: no record is kept."""
 
 
 def _records(instance: Instance) -> Iterator[tuple[int, Record]]:
@@ -112,15 +115,15 @@ def version_at(instance: Instance, line: int) -> Version:
     (InputError when no record is on that line)."""
     rules = instance.rules
     rebuilder = Rebuilder(lambda data: rules.render(data, instance.id), rules.core_hash)
-    seen: list[Record] = []
+    visits = RunOverlay("", {}, {}, {})
     for number, record in _records(instance):
         if number > line:
             break
         rebuilder.follow(number, record)
-        seen.append(record)
+        count_visit(visits, record)
         if number == line:
             return Version(
-                line, record.to_json(), rebuilder.snapshot(), rebuilder.check(record), seen
+                line, record.to_json(), rebuilder.snapshot(), rebuilder.check(record), visits
             )
     raise InputError(f"no journal record of '{instance.id}' on line {line}")
 

@@ -79,7 +79,8 @@ class Served:
     def instance_svg(self, instance: Instance) -> bytes:
         """The instance's diagram: current state, visit counts, untaken edges dimmed."""
         loaded = instance.load_unchecked()
-        overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
+        records = diagram.journal_records(instance.journal)
+        overlay = diagram.overlay_from_journal(records, loaded.state)
         return self.render(diagram.to_dot(instance.machine, run=overlay))
 
 

@@ -30,6 +30,12 @@ __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog", "TypedRecords"]
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 _BLOCK = 1 << 20
 """Bytes read at a time when a journal is scanned from its start."""
+MAX_LINE = 2 * jsonio.MAX_BYTES
+"""A journal line longer than this is unreadable (a record holds at most a document's changes,
+and a document at most :data:`fsm.base.jsonio.MAX_BYTES`): it is skipped without being held in
+memory, so that a torn 200 MB last line costs a reader no more than this."""
+_TOO_LONG = b"\x00"
+"""What a reader sees of a line over :data:`MAX_LINE`: one unreadable line."""
 _BLANK = " \t\r\x0b\x0c"
 """What ``bytes.strip`` strips: a line of nothing else is blank, not unreadable."""
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
@@ -206,7 +212,7 @@ class LineLog:
             for text in lines.decode("utf-8", errors="replace").split("\n"):
                 number += 1
                 if text.strip(_BLANK):
-                    yield number, text, _parse_text(text)
+                    yield number, text, _parse_text(text) if len(text) <= MAX_LINE else None
 
     def _blocks(self) -> Iterator[bytes]:
         """The file's whole lines, a block at a time, without the newline that ends the block
@@ -217,15 +223,25 @@ class LineLog:
             return
         try:
             carry = b""  # a line whose end lies in the next block
+            skipping = False  # inside a line over MAX_LINE: read on to its end, keeping nothing
             while block := os.read(fd, _BLOCK):
+                if skipping:
+                    end = block.find(b"\n")
+                    if end < 0:
+                        continue
+                    skipping = False
+                    yield _TOO_LONG
+                    block = block[end + 1 :]
                 data = carry + block
                 cut = data.rfind(b"\n")
                 if cut < 0:
-                    carry = data
+                    carry, skipping = (b"", True) if len(data) > MAX_LINE else (data, False)
                     continue
                 carry = data[cut + 1 :]
                 yield data[:cut]
-            if carry:
+            if skipping:
+                yield _TOO_LONG
+            elif carry:
                 yield carry
         finally:
             os.close(fd)
@@ -378,15 +394,26 @@ class Journal(TypedRecords, LineLog):
         try:
             position = os.fstat(fd).st_size
             carry = b""  # the start of a line whose beginning lies in an earlier block
+            skipping = False  # inside a line over MAX_LINE: read back to its start, keeping nothing
             block = 65536
             while position > 0:
                 start = max(0, position - block)
-                data = os.pread(fd, position - start, start) + carry
+                data = os.pread(fd, position - start, start)
                 position = start
+                if skipping:
+                    cut = data.rfind(b"\n")
+                    if cut < 0:
+                        continue
+                    skipping = False
+                    data = data[: cut + 1]
+                else:
+                    data += carry
                 lines = data.split(b"\n")
                 carry = lines.pop(0) if position > 0 else b""
+                if len(carry) > MAX_LINE:
+                    carry, skipping = b"", True
                 for line in reversed(lines):
-                    record = _parse(line) if line.strip() else None
+                    record = _parse(line) if line.strip() and len(line) <= MAX_LINE else None
                     if record is not None:
                         yield record
                 block = min(block * 2, 1 << 22)

@@ -157,9 +157,10 @@ class MemoryStore:
         return Folders(folder / validate_id(instance_id), folder / f"{instance_id}.fsm")
 
     def permissions(self, instance_id: str) -> int | None:
-        """None: documents in memory have no permission bits."""
+        """``0o600``: a document in memory is nobody else's to read (``fsm serve --reads
+        private`` asks for the token, as for a private file)."""
         validate_id(instance_id)
-        return None
+        return 0o600
 
     # --- documents -------------------------------------------------------------------------
 

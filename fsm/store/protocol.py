@@ -196,8 +196,11 @@ class Layout:
     """The ``[store]`` table of fsm.toml (a database's address, ...)."""
     space: str = ""
     """The name the workspace's instances are kept under in a store several workspaces share (a
-    database): ``space`` in ``[store]``, else the workspace folder's name. Checkouts of one
-    project on several hosts share their instances by having the same one."""
+    database): ``space`` in ``[store]`` of fsm.toml, '' when it names none. It is the
+    workspace's identity there: never guessed from the folder's name (two projects at
+    ``/a/app`` and ``/b/app`` would share it), written by ``fsm store init`` when missing.
+    Checkouts of one project on several hosts share their instances by having the same one (the
+    fsm.toml committed with the project)."""
     queue: str | None = None
     """The queue of the instances created here, unless ``fsm new --queue`` names another: the
     space; None for machines whose instances need no workspace (any worker of the space runs
@@ -274,12 +277,28 @@ class Administered(Protocol):
         ...
 
     def import_instance(
-        self, instance_id: str, raw: bytes, lines: Sequence[str], proposal: Proposal
-    ) -> bool:
+        self,
+        instance_id: str,
+        raw: bytes,
+        lines: Sequence[str],
+        proposal: Proposal,
+        *,
+        over: tuple[bytes, Sequence[str]] | None = None,
+        keep: bool = False,
+    ) -> str | None:
         """Keep ``raw`` as the instance's document and ``lines`` (the journal's lines, each the
         JSON text of a record) as its journal, byte-exact; ``proposal`` says what the document
-        says of itself (its ``raw`` and ``records`` are not used). False when the instance has a
-        document here already (nothing is changed)."""
+        says of itself (its ``raw`` and ``records`` are not used). ``over``: the document and
+        journal lines the caller read from this store and compared with (None: the instance
+        must have no document here); nothing is changed, and None returned, when the instance
+        is not exactly that any more. With ``over``, ``keep`` replaces the instance, keeping the
+        replaced copy where the store keeps such things; else ``lines`` extend ``over``'s and
+        only the rest are appended. Returns what was done, for people."""
+        ...
+
+    def adopt(self) -> list[str]:
+        """Make the instances of the workspace's space whose workspace is not known (made by
+        an fsm that guessed spaces from folder names) this workspace's; return their ids."""
         ...
 
     def export_instance(self, instance_id: str) -> tuple[bytes, list[str]] | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "ENVIRONMENT",
     "available",
+    "check_settings",
     "chosen",
     "factory",
     "store_settings",
@@ -63,8 +65,16 @@ def chosen(settings: Mapping[str, Any]) -> tuple[str, str]:
     named = os.environ.get(ENVIRONMENT)
     if named:
         scheme = _scheme(named)
-        shown = f"{ENVIRONMENT}={scheme}://..." if scheme else f"{ENVIRONMENT}={named}"
-        return scheme or named, shown
+        if scheme:
+            return scheme, f"{ENVIRONMENT}={scheme}://..."
+        if not _NAME.fullmatch(named):
+            # A key=value address (host=... password=...) or anything else: never echoed,
+            # it may hold a password.
+            raise OptionsError(
+                f"{ENVIRONMENT} holds neither a store's name nor an address "
+                "(postgresql://HOST/DATABASE); its value is not shown (it may hold a password)"
+            )
+        return named, f"{ENVIRONMENT}={named}"
     configured = settings.get("name")
     if isinstance(configured, str) and configured:
         return configured, f"[store] name = '{configured}' in fsm.toml"
@@ -72,6 +82,34 @@ def chosen(settings: Mapping[str, Any]) -> tuple[str, str]:
     if isinstance(url, str) and _scheme(url):
         return _scheme(url), f"[store] url = '{_scheme(url)}://...' in fsm.toml"
     return DEFAULT, "the default"
+
+
+def check_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """OptionsError when the ``[store]`` table of fsm.toml has settings the file store, chosen
+    by that table (or by default), does not have: a misspelt ``urll`` would otherwise leave the
+    instances in files without a word. (A store chosen by ``FSM_STORE`` is not the table's:
+    the table's settings are then another store's.)"""
+    if name != DEFAULT or os.environ.get(ENVIRONMENT):
+        return
+    extra = sorted(set(settings) - {"name", "space"})
+    if not extra:
+        return
+    if "url" in extra and "name" not in settings:
+        raise OptionsError(
+            "[store] url is not an address of a store fsm knows (postgresql://HOST/DATABASE); "
+            "its value is not shown (it may hold a password)"
+        )
+    import difflib
+
+    close = difflib.get_close_matches(extra[0], _ADDRESS_SETTINGS, n=1)
+    hint = f" (did you mean '{close[0]}'? it chooses the postgres store)" if close else ""
+    raise OptionsError(
+        f"[store] has no setting '{extra[0]}' for the files store (its settings: name, space){hint}"
+    )
+
+
+_ADDRESS_SETTINGS = ("url", "lease", "pool", "reconnect", "connect")
+"""The settings of fsm's database store, for the hint of a misspelt one."""
 
 
 def store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,6 +121,10 @@ def store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     if named and _scheme(named):
         own["url"] = named
     return own
+
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+"""What a store's name looks like (an entry point's name)."""
 
 
 def _scheme(text: str) -> str:

@@ -15,6 +15,13 @@ unprivileged account (``postgres``, which Debian's package creates, or the one n
 
 Clients connect with the URL of :attr:`TemporaryCluster.url`: trust authentication over the
 socket, user ``fsm``.
+
+The server never outlives the process that started it, however that process ends (a test run
+cut short, SIGKILLed): a watchdog process of its own (a new session, so that a Ctrl-C to the
+test run's process group reaches it only through its end) waits on a pipe whose only writing
+end the starting process holds; when that end closes (the process ended, whatever the way), it
+stops the server (SIGQUIT to the postmaster: an immediate shutdown) and deletes the cluster's
+folder. :meth:`TemporaryCluster.destroy` closes the pipe itself after stopping the server.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +93,44 @@ def _server_account() -> pwd.struct_passwd | None:
         ) from exc
 
 
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+from pathlib import Path
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+lifeline, folder = int(sys.argv[1]), Path(sys.argv[2])
+while os.read(lifeline, 4096):
+    pass
+pid_file = folder / "data" / "postmaster.pid"
+try:
+    pid = int(pid_file.read_text().split()[0])
+except (OSError, ValueError, IndexError):
+    pid = None
+if pid is not None:
+    try:
+        os.kill(pid, signal.SIGQUIT)
+    except OSError:
+        pid = None
+deadline = time.monotonic() + 30
+while pid is not None and time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        break
+    time.sleep(0.1)
+else:
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+shutil.rmtree(folder, ignore_errors=True)
+"""
+"""The watchdog (run by ``python -c``): waits for the end of its pipe, then stops the server
+and deletes the cluster's folder."""
+
+
 @dataclass
 class TemporaryCluster:
     """A PostgreSQL cluster in a temporary folder, started by :meth:`start`.
@@ -100,6 +146,9 @@ class TemporaryCluster:
     server's commits)."""
     _databases: int = 0
     _account: pwd.struct_passwd | None = None
+    _lifeline: int | None = None
+    """The writing end of the watchdog's pipe (see the module docstring)."""
+    watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def data(self) -> Path:
@@ -137,10 +186,29 @@ class TemporaryCluster:
                 "C",
                 "--no-sync",
             )
+        if self._lifeline is None:
+            self._start_watchdog()
         self._pg_ctl(
             "start", "-w", "-t", "60", "-l", str(self._root() / "server.log"), "-o", self._options()
         )
         return self
+
+    def _start_watchdog(self) -> None:
+        """Start the process that stops the server and deletes the cluster once this process
+        has ended (see the module docstring)."""
+        reading, writing = os.pipe()  # neither end is inherited by other children
+        try:
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(reading), str(self._root())],
+                pass_fds=(reading,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        finally:
+            os.close(reading)
+        self._lifeline = writing
 
     def stop(self, mode: Literal["smart", "fast", "immediate"] = "fast") -> None:
         """Stop the server; ``immediate`` is a crash (recovery runs at the next start)."""
@@ -160,6 +228,13 @@ class TemporaryCluster:
                 self.stop("immediate")
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder = None
+        lifeline, self._lifeline = self._lifeline, None
+        if lifeline is not None:
+            os.close(lifeline)  # the watchdog finds nothing left to do and ends
+        if self.watchdog is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.watchdog.wait(timeout=10)
+            self.watchdog = None
 
     def new_database(self, prefix: str = "fsm_test") -> str:
         """Create an empty database of a name not used before; return its URL."""

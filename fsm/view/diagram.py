@@ -31,7 +31,7 @@ the current state and dims what was never taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -63,7 +63,9 @@ __all__ = [
     "DiagramRenderError",
     "DiagramReport",
     "RunOverlay",
+    "count_visit",
     "diagram_model",
+    "journal_records",
     "overlay_from_journal",
     "render",
     "to_dot",
@@ -162,26 +164,39 @@ def overlay_from_journal(records: Iterable[Record], current_state: str) -> RunOv
     none.
     """
     overlay = RunOverlay(current_state, {}, {}, {})
+    for record in records:  # one at a time: a journal's records are never held at once
+        count_visit(overlay, record)
+    return overlay
+
+
+def count_visit(overlay: RunOverlay, record: Record) -> None:
+    """Add the visit ``record`` shows to ``overlay`` (see :func:`overlay_from_journal`)."""
 
     def bump(table: dict[Any, int], key: Any) -> None:
         table[key] = table.get(key, 0) + 1
 
-    for record in records:
-        if isinstance(record, (CreateRecord, RecoverRecord, RetryRecord)):
+    if isinstance(record, (CreateRecord, RecoverRecord, RetryRecord)):
+        bump(overlay.state_visits, record.dest)
+    elif isinstance(record, TransitionRecord):
+        bump(overlay.edge_visits, record.transition)
+        bump(overlay.edge_source_visits, (record.transition, record.source))
+        bump(overlay.state_visits, record.dest)
+    elif isinstance(record, MigrateRecord):
+        _carry_over(overlay, record)
+    elif isinstance(record, ControlRecord):
+        bump(overlay.control_visits, record.event)
+        if record.status_from is not None:
+            bump(overlay.control_source_visits, (record.event, record.status_from))
+        if record.dest != record.source:
             bump(overlay.state_visits, record.dest)
-        elif isinstance(record, TransitionRecord):
-            bump(overlay.edge_visits, record.transition)
-            bump(overlay.edge_source_visits, (record.transition, record.source))
-            bump(overlay.state_visits, record.dest)
-        elif isinstance(record, MigrateRecord):
-            _carry_over(overlay, record)
-        elif isinstance(record, ControlRecord):
-            bump(overlay.control_visits, record.event)
-            if record.status_from is not None:
-                bump(overlay.control_source_visits, (record.event, record.status_from))
-            if record.dest != record.source:
-                bump(overlay.state_visits, record.dest)
-    return overlay
+
+
+def journal_records(journal: Any) -> Iterator[Record]:
+    """The records of ``journal`` fsm can read, first to last, one at a time (its
+    ``entries()``: a long journal's records are never held in memory together)."""
+    for _, record in journal.entries():
+        if isinstance(record, Record):
+            yield record
 
 
 def _carry_over(overlay: RunOverlay, record: MigrateRecord) -> None:

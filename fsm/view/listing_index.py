@@ -156,8 +156,6 @@ class _Index:
             "read_retries": layout.read_retries,
             "retry_interval": layout.retry_interval,
             "settings": dict(layout.settings),
-            # The space names the instances in a store several workspaces share: an index
-            # without it listed a [store] space's instances under the folder's name (none).
             "space": layout.space,
             "queue": layout.queue,
             "runs": None if layout.runs is None else list(layout.runs),
@@ -184,9 +182,9 @@ class _Index:
             read_retries=saved["read_retries"],
             retry_interval=saved["retry_interval"],
             settings=saved["settings"],
-            space=saved["space"],
-            queue=saved["queue"],
-            runs=None if saved["runs"] is None else tuple(saved["runs"]),
+            space=saved.get("space", ""),
+            queue=saved.get("queue"),
+            runs=None if saved.get("runs") is None else tuple(saved["runs"]),
         )
         store = stores.factory(saved["store"])(layout)
         loaded: Machine | None = None

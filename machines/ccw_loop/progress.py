@@ -11,6 +11,7 @@ recovery reads them back when the master file is lost.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,10 +194,31 @@ class ProgressFiles:
         self._write("summary.md", text)
 
     def _write(self, name: str, text: str) -> None:
-        atomic_write_text(self.path(name), text, root=self.root)
+        atomic_write_text(self.path(name), _for_people(name, text), root=self.root)
 
     def _append(self, name: str, text: str) -> None:
-        append_text(self.path(name), text, root=self.root)
+        append_text(self.path(name), _for_people(name, text), root=self.root)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Control characters but newline and tab (ESC, BEL, carriage return, C1, bidirectional
+overrides): a command's or agent's output carries them, and a markdown file shown with cat or
+less would make the terminal obey them."""
+
+
+def _for_people(name: str, text: str) -> str:
+    """``text`` as a markdown file is written: its control characters escaped (``\\x1b``);
+    the logs (NDJSON) escape them as JSON does already."""
+    if not name.endswith(".md") or _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(
+        lambda found: (
+            f"\\x{ord(found.group()):02x}"
+            if ord(found.group()) < 256
+            else f"\\u{ord(found.group()):04x}"
+        ),
+        text.replace("\r\n", "\n"),
+    )
 
 
 def _tail(text: str, lines: int) -> str:

@@ -22,8 +22,10 @@ dependency is looked up there too (:func:`known_statuses`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +77,7 @@ def missing_file_message(path: Path) -> str:
 def read_issues(path: Path) -> list[IssueRecord]:
     """Every issue in ``path`` in file order; IssuesFileError when there is no such file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular(path).decode("utf-8")
     except FileNotFoundError as exc:
         raise IssuesFileError(missing_file_message(path)) from exc
     except (OSError, UnicodeDecodeError) as exc:
@@ -147,7 +149,7 @@ def known_statuses(path: Path) -> dict[str, str]:
     statuses: dict[str, str] = {}
     for source in (path.with_name(HISTORY_FILE), path):
         try:
-            text = source.read_text(encoding="utf-8")
+            text = _read_regular(source).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         for line in text.splitlines():
@@ -169,7 +171,7 @@ def write_statuses(path: Path, statuses: Mapping[str, str]) -> list[str]:
         return []
     for _ in range(_WRITE_ATTEMPTS):
         try:
-            before = path.read_bytes()
+            before = _read_regular(path)
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -232,6 +234,20 @@ def _dump_like(original: str, data: dict[str, Any]) -> str:
 
 def _current_bytes(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
+        return _read_regular(path)
     except OSError:
         return None
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at ``path`` (OSError when it is anything else: a FIFO
+    would block the run until some program wrote into it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder)")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)

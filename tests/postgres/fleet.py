@@ -33,7 +33,9 @@ class Fleet:
         self.path = path
         self.url = url
         path.mkdir(parents=True, exist_ok=True)
-        (path / "fsm.toml").write_text(f'[store]\nurl = "{url}"\nlease = {lease}\n')
+        (path / "fsm.toml").write_text(
+            f'[store]\nurl = "{url}"\nlease = {lease}\nspace = "project"\n'
+        )
         self.machine: Machine = load_machine(MACHINE)
         self.workspace = Workspace(path)
         self.workers: list[subprocess.Popen[str]] = []

@@ -31,7 +31,7 @@ def _no_store_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _use(folder: Path, url: str) -> None:
-    (folder / "fsm.toml").write_text(f'[store]\nurl = "{url}"\n')
+    (folder / "fsm.toml").write_text(f'[store]\nurl = "{url}"\nspace = "app"\n')
 
 
 def test_store_init_makes_the_tables_once(tmp_path: Path, postgres_url: str, cli: Cli) -> None:
@@ -48,6 +48,23 @@ def test_store_init_makes_the_tables_once(tmp_path: Path, postgres_url: str, cli
     assert cli("ls", C).code == 0
 
 
+def test_store_init_refuses_a_newer_schema(tmp_path: Path, postgres_url: str, cli: Cli) -> None:
+    """A database upgraded by a newer fsm is not called up to date by an older one: store init
+    says so (exit 6) and changes nothing; misspelt settings of the postgres store are named."""
+    _use(tmp_path, postgres_url)
+    assert cli("store", "init").code == 0
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO fsm_schema (version, description) VALUES (99, 'future')")
+    done = cli("store", "init")
+    assert done.code == 6
+    assert "fsm tables of version 99, made by a newer fsm" in done.err
+    (tmp_path / "fsm.toml").write_text(f'[store]\nurl = "{postgres_url}"\nspace = "a"\nleese = 3\n')
+    done = cli("ls", C)
+    assert done.code == 2
+    assert "no setting 'leese' for the postgres store" in done.err
+    assert "(did you mean 'lease'?)" in done.err
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_an_address_in_the_environment_chooses_the_store(
     tmp_path: Path,
@@ -61,6 +78,7 @@ def test_an_address_in_the_environment_chooses_the_store(
     file written but the instance's log."""
     url = scheme + postgres_store_url.removeprefix("postgresql")
     monkeypatch.setenv(stores.ENVIRONMENT, url)
+    (tmp_path / "fsm.toml").write_text('[store]\nspace = "app-1"\n')
     assert stores.chosen({})[0] == scheme
     assert cli("new", C, "--id", "c1", "--set", "limit=2").code == 0
     assert cli("run", C, "c1", "-q").code == 0
@@ -74,7 +92,7 @@ def test_an_address_in_the_environment_chooses_the_store(
     assert cli("diagram", C, "--run", "c1", "-o", str(drawn)).code == 0
     assert "instance in state done" in drawn.read_text()
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
-    assert files == ["log.ndjson"]
+    assert files == ["fsm.toml", "log.ndjson"]
 
 
 def test_files_imported_and_exported_are_byte_exact(

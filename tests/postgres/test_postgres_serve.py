@@ -24,7 +24,7 @@ from tests.serve.conftest import BASE, PORT, TOKEN
 @pytest.fixture
 def served(tmp_path: Path, postgres_store_url: str) -> Iterator[tuple[TestClient, Workspace]]:
     """The counter served over a workspace whose store is the database."""
-    (tmp_path / "fsm.toml").write_text(f'[store]\nurl = "{postgres_store_url}"\n')
+    (tmp_path / "fsm.toml").write_text(f'[store]\nurl = "{postgres_store_url}"\nspace = "s"\n')
     workspace = Workspace(tmp_path)
     app = create_app(
         Served(workspace, {"counter": load_machine(COUNTER)}), Access(TOKEN, "127.0.0.1", PORT)
@@ -50,6 +50,14 @@ def test_the_control_room_reads_through_the_database(
     assert isinstance(instance.store, PostgresStore)
     ControlPlane(instance).apply("start")
     Engine(instance).run()
+    # --reads private (the default): a document in the database is private, as a file
+    # others may not read is: without the token, no document, history or version is served
+    for path in ("", "/document", "/history", "/versions/1", "/diagram.svg"):
+        refused = client.get(f"/api/instances/counter/c1{path}")
+        assert refused.status_code == 401, (path, refused.text)
+    hidden = client.get("/api/instances").json()["rows"]
+    assert [(row["id"], row["private"], row["state"]) for row in hidden] == [("c1", True, None)]
+    client.headers["Authorization"] = f"Bearer {TOKEN}"
     listing = client.get("/api/instances").json()
     assert [(row["id"], row["state"]) for row in listing["rows"]] == [("c1", "done")]
     history = client.get("/api/instances/counter/c1/history").json()

@@ -33,7 +33,7 @@ class TestPostgresStore(StoreContract):
                     read_retries=layout.read_retries,
                     retry_interval=layout.retry_interval,
                     settings=settings,
-                    space=layout.space,
+                    space=layout.space or "contract",
                     queue=layout.queue,
                 )
             )

@@ -292,3 +292,24 @@ def test_master_file_stays_valid_at_every_step(loop_ws: Any, started: Any) -> No
     assert outcomes == ["applied"] * 4
     assert loop.doc.status == "completed"
     loop.assert_consistent()
+
+
+def test_control_characters_of_task_output_are_escaped_in_the_markdown(loop_ws: Any) -> None:
+    """A task that prints ESC and BEL (a colour, a bell) leaves them escaped in develop.md,
+    as on the terminal: shown with cat, the file makes the terminal obey nothing."""
+    loop_ws.write_project()
+    loop_ws.write_tasks(
+        [
+            {
+                **ADD_MUL,
+                "command": "printf '\\033[31mred\\007\\r\\n'; " + ADD_MUL["command"],
+            }
+        ]
+    )
+    loop_ws.new_loop()
+    loop = loop_ws.open()
+    loop.run()
+    develop = loop_ws.progress("develop.md").read_text()
+    assert "red" in develop
+    assert "\x1b" not in develop and "\x07" not in develop and "\r" not in develop
+    assert "\\x1b[31mred\\x07" in develop

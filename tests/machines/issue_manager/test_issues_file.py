@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -154,3 +155,20 @@ def test_write_back_leaves_no_temporary_files(sample: Any) -> None:
     write_statuses(sample.issues_path, {"ISS-1": "planned"})
     assert sorted(p.name for p in sample.issues_path.parent.iterdir()) == ["issues.jsonl"]
     assert json.loads(sample.issues_path.read_text())["status"] == "planned"
+
+
+def test_an_issues_file_that_is_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """A FIFO in the issues file's place is refused at once (reading it would wait for a
+    writer for ever); writing statuses back refuses it too, and the lenient reading of known
+    statuses skips it."""
+    import os
+
+    from fsm_machines.issue_manager.issues_file import known_statuses
+
+    path = tmp_path / "issues.jsonl"
+    os.mkfifo(path)
+    with pytest.raises(IssuesFileError, match="not a regular file"):
+        read_issues(path)
+    with pytest.raises(IssuesFileError, match="not a regular file"):
+        write_statuses(path, {"ISS-1": "completed"})
+    assert known_statuses(path) == {}
