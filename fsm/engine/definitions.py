@@ -2,7 +2,7 @@
 
 When an instance is created or migrated, the text of its machine file is kept as
 ``.fsm-definitions/<machine>-<graph>.yaml`` in the folder that holds the instances' journal
-folders (``storage.meta``'s parent), and by a store that keeps definitions itself (PostgreSQL:
+folders (``storage.meta``'s parent), or by a store that keeps definitions itself (PostgreSQL:
 the ``fsm_definitions`` table, which every host reads): written once per graph, never changed.
 History, diagrams, ``fsm check`` and ``fsm migrate`` read an earlier definition's names and
 transitions from it after the machine file moved on.
@@ -32,20 +32,21 @@ def snapshot_path(folders: Folders, machine: str, graph: str) -> Path:
 def keep_definition(
     folders: Folders, machine: Machine, root: Path | None = None, store: object = None
 ) -> None:
-    """Keep the machine file's text under its graph digest, beside the journals and in
-    ``store`` when it keeps definitions (nothing when kept already, or the file cannot be read:
-    a snapshot is a convenience of history, never a reason to fail)."""
+    """Keep the machine file's text under its graph digest: in ``store`` when it keeps
+    definitions (PostgreSQL: every host reads them there, and the workspace keeps no file of
+    the store's), else beside the journals (nothing when kept already, or the file cannot be
+    read: a snapshot is a convenience of history, never a reason to fail)."""
     graph = machine.identity.graph
-    path = snapshot_path(folders, machine.name, graph)
     keeps = getattr(store, "keep_definition", None)
-    if path.exists() and keeps is None:
+    path = snapshot_path(folders, machine.name, graph)
+    if keeps is None and path.exists():
         return
     try:
         text = machine.path.read_text(encoding="utf-8")
-        if not path.exists():
-            atomic_write_text(path, text, root=root)
         if keeps is not None:
             keeps(graph, text)
+        else:
+            atomic_write_text(path, text, root=root)
     except (OSError, FsmError):
         return
 
