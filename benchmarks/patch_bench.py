@@ -135,8 +135,10 @@ def journal(folder: Path, times: int) -> list[Result]:
     return results
 
 
-def _journal(workspace: Path, instance_id: str, env: dict[str, str]) -> None:
-    """A counter whose journal holds RECORDS records, each counting one further, as a run
+def _journal(
+    workspace: Path, instance_id: str, env: dict[str, str], records: int = RECORDS
+) -> None:
+    """A counter whose journal holds ``records`` records, each counting one further, as a run
     writes them (its patch, and the hashes of the document it leads to)."""
     from fsm.base.update import bytes_hash
     from fsm.engine.instance import Workspace
@@ -156,7 +158,7 @@ def _journal(workspace: Path, instance_id: str, env: dict[str, str]) -> None:
     template = json.loads(lines[-1])
     data = json.loads(paths.document.read_bytes())
     with paths.journal.open("ab") as handle:
-        for _ in range(RECORDS - len(lines)):
+        for _ in range(records - len(lines)):
             data["count"] += 1
             record = {
                 **template,

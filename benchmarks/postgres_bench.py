@@ -82,6 +82,9 @@ def postgres(folder: Path, rounds: int, *, instances: int = INSTANCES) -> list[R
                     bare = _bare(cluster, instances, jobs)
                     worker = _workers(cluster, place, env, instances, jobs)
                     run_all = _files(place, env, instances, jobs)
+                    if jobs > 1:
+                        threads = _workers(cluster, place, env, instances, 1, jobs)
+                        pairs.setdefault(f"threads {jobs}", []).append((threads, bare))
                     pairs.setdefault(f"jobs {jobs}", []).append((worker, bare))
                     files.setdefault(jobs, []).append((worker, run_all))
             pause = [_pauses(cluster, folder / f"pauses-{n}", 20) for n in range(rounds)]
@@ -100,6 +103,18 @@ def postgres(folder: Path, rounds: int, *, instances: int = INSTANCES) -> list[R
                 bare,
                 2.0,
                 _rate(steps, worker),
+                _rate(steps, bare),
+            )
+        )
+    for jobs in JOBS[1:]:
+        threads, bare = _median_pair(pairs[f"threads {jobs}"])
+        results.append(
+            Result(
+                f"worker {instances:,} counters, 1 process x {jobs} threads vs bare loop",
+                threads,
+                bare,
+                2.0,
+                _rate(steps, threads),
                 _rate(steps, bare),
             )
         )
@@ -193,18 +208,21 @@ def _counters(workspace: Path, count: int) -> None:
         space.instance(machine, f"c{number:05d}").create({"limit": LIMIT})
 
 
-def _workers(cluster: Any, folder: Path, env: dict[str, str], count: int, jobs: int) -> float:
-    """Seconds of ``fsm worker --drain --jobs N`` over ``count`` new counters (the process
-    started, connected, drained and ended)."""
+def _workers(
+    cluster: Any, folder: Path, env: dict[str, str], count: int, jobs: int, concurrency: int = 1
+) -> float:
+    """Seconds of ``fsm worker --drain --jobs N --concurrency K`` over ``count`` new counters
+    (the process started, connected, drained and ended)."""
     from fsm.postgres.database import close_all
 
     url = _database(cluster)
-    workspace = folder / f"workers-{jobs}"
+    workspace = folder / f"workers-{jobs}-{concurrency}"
     workspace.mkdir()
     (workspace / "fsm.toml").write_text(f'[store]\nurl = "{url}"\n')
     _counters(workspace, count)
     close_all()
     argv = fsm("worker", str(COUNTER), "--drain", "--jobs", str(jobs))
+    argv += ["--concurrency", str(concurrency)]
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=workspace, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start

@@ -11,12 +11,16 @@ to its budget, so that it means the same on a fast laptop and on a loaded CI box
   100 ms; ``list_instances`` (the API) over 2,000 counters vs parsing the files (2x);
 * ``fsm status`` (a counter; a ccw-loop) vs importing transitions + pydantic + structlog + yaml
   (1.5x); ``fsm ls ccw-loop --status running`` over 2,000 running loops vs a plain Python
-  process that parses every file (2x); both also without fsm's cache, for information;
+  process that parses every file (2x), and ``fsm ls ccw-loop`` over 2,000 small loops as the
+  CCW dashboard creates them (documents only, 2x); all also without fsm's cache, for
+  information;
 * ``fsm replay`` / ``fsm history`` (text, ``--json``) of a 100,000-record journal: the seconds
   taken against the 1 s that 100,000 records/s allows (the CPU seconds of replay and history
   too, for information: a busy moment of a shared machine does not move them), peak memory
   against 60 MB and against
   the peak of a 10,000-record journal (1.1x: memory must not grow with the journal);
+  ``fsm replay`` of a counter's 20,000 steps, each a new version it rebuilds and checks
+  (start-up included), against the 0.2 s that 100,000 records/s allows;
 * ``fsm run --all`` over 1,000 counters with 1 job vs one ``fsm run`` process per instance
   (0.5x; the processes are timed on a sample of 100 and extrapolated, marked ``*``), and with
   2 and 4 jobs vs 1 job (0.75x: the machine has as many cores as it has);
@@ -37,6 +41,10 @@ to its budget, so that it means the same on a fast laptop and on a loaded CI box
   20,000-step journal against the installed definition (every guard's recorded value reused,
   2x) and against a copy whose guard's code changed (evaluated at every step, 4x), vs the plain
   replay of the same journal; the lines show steps a second (the issue's target: 10,000).
+* what ``pytest --fsm-cov`` costs (``coverage_bench``, run with ``--only coverage``: it runs
+  test sessions and is left out of the default list): 200 counter runs with the journal watched
+  vs unwatched, CPU time (1.10x), and a pytest session of the project's own tests with
+  ``--fsm-cov`` vs without, wall time (1.10x).
 
 Fairness of the command-line figures: both sides run with bytecode caches, and fsm's own cache
 (:mod:`fsm.base.cache`: checked definitions, the index of ``fsm ls``) lives in a folder of this run,
@@ -60,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import cli_bench
+import coverage_bench
 import decisions_bench
 import engine_bench
 import fleet_bench
@@ -106,12 +115,16 @@ def main(argv: list[str] | None = None) -> int:
             *engine_bench.list_api(f),
         ],
         "status": lambda f: cli_bench.status(f, times),
-        "ls": lambda f: cli_bench.listing(f, times),
-        "journal": lambda f: cli_bench.journal(f, max(3, times // 2)),
+        "ls": lambda f: [*cli_bench.listing(f, times), *cli_bench.listing_small(f, times)],
+        "journal": lambda f: [
+            *cli_bench.journal(f, max(3, times // 2)),
+            *cli_bench.replay_steps(f, times),
+        ],
         "fleet": lambda f: fleet_bench.fleet(f, rounds),
         "serve": lambda f: serve_bench.instances_page(f, times),
         "postgres": lambda f: _postgres(f, rounds, args.quick),
         "decisions": lambda f: decisions_bench.decisions(f, max(3, times // 2)),
+        "coverage": lambda f: coverage_bench.coverage(f, max(3, times // 3)),
         "patches": lambda f: [
             *patch_bench.persisted_step(f),
             *patch_bench.journal(f, max(3, times // 2)),

@@ -93,7 +93,7 @@ def scenarios() -> list[Scenario]:
             folder="ccw-loop-no-agent",
         ),
         Scenario(
-            "skill-tuning: diagnose a skill with four fixable problems, fix, verify, pass the gate",
+            "skill-tuning: diagnose a skill, fix three problems, pass the gate, one left to review",
             "skill-tuning",
             "skill-tuning",
             {
@@ -105,7 +105,7 @@ def scenarios() -> list[Scenario]:
             },
         ),
         Scenario(
-            "skill-tuning: a skill whose agent calls need judgement: one fix kept, gate fails",
+            "skill-tuning: a skill whose agent calls need judgement: nothing fixed, gate fails",
             "skill-tuning",
             "skill-tuning",
             {"target_skill": {"path": "unfixable-skill"}},

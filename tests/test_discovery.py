@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fsm.base.errors import DefinitionError, UnknownMachineError
-from fsm.model.discovery import find_machine, open_machine, registered_machines
+from fsm.model.discovery import BUNDLED, find_machine, open_machine, registered_machines
 from tests.conftest import COUNTER, Cli
 
 
@@ -66,6 +66,7 @@ def test_bundled_machines_are_entry_points_of_fsm_itself() -> None:
         "issue-manager": "fsm_machines.issue_manager",
         "skill-tuning": "fsm_machines.skill_tuning",
     }
+    assert points == BUNDLED  # what fsm finds without reading its metadata
     registered = registered_machines()
     assert {name: registered[name].source for name in points} == {
         name: f"bundled ({value})" for name, value in points.items()

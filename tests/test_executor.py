@@ -383,6 +383,9 @@ def test_each_instance_gets_an_executor_recording_its_commands(tmp_path: Path) -
     wrapped = Wrapped(tmp_path, asked=asked)
     first = Workspace(tmp_path, executor=wrapped).instance(str(COUNTER), "c1")
     second = Workspace(tmp_path, executor=wrapped).instance(str(COUNTER), "c2")
+    assert asked == []  # made when first needed (fsm status runs no command)
+    assert first.executor is first.executor  # one copy per instance
+    assert second.executor is not first.executor
     assert asked == [
         first.store.paths(first.id).meta / "running",
         second.store.paths(second.id).meta / "running",

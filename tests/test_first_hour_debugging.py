@@ -362,3 +362,17 @@ def test_completion_prints_shell_code_that_registers_fsm(
             check=False,
         )
         assert checked.returncode == 0 and "fsm" in checked.stdout, checked.stderr
+
+
+@pytest.mark.parametrize("store", ["postgrs://host/db", "postgresql://fsm@/db?host=/nowhere"])
+def test_a_store_that_cannot_be_opened_is_the_same_error_for_ls_as_for_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, store: str
+) -> None:
+    """A mistyped store scheme, or a shared store the workspace names no space for, is one
+    error line and exit 2 for `fsm ls` as for `fsm new` (ls printed it in every row, exit 0)."""
+    monkeypatch.setenv("FSM_STORE", store)
+    listed = _cli(tmp_path, capsys, "ls")
+    created = _cli(tmp_path, capsys, "new", C)
+    assert (listed.code, listed.out) == (2, "")
+    assert listed.err == created.err and created.code == 2
+    assert listed.err.startswith("fsm: error: ") and len(listed.err.splitlines()) == 1

@@ -17,15 +17,18 @@ from tests.conftest import COUNTER, Cli, fsm_process
 C = str(COUNTER)
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_drained_worker_runs_every_runnable_instance_once(cli: Cli, jobs: str) -> None:
+@pytest.mark.parametrize(("jobs", "concurrency"), [("1", "1"), ("2", "1"), ("1", "3"), ("2", "2")])
+def test_a_drained_worker_runs_every_runnable_instance_once(
+    cli: Cli, jobs: str, concurrency: str
+) -> None:
     """``fsm worker --drain`` over a file workspace runs every runnable instance to its end,
-    one line each, and leaves paused ones alone; exit 0 when all it ran completed."""
+    one line each, and leaves paused ones alone; exit 0 when all it ran completed (processes,
+    threads of one process, or both: each instance is run once, under its own run lease)."""
     for instance_id in ("w1", "w2", "w3"):
         assert cli("new", C, "--id", instance_id, "--set", "limit=2").code == 0
     assert cli("start", C, "w3").code == 0
     assert cli("pause", C, "w3").code == 0
-    done = cli("worker", C, "--drain", "--jobs", jobs)
+    done = cli("worker", C, "--drain", "--jobs", jobs, "--concurrency", concurrency)
     assert done.code == 0, done.err
     lines = sorted(done.out.splitlines())
     assert [line.split(":")[0] for line in lines] == ["counter w1", "counter w2"]
@@ -49,6 +52,9 @@ def test_a_worker_serves_only_its_queues(cli: Cli) -> None:
     ("argv", "message"),
     [
         pytest.param(["--jobs", "0"], "--jobs must be 1 or more", id="no-jobs"),
+        pytest.param(
+            ["--concurrency", "0"], "--concurrency must be between 1 and 64", id="no-threads"
+        ),
         pytest.param(["--queue", "a/b"], "--queue 'a/b' is not a queue name", id="bad-queue"),
         pytest.param(["--max-steps", "0"], "--max-steps must be 1 or more", id="no-steps"),
     ],
@@ -92,8 +98,8 @@ def test_an_instance_driven_twice_is_counted_once_by_its_last_run(cli: Cli, tmp_
     assert "fsm: worker drove 1 instances in 2 runs: 1 failed" in err
 
 
-def _count(workspace: Path) -> int:
-    document = json.loads((workspace / ".counters" / "long.json").read_text())
+def _count(workspace: Path, instance_id: str = "long") -> int:
+    document = json.loads((workspace / ".counters" / f"{instance_id}.json").read_text())
     return int(document["count"])
 
 
@@ -102,3 +108,29 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("concurrency", ["1", "2"])
+def test_a_second_sigterm_abandons_the_steps_in_progress(
+    cli: Cli, tmp_path: Path, concurrency: str
+) -> None:
+    """Told twice to stop, a worker abandons its steps at once, one instance at a time or two
+    on threads alike: it ends with exit 130, and every instance's journal still replays to its
+    document (nothing of an abandoned step is half-written)."""
+    ids = ["a1", "a2"]
+    for instance_id in ids:
+        assert cli("new", C, "--id", instance_id, "--set", "limit=100000").code == 0
+    worker = fsm_process(tmp_path, "-o", "delay=0.3", "worker", C, "--concurrency", concurrency)
+    try:
+        counted = ids if concurrency == "2" else ids[:1]
+        _wait_for(lambda: sum(_count(tmp_path, i) > 0 for i in ids) >= len(counted))
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 130, err
+    for instance_id in ids:
+        assert cli("replay", C, instance_id).code == 0

@@ -129,7 +129,7 @@ def test_the_command_blocks_run_as_written(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=False,
-        timeout=600,
+        timeout=900,  # the blocks run two test sessions and a search since coverage came
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fsm.engine.instance import Instance
 
 __all__ = [
+    "cmd_command",
     "cmd_control",
     "cmd_fire",
     "cmd_history",
@@ -159,11 +160,13 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
     per instance as it ends, totals on stderr; exit 0 when told to stop, the fleet's exit code
     with ``--drain``."""
     from fsm.cli.fleet import exit_code
-    from fsm.engine.worker import WorkerOptions, work
+    from fsm.engine.worker import MAX_CONCURRENCY, WorkerOptions, work
     from fsm.model.discovery import open_machine, registered_machines
 
     if args.jobs < 1:
         raise InputError("--jobs must be 1 or more")
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        raise InputError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError("--max-steps must be 1 or more")
     workspace = _workspace(values)
@@ -173,7 +176,13 @@ def cmd_worker(args: argparse.Namespace, values: dict[str, Any]) -> int:
         if not queue or "/" in queue:
             raise InputError(f"--queue '{queue}' is not a queue name")
 
-    options = WorkerOptions(args.queues, args.jobs, args.max_steps, args.drain)
+    options = WorkerOptions(
+        args.queues,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        max_steps=args.max_steps,
+        drain=args.drain,
+    )
     results = work(workspace, machines, options, _show_driven)
     # An instance driven more than once (paused, then resumed and claimed again) is counted
     # once, by how its last run ended: the totals are instances, as fsm run --all's are.
@@ -321,8 +330,21 @@ def cmd_fire(args: argparse.Namespace, values: dict[str, Any]) -> int:
     from fsm.engine.engine import Engine
 
     instance = instance_from(args, values)
-    result = Engine(instance).fire(args.event, actor="cli")
+    result = Engine(instance).fire(args.event, actor=args.actor, reason=args.reason)
     return _step_exit(instance, result, args.machine)
+
+
+def cmd_command(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Run a command of the machine's own (see :mod:`fsm.engine.commands`)."""
+    from fsm.engine.commands import machine_command, run_command
+    from fsm.model.inputs import parse_set_values
+
+    instance = instance_from(args, values)
+    command = machine_command(instance, args.name)
+    inputs = parse_set_values(instance.machine, args.values, command.inputs_model)
+    saved = run_command(instance, args.name, inputs, actor=args.actor, reason=args.reason)
+    out(f"{instance.id}: {args.name} done (state '{saved.state}')")
+    return 0
 
 
 def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -405,6 +427,15 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
     rows = list_indexed(
         path.resolve(), names, args.status_filter, items, lambda: _workspace(values)
     )
+    failed = [row.error for row in rows if row.id == "-" and row.error]
+    broken = set(failed)
+    if len(names) > 1 and len(failed) == len(names) and len(broken) == 1:
+        # Every machine failed the same way: the workspace's store cannot be opened (an
+        # unknown store, no space for a shared one). That is the command's error, as it is for
+        # fsm new or fsm status, not one row per machine with exit 0.
+        from fsm.base.errors import OptionsError
+
+        raise OptionsError(broken.pop())
     if args.status_filter is not None and not rows:
         from fsm.view.listing_filters import check_status_filter
 
@@ -595,8 +626,20 @@ def cmd_serve(args: argparse.Namespace, values: dict[str, Any]) -> int:
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers {args.workers} must be 1 or more")
     drive = args.workers if args.workers is not None else (1 if args.drive else 0)
+    if not args.header_timeout > 0:
+        raise InputError(f"--header-timeout {args.header_timeout} must be more than 0")
+    if args.max_connections < 1:
+        raise InputError(f"--max-connections {args.max_connections} must be 1 or more")
     options = ServeOptions(
-        args.host, args.port, args.allow_remote, args.token_file, args.max_body, args.reads, drive
+        args.host,
+        args.port,
+        args.allow_remote,
+        args.token_file,
+        args.max_body,
+        args.reads,
+        drive,
+        args.header_timeout,
+        args.max_connections,
     )
     run(served, options)
     return 0

@@ -12,7 +12,16 @@ from typing import Any
 from fsm.base.errors import FsmError, InputError
 from fsm.view.terminal import emit_json, out, printable
 
-__all__ = ["cmd_check", "cmd_diagram", "cmd_init", "cmd_machines", "cmd_options", "cmd_schema"]
+__all__ = [
+    "cmd_check",
+    "cmd_coverage",
+    "cmd_diagram",
+    "cmd_init",
+    "cmd_machines",
+    "cmd_options",
+    "cmd_schema",
+    "cmd_test_paths",
+]
 
 
 def cmd_machines(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -104,24 +113,35 @@ def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
     unknown = sorted(set(formats) - {"dot", "svg", "png", "mmd"})
     if unknown:
         raise InputError(f"unknown diagram format '{unknown[0]}' (use dot, svg, png, mmd)")
-    if args.run:
+    if args.run and args.coverage:
+        raise InputError("--run and --coverage draw different counts: give one")
+    if args.run or args.coverage:
+        flag = "--run" if args.run else "--coverage"
         if len(args.machines) != 1:
-            raise InputError("--run needs exactly one MACHINE")
-        args.machine, args.id = args.machines[0], args.run
-        from fsm.cli.command_values import instance_from
+            raise InputError(f"{flag} needs exactly one MACHINE")
+        if args.run:
+            args.machine, args.id = args.machines[0], args.run
+            from fsm.cli.command_values import instance_from
 
-        instance = instance_from(args, values)
-        loaded = instance.load()
-        overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
-        dot = diagram.to_dot(instance.machine, run=overlay)
-        target = Path(args.output) if args.output else Path(f"{instance.id}.svg")
+            instance = instance_from(args, values)
+            loaded = instance.load()
+            overlay = diagram.overlay_from_journal(instance.journal.records(), loaded.state)
+            machine, default = instance.machine, f"{instance.id}.svg"
+        else:
+            from fsm.coverage.report import read_report
+
+            machine = open_machine(args.machines[0])
+            overlay = diagram.overlay_from_coverage(machine, read_report(Path(args.coverage)))
+            default = f"{machine.name}-coverage.svg"
+        dot = diagram.to_dot(machine, run=overlay)
+        target = Path(args.output) if args.output else Path(default)
         fmt = target.suffix.lstrip(".") or "svg"
         if fmt == "dot":
             target.write_text(dot, encoding="utf-8")
         elif fmt in {"svg", "png"}:
             target.write_bytes(diagram.render(dot, fmt))  # type: ignore[arg-type]
         else:
-            raise InputError(f"--run writes .dot, .svg or .png, not '{target.suffix}'")
+            raise InputError(f"{flag} writes .dot, .svg or .png, not '{target.suffix}'")
         out(str(target))
         return 0
     names = args.machines or sorted(registered_machines())
@@ -133,6 +153,104 @@ def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:
             out(str(path))
         for fmt, reason in report.skipped:
             print(f"fsm: warning: {name}.{fmt} not written: {reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_coverage(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Edges real runs took, joined with a test suite's report (see fsm.coverage.production)."""
+    from fsm.cli.command_values import workspace_from
+    from fsm.coverage.production import join, production_tally, render
+    from fsm.coverage.report import read_report
+
+    if args.journals is None:
+        raise InputError(
+            "fsm coverage reads real runs: give --journals [WORKSPACE] (and --tests REPORT to "
+            "join them with a test suite's); a test suite's own coverage is pytest --fsm-cov"
+        )
+    where = dict(values)
+    if args.journals:
+        where["workspace"] = args.journals
+    workspace = workspace_from(where)
+    machine = workspace.machine(args.machine)
+    tests = read_report(Path(args.tests)) if args.tests else None
+    joined = join(machine, production_tally(workspace, machine), tests)
+    if args.json:
+        emit_json(
+            {
+                "machine": machine.name,
+                "production": joined.production,
+                "untested": [{"edge": e, "count": c} for e, c in joined.untested],
+                "neither": joined.neither,
+            }
+        )
+        return 0
+    for line in render(joined, machine.name, tests=tests is not None):
+        out(line)
+    return 0
+
+
+def cmd_test_paths(args: argparse.Namespace, values: dict[str, Any]) -> int:
+    """Generated paths (see fsm.testing.paths); what the search did not take goes to stderr."""
+    import json
+
+    from fsm.coverage.report import machine_section, read_report
+    from fsm.coverage.tally import Edge
+    from fsm.model.discovery import open_machine
+
+    # Against the layers, written down in scripts/architecture.py's EXCEPTIONS: the search
+    # runs the testing kit, whose tests it writes.
+    from fsm.testing.paths import agent_says, explore, write_tests  # noqa: TID251
+
+    machine = open_machine(args.machine)
+    inputs = []
+    for text in args.inputs:
+        try:
+            given = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"--inputs {text!r} is not JSON: {exc}") from None
+        if not isinstance(given, dict):
+            raise InputError(f"--inputs {text!r} is not a JSON object")
+        inputs.append(given)
+    files = {}
+    for item in args.file:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"--file {item!r}: give PATH=TEXT")
+        files[name] = text.replace("\\n", "\n")
+    answers = agent_says(args.agent_says)
+    skip: list[Edge] = []
+    skip_control: list[tuple[str, str]] = []
+    if args.tests:
+        section = machine_section(read_report(Path(args.tests)), machine.name, str(machine.path))
+        skip = [
+            Edge(e["source"], e["event"], e["dest"], e["transition"])
+            for e in section["edges"]
+            if e["count"]
+        ]
+        skip_control = [(c["command"], c["from"]) for c in section["control"] if c["count"]]
+    found = explore(
+        machine,
+        inputs=inputs or None,
+        files=files,
+        answers=answers,
+        seconds=args.seconds,
+        depth=args.depth,
+    )
+    beside = Path(args.out).parent if args.out else None
+    source = write_tests(found, args.machine, skip=skip, skip_control=skip_control, beside=beside)
+    if args.out:
+        Path(args.out).write_text(source, encoding="utf-8")
+        out(args.out)
+    else:
+        sys.stdout.write(source)
+    taken = len(found.best)
+    print(
+        f"fsm: {taken} of {taken + len(found.missed())} edges taken in {found.runs} paths "
+        f"({found.seconds:.1f}s{', search cut short' if found.truncated else ''})",
+        file=sys.stderr,
+    )
+    for line in found.missed():
+        print(f"fsm: not reached: {line}", file=sys.stderr)
     return 0
 
 

@@ -102,6 +102,70 @@ def _diagram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run", metavar="ID", help="draw this instance of MACHINE with its visit counts"
     )
+    p.add_argument(
+        "--coverage",
+        metavar="REPORT",
+        help="draw MACHINE with the edges a test suite took and those it did not (REPORT: "
+        "written by pytest --fsm-cov-report=json:REPORT), e.g. -o cov.svg",
+    )
+
+
+def _coverage_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", metavar="MACHINE", help="machine name or machine.yaml path")
+    p.add_argument(
+        "--journals",
+        nargs="?",
+        const="",
+        metavar="WORKSPACE",
+        help="count the edges real runs took, from the journals of the machine's instances in "
+        "WORKSPACE's store (default: the -C workspace; its fsm.toml or FSM_STORE names the store)",
+    )
+    p.add_argument(
+        "--tests",
+        metavar="REPORT",
+        help="join with a test report (pytest --fsm-cov-report=json:REPORT): list the edges "
+        "real runs take that no test takes, and those neither takes",
+    )
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+
+
+def _test_paths_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", metavar="MACHINE", help="machine name or machine.yaml path")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the generated pytest module there (default: print it)",
+    )
+    p.add_argument(
+        "--inputs",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="creation inputs to try, e.g. --inputs '{\"limit\": 0}' (repeatable; default: the "
+        "defaults and one variant per field: an integer at its lower bound, a flag flipped)",
+    )
+    p.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH=TEXT",
+        help="a file written into the workspace before creating (repeatable)",
+    )
+    p.add_argument(
+        "--agent-says",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="an answer any agent may give (exit 0, TEXT on stdout), tried before the defaults "
+        "(repeatable), e.g. --agent-says APPROVE",
+    )
+    p.add_argument(
+        "--tests",
+        metavar="REPORT",
+        help="only the edges this test report (pytest --fsm-cov-report=json:REPORT) does not take",
+    )
+    p.add_argument("--seconds", type=float, default=60.0, help="search time (default: 60)")
+    p.add_argument("--depth", type=int, default=30, help="moves per path at most (default: 30)")
 
 
 def _completion_arguments(p: argparse.ArgumentParser) -> None:
@@ -272,6 +336,28 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _fire_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p)
     p.add_argument("event", help="event name, e.g. approve ('fsm status' lists the allowed ones)")
+    p.add_argument("--reason", help="why, kept in the journal, e.g. --reason 'tests are flaky'")
+    p.add_argument(
+        "--actor", default="cli", help="who, kept in the journal, e.g. --actor alice (default: cli)"
+    )
+
+
+def _command_arguments(p: argparse.ArgumentParser) -> None:
+    _control_arguments(p)
+    p.add_argument(
+        "name",
+        metavar="COMMAND",
+        help="the machine's command, e.g. add_task ('fsm options MACHINE' lists its commands)",
+    )
+    p.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an input of the command (repeatable), e.g. --set description='Add --verbose'; "
+        "VALUE is JSON when it parses",
+    )
 
 
 def _instance_json_arguments(p: argparse.ArgumentParser) -> None:
@@ -355,6 +441,22 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         "ones are refused (413) unread",
     )
     p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds a connection has to send a request's headers, e.g. --header-timeout 30 "
+        "(default: 10); slower ones are closed",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=64,
+        metavar="N",
+        help="connections one client address may hold, e.g. --max-connections 200 (default: "
+        "64); one more closes its oldest connection still waiting for its headers",
+    )
+    p.add_argument(
         "--reads",
         choices=("private", "all", "none"),
         default="private",
@@ -390,6 +492,14 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="run N instances at a time in N processes, e.g. --jobs 4 (default: 1)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="K",
+        help="drive K instances at a time in each process, on threads whose steps share the "
+        "store's flushes, e.g. --concurrency 8 (default: 1)",
     )
     p.add_argument(
         "--queue",
@@ -474,6 +584,19 @@ COMMANDS: dict[str, Command] = {
             short_option=False,
         ),
         Command(
+            "coverage",
+            "which declared edges real runs took (--journals), and which of them no test takes "
+            "(--tests REPORT)",
+            _coverage_arguments,
+            machine_commands.cmd_coverage,
+        ),
+        Command(
+            "test-paths",
+            "write, for each edge, the shortest scripted scenario that takes it, as pytest tests",
+            _test_paths_arguments,
+            machine_commands.cmd_test_paths,
+        ),
+        Command(
             "completion",
             "print the shell code for completing fsm commands, machines and instance ids: "
             'eval "$(fsm completion bash)" (or zsh) in the shell\'s start-up file',
@@ -549,6 +672,12 @@ COMMANDS: dict[str, Command] = {
             "fire a named event",
             _fire_arguments,
             commands.cmd_fire,
+        ),
+        Command(
+            "command",
+            "run a command of the machine's own on an instance, e.g. ccw-loop's add_task",
+            _command_arguments,
+            commands.cmd_command,
         ),
         Command(
             "status",

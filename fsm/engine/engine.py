@@ -353,6 +353,8 @@ class Engine:
         self._tctx: dict[tuple[int, str], Context] = {}
         # The agent runs of the step under way, written into its journal record.
         self._agents: AgentRecorder | None = None
+        # Why a person fired the event of the step under way (fire's reason), journaled with it.
+        self._reason: str | None = None
         # A codec of the machine's own may read the document to write the state: it gets the
         # validated result of the actions. The field codec only writes the state.
         self._codec_reads_document = not isinstance(self.machine.codec, FieldCodec)
@@ -373,11 +375,14 @@ class Engine:
             self._ctx = replace(ctx, executor=self._agents, observer=self._observe)
         return self._ctx
 
-    def _agent_runs(self) -> dict[str, Any]:
-        """The ``extra`` of the step's record: the agent runs of the step, when it ran any
-        (and the installed definition, when it is the first step under a new graph)."""
+    def _record_extra(self) -> dict[str, Any]:
+        """The ``extra`` of the step's record: the agent runs of the step, when it ran any, the
+        reason it was fired for, when one was given, what it observed, whether it was fired,
+        and (the run's first step) the definition and options it ran with."""
         runs = self._agents.runs if self._agents is not None else []
         extra: dict[str, Any] = {AGENT_RUNS: list(runs)} if runs else {}
+        if self._reason is not None:
+            extra["reason"] = self._reason
         if self._observed:
             extra[OBSERVED] = self._observed
         if self._fired:
@@ -411,11 +416,17 @@ class Engine:
             self._under_installed_definition(actor)
             return self._step(None, actor)
 
-    def fire(self, event: str, *, actor: str = "cli") -> StepResult:
-        """Take the first enabled transition for ``event``; refuse when there is none."""
+    def fire(self, event: str, *, actor: str = "cli", reason: str | None = None) -> StepResult:
+        """Take the first enabled transition for ``event``; refuse when there is none. The
+        ``reason`` (why a person fired it) is journaled with the step, as a control command's
+        is."""
         with self._run_lock():
             self._under_installed_definition(actor)
-            return self._step(event, actor)
+            self._reason = reason
+            try:
+                return self._step(event, actor)
+            finally:
+                self._reason = None
 
     def migrate(self, *, dry_run: bool = False, actor: str = "migrate") -> MigrationPlan | None:
         """Migrate the instance to the installed definition when it runs under an earlier
@@ -737,7 +748,7 @@ class Engine:
             actions=[name for name, _ in transition.actions],
             actor=actor,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
-            extra=self._agent_runs(),
+            extra=self._record_extra(),
         )
         try:
             saved = instance.commit(attempt.data, record, base=current)
@@ -794,7 +805,7 @@ class Engine:
             traceback=trace,
             actor=actor,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
-            extra=self._agent_runs(),
+            extra=self._record_extra(),
         )
         hook = self.machine.hooks.on_error
         saved = current

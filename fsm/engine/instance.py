@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -50,10 +50,12 @@ from fsm.model.identity import DEFINITION
 from fsm.model.machine import Machine
 from fsm.model.paths import value_at
 from fsm.model.records import CreateRecord, Record
-from fsm.process.executor import Executor, RecordsCommands, SubprocessExecutor
 from fsm.store.journal import RotatingLog
 from fsm.store.protocol import Folders, JournalLog, Layout, Store, StoreFactory
 from fsm.store.selection import check_settings, chosen, factory, store_settings
+
+if TYPE_CHECKING:  # made when first needed (see Workspace.executor)
+    from fsm.process.executor import Executor
 
 __all__ = ["QUEUE", "Instance", "Loaded", "Workspace"]
 
@@ -81,8 +83,18 @@ class Workspace:
         self.option_overrides = dict(options or {})
         self.option_texts = dict(option_texts or {})
         self.clock: Clock = clock or SystemClock()
-        self.executor: Executor = executor or SubprocessExecutor(self.path, self.config.agents)
+        self._executor = executor
         self._storage = storage
+
+    @property
+    def executor(self) -> Executor:
+        """What runs the commands and agents of the workspace's instances (made when first
+        needed: commands that run none, ``fsm status``, import no executor)."""
+        if self._executor is None:
+            from fsm.process.executor import SubprocessExecutor
+
+            self._executor = SubprocessExecutor(self.path, self.config.agents)
+        return self._executor
 
     def machine(self, name: str) -> Machine:
         """The machine named (or at path) ``name``: installed, or named in this workspace's
@@ -213,11 +225,21 @@ class Instance:
         self._fresh: Loaded | None = None
         """The version a worker's claim read with the claim (:meth:`take_claimed`), until the
         next :meth:`load` takes it."""
-        self.executor: Executor = workspace.executor
-        if isinstance(workspace.executor, RecordsCommands):
-            # Commands of this instance are recorded beside its log (see fsm.process.orphans).
-            self.executor = workspace.executor.for_instance(self.running_folder)
+        self._executor: Executor | None = None
         self.external_paths: list[str] = self.rules.external_paths
+
+    @property
+    def executor(self) -> Executor:
+        """What runs this instance's commands: the workspace's, recording them beside the
+        instance's log when it can (see :mod:`fsm.process.orphans`)."""
+        if self._executor is None:
+            from fsm.process.executor import RecordsCommands
+
+            executor = self.workspace.executor
+            if isinstance(executor, RecordsCommands):
+                executor = executor.for_instance(self.running_folder)
+            self._executor = executor
+        return self._executor
 
     @property
     def running_folder(self) -> Path:

@@ -44,6 +44,7 @@ from fsm.base.errors import (
 from fsm.base.log import EventLog
 from fsm.base.update import bytes_hash
 from fsm.engine.merge import merge_concurrent
+from fsm.engine.observe import journaled, watching
 from fsm.engine.rules import DocumentRules, Loaded
 from fsm.engine.versions import is_journaled, seen_control, written_over
 from fsm.model.definition import describe_validation
@@ -159,9 +160,10 @@ class Transaction:
         loaded: Loaded | None = None  # what build made last (the swap wrote the last one)
         core = ""
         merged_on: bytes | None = None
+        written: list[Record] = []
 
         def build(current: Snapshot | None) -> Proposal:
-            nonlocal loaded, core, merged_on
+            nonlocal loaded, core, merged_on, written
             if base is None and current is not None:
                 raise StoreError(
                     f"the document of '{self.id}' appeared while fsm was creating it; "
@@ -209,9 +211,10 @@ class Transaction:
             )
             loaded = Loaded(final, raw, doc, state, status)
             merged_on = current.raw if entry is not record and current is not None else None
+            written = [*records, stamped] if records else [stamped]
             return Proposal(
                 raw,
-                [*records, stamped] if records else [stamped],
+                written,
                 state,
                 status,
                 rules.runnable(state, status),
@@ -221,6 +224,7 @@ class Transaction:
             self.id, build, expected=None if base is None else base.raw, fence=self.fence
         )
         assert loaded is not None  # the swap wrote what build made last
+        self._told(written)
         if merged_on is not None:
             self._saw(merged_on)  # merged into what was just written: a version to know
         self.recent.append((loaded, core))
@@ -391,6 +395,7 @@ class Transaction:
                 end = self._journal_end([], newest)
                 seen = seen.with_changes(changes_of(end, current.data))
                 self.store.append(self.id, [seen], fence=self.fence)
+                self._told([seen])
                 self.log.info(
                     "external_control_seen",
                     status_from=newest.status,
@@ -442,6 +447,7 @@ class Transaction:
                 changes=None if entry is record else changes_of(previous, current.data),
             )
             self.store.append(self.id, [stamped], fence=self.fence)
+        self._told([stamped])
         return current
 
     def park(self, data: Mapping[str, Any]) -> str:
@@ -481,3 +487,9 @@ class Transaction:
             core_hash=self.rules.core_hash(current.data),
         ).with_changes(changes_of(None, current.data))  # the whole document: replay restarts
         self.store.append(self.id, [record], fence=self.fence)
+        self._told([record])
+
+    def _told(self, records: list[Record]) -> None:
+        """Tell the journal's watchers (:mod:`fsm.engine.observe`) of records just written."""
+        if watching():
+            journaled(self.rules.machine, self.id, records)

@@ -28,12 +28,15 @@ SIGTERM (or Ctrl-C) lets the steps in progress finish, releases their instances 
 worker continues them) and ends the worker with exit 0; a second one abandons the steps at
 once (their commands are killed, nothing of them is committed) as an interrupted ``fsm run``
 does. ``--jobs N`` drives N instances at a time in N processes, each a worker of its own with its
-own lease (one process stopped is one worker's instances taken over, not N).
+own lease (one process stopped is one worker's instances taken over, not N). ``--concurrency K``
+drives K instances at a time in each process, on threads whose steps share the server's flushes
+(:mod:`fsm.engine.concurrent`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -61,11 +64,13 @@ if TYPE_CHECKING:
     from fsm.model.machine import Machine
     from fsm.model.outcome import StepResult
 
-__all__ = ["RETRY_AFTER", "WorkerOptions", "work"]
+__all__ = ["MAX_CONCURRENCY", "RETRY_AFTER", "WorkerOptions", "work"]
 
 RETRY_AFTER = 60.0
 """Seconds before a worker claims again an instance whose run ended without stopping it,
 unless it changed meanwhile."""
+MAX_CONCURRENCY = 64
+"""Instances one worker process drives at a time at most (each holds a connection)."""
 IDLE_WAIT = 2.0
 """Seconds an idle worker waits for a notification before it looks again."""
 
@@ -77,6 +82,8 @@ class WorkerOptions:
     queues: Sequence[str] | None = None
     """The queues served (None: the workspace's space)."""
     jobs: int = 1
+    concurrency: int = 1
+    """Instances each process drives at a time (threads: see :mod:`fsm.engine.concurrent`)."""
     max_steps: int | None = None
     drain: bool = False
     """Return once nothing is left to claim, instead of waiting for more."""
@@ -95,6 +102,8 @@ class _State:
     stopping: threading.Event = field(default_factory=threading.Event)
     signals: int = 0
     busy: bool = False
+    threaded: bool = False
+    """Instances are driven on threads: a second signal always abandons their steps."""
 
 
 class _Scan:
@@ -201,20 +210,41 @@ def work(
     instance driven ended, in order (``on_result`` is told as each ends)."""
     if options.jobs < 1:
         raise ValueError("jobs must be 1 or more")
+    if options.concurrency < 1:
+        raise ValueError("concurrency must be 1 or more")
     if options.jobs == 1:
         state = _State()
         with _stop_on_signals(state):
-            return _loop(workspace, machines, options, on_result, state)
+            return _one_process(workspace, machines, options, on_result, state)
     return _in_processes(workspace, machines, options, on_result)
 
 
-def _sources(workspace: Workspace, machines: list[Machine]) -> list[_Source]:
+def _one_process(
+    workspace: Workspace,
+    machines: list[Machine],
+    options: WorkerOptions,
+    on_result: Callable[[Driven], None],
+    state: _State,
+) -> list[Driven]:
+    """This process's worker: one loop, or ``options.concurrency`` of them on threads."""
+    if options.concurrency == 1:
+        return _loop(workspace, machines, options, on_result, state)
+    from fsm.engine.concurrent import in_threads
+
+    state.threaded = True
+    return in_threads(options.concurrency, _loop, workspace, machines, options, on_result, state)
+
+
+def _sources(workspace: Workspace, machines: list[Machine], concurrency: int = 1) -> list[_Source]:
     from fsm.engine.engine import Kernel
 
     found = []
     for machine in machines:
         options = workspace.options_for(machine)
         store = workspace.store_for(machine, options)
+        reserve = getattr(store, "reserve", None)
+        if reserve is not None:  # a store with a connection pool: one connection per thread
+            reserve(concurrency)
         claiming: Claiming
         if isinstance(store, Claiming):
             claiming = store
@@ -230,9 +260,11 @@ def _loop(
     options: WorkerOptions,
     on_result: Callable[[Driven], None],
     state: _State,
+    wait: Callable[[Claiming, float], None] | None = None,
 ) -> list[Driven]:
-    """One worker: claim, drive, report, until told to stop (or drained)."""
-    sources = _sources(workspace, machines)
+    """One worker: claim, drive, report, until told to stop (or drained); ``wait`` waits for
+    work when nothing is claimable (default: the store's own wait)."""
+    sources = _sources(workspace, machines, options.concurrency)
     queues = list(options.queues) if options.queues is not None else [workspace.space]
     results: list[Driven] = []
     while not state.stopping.is_set():
@@ -251,7 +283,10 @@ def _loop(
         if not claimed:
             if options.drain:
                 break
-            sources[0].claiming.wait_for_work(options.idle_wait)
+            if wait is None:
+                sources[0].claiming.wait_for_work(options.idle_wait)
+            else:
+                wait(sources[0].claiming, options.idle_wait)
     return results
 
 
@@ -343,7 +378,7 @@ def _stop_on_signals(
     def stop(signum: int, frame: FrameType | None) -> None:
         state.signals += 1
         state.stopping.set()
-        if state.signals > 1 and state.busy:
+        if state.signals > 1 and (state.busy or state.threaded):
             raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
@@ -366,14 +401,7 @@ def _in_processes(
     """``options.jobs`` workers in forked processes; their lines come back through a queue."""
     context = multiprocessing.get_context("fork")
     results: Any = context.SimpleQueue()
-    single = WorkerOptions(
-        options.queues,
-        1,
-        options.max_steps,
-        options.drain,
-        options.idle_wait,
-        options.retry_after,
-    )
+    single = dataclasses.replace(options, jobs=1)
     parent = os.getpid()
 
     def child() -> None:
@@ -384,7 +412,7 @@ def _in_processes(
         try:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the parent's, as Ctrl-C is
             with _stop_on_signals(state, (signal.SIGTERM,)):
-                _loop(workspace, machines, single, results.put, state)
+                _one_process(workspace, machines, single, results.put, state)
         except KeyboardInterrupt:
             code = 130
         except BaseException:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -25,8 +25,9 @@ from fsm.base import jsonio
 from fsm.base.errors import DocumentInputError, OptionsError
 from fsm.base.reading import FileTooLargeError, read_limited
 from fsm.model.definition import did_you_mean, format_location
-from fsm.process.agents import OUTPUT_FORMATS
-from fsm.process.executor import AgentCommand
+
+if TYPE_CHECKING:  # imported where an [agent.TOOL] table is read: fsm status needs no executor
+    from fsm.process.executor import AgentCommand
 
 __all__ = [
     "MAX_TOML_BYTES",
@@ -206,6 +207,9 @@ def _parse_toml(path: Path, text: str) -> dict[str, Any]:
 
 def _agent(tool: str, table: Any, problems: list[str]) -> AgentCommand | None:
     """The agent command of ``[agent.<tool>]``; its problems are added to ``problems``."""
+    from fsm.process.agents import OUTPUT_FORMATS
+    from fsm.process.executor import AgentCommand
+
     if not isinstance(table, dict):
         problems.append(f"[agent.{tool}] must be a table")
         return None

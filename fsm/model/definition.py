@@ -161,6 +161,18 @@ class ControlSpec(_Spec):
     commands: dict[Literal["start", "pause", "resume", "stop"], ControlCommandSpec]
 
 
+class MachineCommandSpec(_Spec):
+    """A command of the machine's own (``fsm command M ID NAME``): a person's request that is
+    neither an event nor a control command, such as adding a task to a loop. Its ``handler``
+    (a registered hook) gets the document, the context and the validated ``inputs`` and returns
+    the document's update; it may write the instance's side files too."""
+
+    description: Text
+    handler: Name
+    inputs: Name | None = None
+    """A registered inputs model the command's inputs are validated with (none: it takes none)."""
+
+
 class StateBinding(_Spec):
     """Where the FSM state is kept in the document: one field, or a registered codec."""
 
@@ -224,6 +236,7 @@ class MachineSpec(_Spec):
     initial: Name
     storage: StorageSpec
     control: ControlSpec | None = None
+    commands: dict[Name, MachineCommandSpec] = Field(default_factory=dict)
     external_fields: list[DottedPath] = Field(default_factory=list)
     exclusive: list[list[Name]] = Field(default_factory=list)
     needs_workspace: bool = True

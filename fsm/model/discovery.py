@@ -19,12 +19,15 @@ The command line looks them up in the workspace it works in (:func:`use_workspac
 API passes ``workspace=``. Such a name never shadows another: one that an installed machine
 already has is refused where it is used, like two entry points of one name.
 
-The engine imports no machine package itself: it only follows entry points.
+The engine imports no machine package itself: it only follows entry points. fsm's own three
+are also known without reading any distribution's metadata (:data:`BUNDLED`, the same entry
+points as pyproject's: a test keeps them equal): importing ``importlib.metadata`` (and the email
+parser it reads metadata with) was a tenth of ``fsm status``'s start-up.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +37,8 @@ from fsm.base.errors import DefinitionError, UnknownMachineError
 from fsm.base.reading import read_limited
 
 if TYPE_CHECKING:  # finding a machine needs neither pydantic nor the machine's module
+    import importlib.metadata
+
     from fsm.model.machine import Machine
 
 __all__ = [
@@ -46,6 +51,12 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "fsm.machines"
+BUNDLED = {
+    "ccw-loop": "fsm_machines.ccw_loop",
+    "issue-manager": "fsm_machines.issue_manager",
+    "skill-tuning": "fsm_machines.skill_tuning",
+}
+"""fsm's own machines: the entry points its distribution registers (pyproject.toml)."""
 
 
 @dataclass(frozen=True)
@@ -142,16 +153,18 @@ def _registered(workspace: Path | None) -> tuple[dict[str, MachineEntry], dict[s
 
 
 def _installed() -> tuple[dict[str, MachineEntry], dict[str, str]]:
-    own = _own_points()
+    import importlib.metadata
+
+    own = _own_machines()
     points: dict[str, dict[str, importlib.metadata.EntryPoint]] = {}
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         # The same distribution seen twice on sys.path registers one value twice: no clash.
         points.setdefault(entry.name, {}).setdefault(entry.value, entry)
-    found = {name: _entry(entry, f"bundled ({entry.value})") for name, entry in own.items()}
+    found = dict(own)
     clashes: dict[str, str] = {}
     for name, by_value in points.items():
         if name in own:
-            others = [repr(value) for value in by_value if value != own[name].value]
+            others = [repr(value) for value in by_value if value != BUNDLED[name]]
             if others:
                 clashes[name] = (
                     f"machine '{name}' is bundled with fsm: the entry point "
@@ -168,20 +181,23 @@ def _installed() -> tuple[dict[str, MachineEntry], dict[str, str]]:
     return found, clashes
 
 
-def _own_points() -> dict[str, importlib.metadata.EntryPoint]:
-    """The machines fsm's own distribution registers (one distribution read, not every one
-    installed: naming a bundled machine stays cheap)."""
-    try:
-        points = importlib.metadata.distribution("fsm").entry_points
-    except importlib.metadata.PackageNotFoundError:
-        return {}
-    return {entry.name: entry for entry in points if entry.group == ENTRY_POINT_GROUP}
+_OWN: dict[str, MachineEntry] = {}
 
 
 def _own_machines() -> dict[str, MachineEntry]:
-    return {
-        name: _entry(entry, f"bundled ({entry.value})") for name, entry in _own_points().items()
-    }
+    """fsm's own machines that are installed, found without importing them (their packages'
+    folders: no distribution's metadata read, no machine module imported)."""
+    if not _OWN:
+        for name, package in BUNDLED.items():
+            try:
+                spec = importlib.util.find_spec(package)
+            except ImportError:
+                continue
+            folders = spec.submodule_search_locations if spec is not None else None
+            if folders:
+                path = Path(next(iter(folders))) / "machine.yaml"
+                _OWN[name] = MachineEntry(name, path, f"bundled ({package})")
+    return dict(_OWN)
 
 
 def _entry(entry: importlib.metadata.EntryPoint, source: str) -> MachineEntry:

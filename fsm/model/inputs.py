@@ -34,15 +34,20 @@ from fsm.base.errors import DocumentInputError, InputTooLargeError
 from fsm.model.paths import annotation_at
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from fsm.model.definition import MachineSpec
     from fsm.model.machine import Machine
 
 __all__ = ["check_document_size", "engine_owned_fields", "input_problems", "parse_set_values"]
 
 
-def parse_set_values(machine: Machine, items: Iterable[str]) -> dict[str, Any]:
-    """``["title=1.0", "limit=3"]`` as the machine's inputs: a text field's value is the text as
-    written, any other value JSON when it parses, else the text; a malformed item is an error."""
+def parse_set_values(
+    machine: Machine, items: Iterable[str], model: type[BaseModel] | None = None
+) -> dict[str, Any]:
+    """``["title=1.0", "limit=3"]`` as the machine's inputs (or as ``model``'s, a machine
+    command's): a text field's value is the text as written, any other value JSON when it
+    parses, else the text; a malformed item is an error."""
     from fsm.model.config import parse_value, set_dotted
 
     result: dict[str, Any] = {}
@@ -53,7 +58,7 @@ def parse_set_values(machine: Machine, items: Iterable[str]) -> dict[str, Any]:
         if not sep or not key or any(not part for part in key.split(".")):
             problems.append(f"invalid value '{item}': expected KEY=VALUE")
             continue
-        if _wants_text(annotation_at(machine.inputs_model, key)):
+        if _wants_text(annotation_at(model or machine.inputs_model, key)):
             value: Any = text
         else:
             try:

@@ -108,6 +108,16 @@ class FieldCodec:
         return {self.path: state}
 
 
+@dataclass(frozen=True)
+class MachineCommand:
+    """A command of the machine's own, its handler and inputs model resolved."""
+
+    name: str
+    description: str
+    handler: Callable[..., Any]
+    inputs_model: type[BaseModel] | None
+
+
 @dataclass
 class Machine:
     """A loaded machine: definition, resolved names, and indexes the engine uses."""
@@ -124,6 +134,8 @@ class Machine:
     lines: LoadedYaml | None = None
     control_actions: dict[str, tuple[tuple[str, Action], ...]] = field(default_factory=dict)
     """The actions of each control command, resolved at load like the transitions' actions."""
+    commands: dict[str, MachineCommand] = field(default_factory=dict)
+    """The machine's own commands (``commands:`` of machine.yaml), resolved at load."""
 
     @property
     def name(self) -> str:
@@ -404,6 +416,17 @@ def resolve(
                 resolved.append((action, lookup("action", registry.actions, action, loc)))
             control_actions[command] = tuple(resolved)
     _check_migrations(spec, registry, problem)
+    commands: dict[str, MachineCommand] = {}
+    for name, declared in spec.commands.items():
+        where: list[str | int] = ["commands", name]
+        handler = lookup("hook", registry.hooks, declared.handler, [*where, "handler"])
+        model = None
+        if declared.inputs is not None:
+            model = lookup(
+                "inputs model", registry.inputs_models, declared.inputs, [*where, "inputs"]
+            )
+        if handler is not None:
+            commands[name] = MachineCommand(name, declared.description, handler, model)
     for group_index, group in enumerate(spec.exclusive):
         for position, name in enumerate(group):
             lookup("guard", registry.guards, name, ["exclusive", group_index, position])
@@ -426,6 +449,7 @@ def resolve(
         transitions=[t for t in transitions if t is not None],
         lines=lines,
         control_actions=control_actions,
+        commands=commands,
     )
     return machine, problems
 

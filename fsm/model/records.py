@@ -26,7 +26,12 @@ retry         ``status_from``, ``status_to``, ``items`` (what was reopened), ``r
 migrate       ``reason``: the instance moved from state ``source`` of an earlier ``version:``
               to ``dest`` of the installed one (``event`` is ``migrate``; its ``migration``
               and ``definition`` in ``extra``, see :mod:`fsm.model.migrations`)
+command       ``inputs``, ``reason``: a command of the machine's own (``event`` is its name,
+              e.g. ccw-loop's ``add_task``), the state unchanged
 ============  ===========================================================================
+
+A transition or error record of an event a person fired with a reason (``fsm fire --reason``)
+holds it under ``reason`` in ``extra``.
 
 A record that leads to a new version of the document also says what changed against the version
 it replaced: a JSON Patch under ``changes``, or only the changed paths under ``changed`` when the
@@ -83,6 +88,7 @@ __all__ = [
     "FORMAT",
     "OBSERVED",
     "OPTIONS",
+    "CommandRecord",
     "ControlRecord",
     "CreateRecord",
     "ErrorRecord",
@@ -344,6 +350,19 @@ class MigrateRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CommandRecord(Record):
+    """A command of the machine's own (``fsm command``): ``event`` its name, in state
+    ``source`` (= ``dest``); its inputs, as validated, ride in ``extra`` under ``inputs``."""
+
+    KIND: ClassVar[str] = "command"
+    kind: Literal["command"] = field(default="command", init=False)
+    event: str
+    source: str
+    dest: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownRecord(Record):
     """A record of a kind this fsm does not know: the common fields that fit, the rest in
     ``extra``."""
@@ -365,6 +384,7 @@ _KINDS: dict[str, type[Record]] = {
         RecoverRecord,
         RetryRecord,
         MigrateRecord,
+        CommandRecord,
     )
 }
 _COMMON = frozenset(f.name for f in fields(Record))

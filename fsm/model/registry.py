@@ -216,7 +216,7 @@ class Registry:
         self, func: _F | None = None, /, *, name: str | None = None
     ) -> _F | Callable[[_F], _F]:
         """Register a hook function (create, on_error, summary, recover, after_save, outcome,
-        preflight, retry)."""
+        preflight, retry, or the handler of a machine command)."""
 
         def register(f: _F) -> _F:
             return _add(self.hooks, "hook", name or f.__name__, f)

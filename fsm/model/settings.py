@@ -33,6 +33,7 @@ __all__ = [
     "input_key_problems",
     "input_settings",
     "misplaced_hint",
+    "model_settings",
     "option_settings",
 ]
 
@@ -60,6 +61,12 @@ def option_settings(machine: Machine) -> list[Setting]:
 def input_settings(machine: Machine) -> list[Setting]:
     """The machine's creation inputs (empty when it declares no inputs model)."""
     return _settings(machine.inputs_model) if machine.inputs_model is not None else []
+
+
+def model_settings(model: type[BaseModel]) -> list[Setting]:
+    """The fields of any inputs model (a machine command's), as :func:`input_settings` gives
+    the creation inputs'."""
+    return _settings(model)
 
 
 def _settings(model: type[BaseModel], prefix: str = "") -> list[Setting]:

@@ -134,8 +134,21 @@ class Database:
         self._beat_wake = threading.Event()
         """Set to wake the heartbeat from its sleep (the holder ended: the process closes)."""
         self._listener: Any = None
+        self._reserved = 0
+        """Connections a worker's threads hold at once (see :meth:`reserve`)."""
+        self._registering = threading.Lock()
+        """Held while the process's holder is looked at and registered (see :meth:`holder`)."""
 
     # --- connections -----------------------------------------------------------------------
+
+    def reserve(self, threads: int) -> None:
+        """Make room for ``threads`` threads each holding a connection for its run's session
+        (``fsm worker --concurrency``), and one more for their claims and releases: the pool
+        grows past ``[store] pool`` when that is smaller."""
+        with self._mutex:
+            self._reserved = max(self._reserved, threads + 1 if threads > 1 else 0)
+            if self._pool is not None and self._pool.max_size < self._reserved:
+                self._pool.resize(self._pool.min_size, self._reserved)
 
     def _connect(self) -> Any:
         try:
@@ -174,7 +187,7 @@ class Database:
                 self._pool = ConnectionPool(
                     self.url,
                     min_size=1,
-                    max_size=max(1, self.settings.pool),
+                    max_size=max(1, self.settings.pool, self._reserved),
                     kwargs={
                         "autocommit": True,
                         "connect_timeout": self._connect_timeout(),
@@ -488,7 +501,15 @@ class Database:
         self._holder_kind = kind
 
     def holder(self) -> Holder:
-        """This process's live holder, registered (and its heartbeat started) if need be."""
+        """This process's live holder, registered (and its heartbeat started) if need be.
+
+        One registration at a time: threads of a worker (``--concurrency``) asking at once all
+        get the one holder the heartbeat renews (each registering its own left all but the
+        last unrenewed, their claims expiring under live runs)."""
+        with self._registering:
+            return self._holder_now()
+
+    def _holder_now(self) -> Holder:
         with self._mutex:
             holder = self._holder
             if holder is not None and not holder.lost.is_set():

@@ -16,18 +16,29 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from fsm.base.errors import InputError, UnknownMachineError
+from fsm.base.ids import validate_id
+from fsm.engine.commands import run_command
 from fsm.engine.control import ControlPlane
+from fsm.engine.engine import Engine
 from fsm.engine.instance import Instance
+from fsm.engine.retry import retry
+from fsm.model.definition import did_you_mean
+from fsm.model.machine import Machine
+from fsm.model.settings import model_settings
 from fsm.serve import events
 from fsm.serve.models import (
     Changes,
+    CommandRequest,
     ControlRequest,
     CreateRequest,
     ErrorBody,
+    Fired,
     History,
     InstanceInfo,
     Listing,
     MachineSummary,
+    RetryRequest,
     Session,
     Version,
 )
@@ -39,6 +50,7 @@ from fsm.serve.views import (
     instance_rows,
     instance_status,
     machine_view,
+    summary_of,
 )
 from fsm.view import diagram
 
@@ -75,13 +87,13 @@ CHANGES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def served(request: Request) -> Served:
+async def served(request: Request) -> Served:
     """The server's workspace and machines."""
     found: Served = request.app.state.served
     return found
 
 
-def may_change(request: Request) -> None:
+async def may_change(request: Request) -> None:
     """Refuse control and create requests without the token or from another origin (the
     access guard has refused them already, before their body was read: this keeps a route
     safe whatever middleware it is mounted under)."""
@@ -105,8 +117,26 @@ def readable(request: Request, server: Served, machine: str, instance_id: str) -
     return instance
 
 
+async def known_query(request: Request) -> None:
+    """Refuse a query name the route does not take (``?stauts=failed`` would otherwise be
+    ignored, and the answer look like the one asked for), naming the ones it takes. (A
+    coroutine, as the other dependencies: a function would cost each request a thread hop.)"""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    taken = [param.alias for param in dependant.query_params]
+    for name in request.query_params:
+        if name not in taken:
+            offered = ", ".join(taken) if taken else "none"
+            raise InputError(
+                f"unknown query parameter '{name}'{did_you_mean(name, taken)}; this route "
+                f"takes: {offered}"
+            )
+
+
 ServedDep = Annotated[Served, Depends(served)]
-router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api", dependencies=[Depends(known_query)])
 
 
 @router.get("/session", response_model=Session)
@@ -173,12 +203,22 @@ def get_instances(
     since: Annotated[
         str | None, Query(description="updated at or after (ISO 8601 date or time)")
     ] = None,
+    sort: Annotated[
+        str | None,
+        Query(
+            description="a column: updated, id, machine, title, state, status, progress or "
+            "outcome; '-' first for descending (default: -updated, newest first)"
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
-    """``fsm ls --json``: instances newest first, filtered, a page at a time. A filter value
-    nothing could match (``status=faild``) is a 400 naming the closest one."""
-    filters = Filters(machine or None, status or None, outcome or None, q or None, since or None)
+    """``fsm ls --json``: instances newest first (or sorted by ``sort``), filtered, a page at a
+    time, with the number of instances of each status (``counts``, the status filter aside).
+    A filter value nothing could match (``status=faild``) is a 400 naming the closest one."""
+    filters = Filters(
+        machine or None, status or None, outcome or None, q or None, since or None, sort or None
+    )
     access = request.app.state.access
     stores: dict[str, Any] = {}
 
@@ -218,12 +258,32 @@ def create_instance(
 
 
 def instance_info(server: Served, instance: Instance) -> dict[str, Any]:
-    """``fsm status --json``, who drives the instance, and the command that would."""
+    """``fsm status --json``, who drives the instance, and the command that would; whether a
+    retry would reopen it, and the machine's own commands it takes."""
     info = instance_status(instance)  # its driver included
-    name = instance.machine.name
-    source = server.sources.get(name, name)
+    machine = instance.machine
+    source = server.sources.get(machine.name, machine.name)
     info["run_command"] = f"fsm -C {server.workspace.path} run {source} {instance.id}"
+    info["retry"] = machine.hooks.retry is not None and info["outcome"] == "failure"
+    info["commands"] = [] if info["final"] else command_infos(machine)
     return info
+
+
+def command_infos(machine: Machine) -> list[dict[str, Any]]:
+    """The machine's own commands, their inputs listed and their JSON Schema."""
+    return [
+        {
+            "name": command.name,
+            "description": command.description,
+            "inputs": []
+            if command.inputs_model is None
+            else [setting.to_json() for setting in model_settings(command.inputs_model)],
+            "input_schema": None
+            if command.inputs_model is None
+            else command.inputs_model.model_json_schema(),
+        }
+        for command in machine.commands.values()
+    ]
 
 
 @router.get(
@@ -297,6 +357,7 @@ def get_version(
         "record": version.record,
         "document": version.document,
         "check": {"verdict": version.check.verdict, "reason": version.check.reason},
+        "summary": summary_of(instance.machine, version.document),
     }
 
 
@@ -342,7 +403,7 @@ def get_changes(
 @router.get(
     "/instances/{machine}/{instance_id}/diagram.svg",
     tags=["instances"],
-    responses={**ERRORS, 200: {"content": {SVG: {}}}},
+    responses={**READS, 200: {"content": {SVG: {}}}},
     response_class=Response,
 )
 def get_instance_diagram(
@@ -351,6 +412,80 @@ def get_instance_diagram(
     """``fsm diagram MACHINE --run ID``: current state, visit counts, untaken edges dimmed."""
     instance = readable(request, server, machine, instance_id)
     return Response(server.instance_svg(instance), media_type=SVG)
+
+
+@router.post(
+    "/instances/{machine}/{instance_id}/retry",
+    response_model=InstanceInfo,
+    tags=["instances"],
+    responses=CHANGES,
+    dependencies=[Depends(may_change)],
+)
+def retry_instance(
+    machine: str,
+    instance_id: str,
+    server: ServedDep,
+    body: Annotated[RetryRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    """``fsm retry MACHINE ID [ITEM...]``: reopen an instance that ended failed, for the
+    ``items`` named (none: every failed one); 409 when it has not ended failed or its machine
+    cannot retry. A run (``fsm run``, ``fsm serve --drive``) then drives it."""
+    instance = server.instance(machine, instance_id)
+    request = body or RetryRequest()
+    retry(instance, request.items, actor=ACTOR, reason=request.reason)
+    return instance_info(server, instance)
+
+
+@router.post(
+    "/instances/{machine}/{instance_id}/events/{event}",
+    response_model=Fired,
+    tags=["instances"],
+    responses=CHANGES,
+    dependencies=[Depends(may_change)],
+)
+def fire_event(
+    machine: str,
+    instance_id: str,
+    event: str,
+    server: ServedDep,
+    body: Annotated[ControlRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    """``fsm fire MACHINE ID EVENT``: take the event's transition now (its guards and actions
+    run in this request); 409 when the event is not allowed or its guards refuse it. An action
+    that fails is journaled as the step's error and answered as ``outcome: failed``."""
+    instance = server.instance(machine, instance_id)
+    request = body or ControlRequest()
+    result = Engine(instance).fire(event, actor=ACTOR, reason=request.reason)
+    return {
+        "outcome": result.outcome,
+        "event": event,
+        "state": result.state,
+        "error": None if result.error is None else str(result.error),
+        "instance": instance_info(server, instance),
+    }
+
+
+@router.post(
+    "/instances/{machine}/{instance_id}/commands/{name}",
+    response_model=InstanceInfo,
+    tags=["instances"],
+    responses=CHANGES,
+    dependencies=[Depends(may_change)],
+)
+def machine_command(
+    machine: str,
+    instance_id: str,
+    name: str,
+    server: ServedDep,
+    body: Annotated[CommandRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    """``fsm command MACHINE ID NAME``: a command of the machine's own (ccw-loop's
+    ``add_task``) with its ``inputs``; 400 for an unknown command or inputs its model refuses,
+    409 once the instance has ended."""
+    instance = server.instance(machine, instance_id)
+    request = body or CommandRequest()
+    run_command(instance, name, request.inputs, actor=ACTOR, reason=request.reason)
+    return instance_info(server, instance)
 
 
 @router.post(
@@ -379,14 +514,23 @@ def control(
     "/events",
     tags=["live"],
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={400: ERRORS[400], 200: {"content": {"text/event-stream": {}}}},
 )
 async def get_events(
-    request: Request, machine: str | None = None, instance: str | None = None
+    request: Request, server: ServedDep, machine: str | None = None, instance: str | None = None
 ) -> StreamingResponse:
     """Server-sent events: ``change`` with ``{"machine", "id"}`` whenever an instance's
     document or journal changes (``machine: null`` means reload everything), ``ready`` once
-    the stream is set up (load the data then), comments to keep the connection open."""
+    the stream is set up (load the data then), comments to keep the connection open. A
+    machine this server does not show, or an unsafe instance id, is a 400 (nothing would ever
+    come)."""
+    if machine:
+        try:
+            server.machine(machine)
+        except UnknownMachineError as exc:
+            raise InputError(f"machine={machine}: {exc}") from None
+    if instance:
+        validate_id(instance)
     stream = events.stream(request.app.state.feed, machine, instance)
     return StreamingResponse(
         stream, media_type="text/event-stream", headers={"Cache-Control": "no-store"}

@@ -34,6 +34,7 @@ from fsm.base.errors import (
 from fsm.serve.access import Access, AccessGuard
 from fsm.serve.api import router
 from fsm.serve.drive import Driver
+from fsm.serve.row_index import RowIndex
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
 from fsm.view.terminal import one_line
@@ -68,12 +69,16 @@ def create_app(
     (``fsm serve --drive``), the driver made with the change feed drives the runnable
     instances while the application runs."""
     changes = feed or ChangeFeed(sources_of(served.workspace, served.machines.values()))
+    index = served.index = RowIndex(served.workspace, served.machines.values())
+    changes.listeners.append(index.changed)
     driving = driver(changes) if driver is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
         tasks = [asyncio.create_task(changes.watch(stop))]
+        if index is not None:
+            tasks.append(asyncio.create_task(asyncio.to_thread(index.warm)))
         if driving is not None:
             tasks.append(asyncio.create_task(driving.run(stop)))
         try:
@@ -112,6 +117,16 @@ EVENTS_DESCRIPTION = """A `text/event-stream` of server-sent events:
   document or journal changed (`machine: null`: reload everything);
 * comments (`: keep-alive`) every 15 seconds; `retry: 1000` asks browsers to reconnect after a
   second."""
+
+
+_ERROR_JSON = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+_EVERY_ROUTE = {
+    "400": "bad input (exit code 2): a query parameter the route does not take, or a bad value",
+    "401": "this server takes remote clients: every request needs the token",
+    "403": "refused: the Host header does not name this server (DNS rebinding)",
+    "500": "internal error (exit code 1)",
+}
+"""What every route may answer, whatever it does: the access guard's refusals and a failure."""
 
 
 def openapi(app: FastAPI, served: Served, access: Access) -> dict[str, Any]:
@@ -163,6 +178,13 @@ def openapi(app: FastAPI, served: Served, access: Access) -> dict[str, Any]:
                         "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
                     },
                 }
+            for status, description in _EVERY_ROUTE.items():
+                if status == "401" and not access.remote:
+                    continue
+                if status not in responses:
+                    responses[status] = {"description": description, "content": _ERROR_JSON}
+                elif status == "403" and method == "get":
+                    responses[status]["description"] = description
             if method == "post":
                 operation["security"] = [{"bearer": []}, {"cookie": []}]
             elif path.startswith("/api/instances/") and not access.remote:

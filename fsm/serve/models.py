@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -11,16 +11,20 @@ from fsm.view.listing import ListedInstance
 
 __all__ = [
     "Changes",
+    "CommandInfo",
+    "CommandRequest",
     "ControlRequest",
     "CreateRequest",
     "Driver",
     "ErrorBody",
+    "Fired",
     "History",
     "InstanceInfo",
     "JournalRecord",
     "Listing",
     "MachineSummary",
     "PatchOp",
+    "RetryRequest",
     "Row",
     "Session",
     "Version",
@@ -40,6 +44,8 @@ class Row(ListedInstance):
     :class:`fsm.view.listing.ListedInstance`, plus the machine's progress lines."""
 
     progress: dict[str, str] = field(default_factory=dict)
+    title: str | None = None
+    """The document's ``title``, when it has one."""
     private: bool = False
     """Shown without its details: its document others may not read, and this client has no
     token."""
@@ -51,6 +57,9 @@ class Listing(BaseModel):
     total: int
     offset: int
     rows: list[Row]
+    counts: dict[str, int] = Field(default_factory=dict)
+    """How many instances each status has among those the other filters leave (the status
+    filter aside): the page's counts per status."""
 
 
 class PatchOp(BaseModel):
@@ -114,6 +123,8 @@ class Version(BaseModel):
     document: dict[str, Any] | None
     """None when it cannot be rebuilt (``check.reason`` says why)."""
     check: Check
+    summary: dict[str, str] = Field(default_factory=dict)
+    """The machine's summary lines of that version (the page's progress as of then)."""
 
 
 class Changes(BaseModel):
@@ -142,6 +153,16 @@ class Driver(BaseModel):
     action_started: float | None
 
 
+class CommandInfo(BaseModel):
+    """A command of the machine's own (``fsm command``): its inputs as the machine page lists
+    options, and their JSON Schema (for a form)."""
+
+    name: str
+    description: str
+    inputs: list[dict[str, Any]]
+    input_schema: dict[str, Any] | None = None
+
+
 class InstanceInfo(BaseModel):
     """``fsm status --json``, who drives the instance and the command that would."""
 
@@ -168,6 +189,10 @@ class InstanceInfo(BaseModel):
     (``runnable_here``, migrating it first when ``migrates``) and why not (``problem``)."""
     run_command: str
     """The command that would drive it."""
+    retry: bool = False
+    """Whether ``retry`` would reopen it (it ended failed and its machine can retry)."""
+    commands: list[CommandInfo] = Field(default_factory=list)
+    """The machine's own commands it takes now (none once it has ended)."""
 
 
 class MachineSummary(BaseModel):
@@ -195,6 +220,31 @@ class ControlRequest(BaseModel):
                 "'reason'"
             )
         return data
+
+
+class RetryRequest(ControlRequest):
+    """``fsm retry``: the items to reopen (the machine's names; none: every failed one)."""
+
+    items: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=1000
+    )
+
+
+class CommandRequest(ControlRequest):
+    """``fsm command``: the command's inputs (its model validates them)."""
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Fired(BaseModel):
+    """What firing an event did (``fsm fire``): ``applied``, or ``failed`` with the error the
+    journal holds, and the instance as it is now."""
+
+    outcome: str
+    event: str
+    state: str
+    error: str | None = None
+    instance: InstanceInfo
 
 
 class CreateRequest(BaseModel):

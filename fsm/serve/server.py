@@ -18,6 +18,7 @@ from fsm.base.errors import FsmError, InputError
 from fsm.engine.instance import Workspace
 from fsm.serve.access import MAX_BODY, Access, check_bind, new_token, read_token_file
 from fsm.serve.app import create_app
+from fsm.serve.connections import HEADER_TIMEOUT, IDLE_TIMEOUT, PER_CLIENT, guarded_protocol
 from fsm.serve.drive import Driver
 from fsm.serve.views import Served
 from fsm.serve.watch import ChangeFeed, sources_of
@@ -40,6 +41,10 @@ class ServeOptions:
     reads: str = "private"
     drive: int = 0
     """How many runnable instances the server drives at a time (0: it drives none)."""
+    header_timeout: float = HEADER_TIMEOUT
+    """Seconds a connection has to finish a request's headers (:mod:`fsm.serve.connections`)."""
+    per_client: int = PER_CLIENT
+    """Connections one client address may hold."""
 
 
 class _Server(uvicorn.Server):
@@ -87,9 +92,11 @@ def run(served: Served, options: ServeOptions, out: TextIO = sys.stdout) -> None
     app = create_app(served, access, feed, driver if options.drive else None)
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(options.header_timeout, options.per_client),
         log_level="warning",
         access_log=False,
         server_header=False,
+        timeout_keep_alive=IDLE_TIMEOUT,
         timeout_graceful_shutdown=GRACE_SECONDS,
     )
     host = f"[{options.host}]" if ":" in options.host else options.host

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -23,6 +24,7 @@ from fsm.engine.instance import Instance, Workspace
 from fsm.model.definition import did_you_mean
 from fsm.model.machine import Machine
 from fsm.model.settings import input_settings, option_settings
+from fsm.serve.row_index import RowIndex
 from fsm.serve.travel import latest_records
 from fsm.store.protocol import Store
 from fsm.view import diagram
@@ -30,7 +32,15 @@ from fsm.view.inspect import status
 from fsm.view.listing import ListedInstance, list_instances, matches
 from fsm.view.listing_filters import declared_statuses
 
-__all__ = ["Filters", "Served", "history", "instance_rows", "instance_status", "machine_view"]
+__all__ = [
+    "Filters",
+    "Served",
+    "history",
+    "instance_rows",
+    "instance_status",
+    "machine_view",
+    "summary_of",
+]
 
 MAX_PAGE = 500
 
@@ -42,6 +52,8 @@ class Served:
     workspace: Workspace
     machines: dict[str, Machine]
     sources: dict[str, str] = field(default_factory=dict)
+    index: RowIndex | None = None
+    """The listing's rows kept current by the change feed (set by the application)."""
     _svg: dict[str, bytes] = field(default_factory=dict)
     # Graphviz keeps global state in C: one drawing at a time, whatever the request thread.
     _render_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -86,6 +98,9 @@ class Served:
 
 OUTCOMES = ("success", "failure", "none")
 """Values of the outcome filter: ended with success, ended with failure, not ended."""
+SORTS = ("updated", "id", "machine", "title", "state", "status", "progress", "outcome")
+"""The columns the listing sorts by (``sort=``; ``-`` first: descending). ``title`` and
+``progress`` read every matching document; the others sort the rows as listed."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,8 @@ class Filters:
     """Words looked for in the id, the document's title and the outcome's reason."""
     since: str | None = None
     """Only instances updated at or after this time (ISO 8601 date or date and time)."""
+    sort: str | None = None
+    """A column of :data:`SORTS`, ``-`` first for descending (default: newest first)."""
 
 
 def instance_rows(
@@ -128,33 +145,93 @@ def instance_rows(
             f"{', '.join(OUTCOMES)}"
         )
     since = _since(filters.since) if filters.since else None
+    column, descending = _sort_of(filters.sort)
     machines = (
         [served.machine(filters.machine)] if filters.machine else list(served.machines.values())
     )
-    every = list_instances(served.workspace, machines)
+    every = (
+        served.index.listing(machines)
+        if served.index is not None
+        else list_instances(served.workspace, machines)
+    )
     if filters.status:
         _check_status(filters.status, machines, every)
     stores: dict[str, Store | None] = {}
-    rows = [
-        row
-        for row in every
-        if matches(row, filters.status)
-        and _outcome_matches(row, filters.outcome)
-        and (since is None or row.updated >= since)
-    ]
+    others = (
+        [
+            row
+            for row in every
+            if _outcome_matches(row, filters.outcome) and (since is None or row.updated >= since)
+        ]
+        if filters.outcome or since
+        else every
+    )
     if filters.text:
-        rows = [row for row in rows if _text_matches(served, row, filters.text, stores)]
+        others = [row for row in others if _text_matches(served, row, filters.text, stores)]
+    counts: dict[str, int] = {}
+    for row in others:
+        key = row.status if row.error is None and row.status else "-"
+        counts[key] = counts.get(key, 0) + 1
+    rows = [row for row in others if matches(row, filters.status)] if filters.status else others
+    if column != "updated" or not descending:
+        rows = _sorted(served, rows, column, descending, stores)
     shown = rows[offset : offset + min(limit, MAX_PAGE)]
     listed = []
     for row in shown:
         if private is not None and private(row.machine, row.id):
-            item = {**dict.fromkeys(row.to_json()), "machine": row.machine, "id": row.id}
-            item.update(updated=row.updated, private=True, progress={})
+            item = {**dict.fromkeys(vars(row)), "machine": row.machine, "id": row.id}
+            item.update(updated=row.updated, progress={}, title=None, private=True)
         else:
-            item = row.to_json()
-            item["progress"] = _progress(served, row, stores)
+            item = dict(vars(row))  # its fields, all scalars: no deep copy (asdict)
+            title, item["progress"] = (
+                served.index.remembered(row, partial(_details, served, row, stores))
+                if served.index is not None
+                else _details(served, row, stores)
+            )
+            item["title"] = title
         listed.append(item)
-    return {"total": len(rows), "offset": offset, "rows": listed}
+    return {"total": len(rows), "offset": offset, "rows": listed, "counts": counts}
+
+
+def _sort_of(text: str | None) -> tuple[str, bool]:
+    """The column and direction of ``sort=`` (default: updated, newest first)."""
+    if not text:
+        return "updated", True
+    descending = text.startswith("-")
+    column = text.removeprefix("-")
+    if column not in SORTS:
+        raise InputError(
+            f"unknown sort '{column}' for sort{did_you_mean(column, SORTS)}; the columns are: "
+            f"{', '.join(SORTS)} ('-' first: descending)"
+        )
+    return column, descending
+
+
+def _sorted(
+    served: Served,
+    rows: list[ListedInstance],
+    column: str,
+    descending: bool,
+    stores: dict[str, Store | None],
+) -> list[ListedInstance]:
+    """``rows`` sorted by ``column``; ties keep the listing's order (newest first), and rows
+    without a value go last either way."""
+
+    def key(row: ListedInstance) -> str:
+        if column == "title":
+            return _title(served, row, stores).casefold()
+        if column == "progress":
+            return " ".join(_progress(served, row, stores).values())
+        if column == "outcome":
+            return f"{row.outcome or ''} {row.reason or row.error or ''}".strip()
+        value = getattr(row, column)
+        return str(value).casefold() if value is not None else ""
+
+    keyed = [(key(row), row) for row in rows]
+    present = sorted(
+        (pair for pair in keyed if pair[0]), key=lambda pair: pair[0], reverse=descending
+    )
+    return [row for _, row in present] + [row for value, row in keyed if not value]
 
 
 def _check_status(status: str, machines: list[Machine], rows: list[ListedInstance]) -> None:
@@ -228,6 +305,22 @@ def _store(served: Served, name: str, stores: dict[str, Store | None]) -> Store 
     return stores[name]
 
 
+def _details(
+    served: Served, row: ListedInstance, stores: dict[str, Store | None]
+) -> tuple[str | None, dict[str, str]]:
+    """The row's title and progress lines, from one read of its document."""
+    machine = served.machines.get(row.machine)
+    store = _store(served, row.machine, stores)
+    if machine is None or store is None or row.error is not None:
+        return None, {}
+    try:
+        data = store.read(row.id).data
+    except (OSError, ValueError, FsmError):
+        return None, {}  # changed or removed since it was listed: the next update shows it
+    title = data.get("title") if isinstance(data, dict) else None
+    return (title if isinstance(title, str) and title else None), summary_of(machine, data)
+
+
 def _progress(
     served: Served, row: ListedInstance, stores: dict[str, Store | None]
 ) -> dict[str, str]:
@@ -245,6 +338,19 @@ def _progress(
     except (OSError, ValueError, ValidationError, FsmError):
         return {}  # changed or removed since it was listed: the next update shows it
     except Exception:  # a machine's broken summary hook must not break the whole list
+        return {}
+
+
+def summary_of(machine: Machine, document: dict[str, Any] | None) -> dict[str, str]:
+    """The machine's summary lines of ``document`` ({} when there are none, or the document
+    is not known or does not validate: an old version may predate today's model)."""
+    hook = machine.hooks.summary
+    if hook is None or document is None:
+        return {}
+    try:
+        doc = machine.document_model.model_validate(document)
+        return {str(key): str(value) for key, value in hook(doc).items()}
+    except Exception:  # a machine's broken summary hook must not break time travel
         return {}
 
 

@@ -11,7 +11,7 @@ subscribers reload everything (:attr:`Change.everything`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,9 @@ class ChangeFeed:
     def __init__(self, sources: list[tuple[str, Store]]) -> None:
         self.sources = sources
         self._queues: set[asyncio.Queue[Change | None]] = set()
+        self.listeners: list[Callable[[Change], None]] = []
+        """Told of every change before any queue (the listing's index: a page that reloads
+        on a change then lists it)."""
 
     def subscribe(self) -> asyncio.Queue[Change | None]:
         """A new queue of changes; ``None`` on it means the server is stopping."""
@@ -84,6 +87,9 @@ class ChangeFeed:
     def publish(self, changes: Iterable[Change]) -> None:
         """Put ``changes`` on every queue; a queue that is full is told to reload instead."""
         batch = list(changes)
+        for listener in self.listeners:
+            for change in batch:
+                listener(change)
         for queue in self._queues:
             for change in batch:
                 try:

@@ -74,6 +74,8 @@ from fsm.store.protocol import (
 if TYPE_CHECKING:
     import asyncio
 
+    from fsm.model.records import Record
+
 __all__ = [
     "FileLease",
     "FileLock",
@@ -546,12 +548,13 @@ class FileStore:
         """The inode, size, modification and change times of the document and of the journal;
         None when there is no document, or when either file changed within the last
         :data:`SETTLED_NS` (a file system's clock has coarse ticks: a file rewritten within one
-        would keep its stamp)."""
+        would keep its stamp). A journal whose folder the listing did not see is not looked for
+        (documents another program wrote: one status call each, not two)."""
         document, journal = self.locations(instance_id)
         found = stamp_of(document)
         if found is None:
             return None
-        journal_stamp = stamp_of(journal)
+        journal_stamp = None if self._without_journal(document, journal) else stamp_of(journal)
         now = time.time_ns()
         if now - found[3] <= SETTLED_NS or (
             journal_stamp is not None and now - journal_stamp[3] <= SETTLED_NS

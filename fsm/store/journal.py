@@ -18,12 +18,15 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fsm.base import jsonio
 from fsm.base.errors import JournalRecordError
 from fsm.base.files import append_bytes, finish_append, open_nofollow
-from fsm.model.records import ErrorRecord, Record, TransitionRecord, parse_record
+
+if TYPE_CHECKING:
+    from fsm.model.records import ErrorRecord, Record
 
 __all__ = ["Journal", "JournalRead", "LineLog", "RotatingLog", "TypedRecords"]
 
@@ -287,12 +290,21 @@ class _Typed(_Lines, Protocol):
     def records_backwards(self) -> Iterator[Record]: ...
 
 
+@functools.cache
+def _model() -> ModuleType:
+    """:mod:`fsm.model.records`, imported when a record is first read or written (a listing
+    answered from its index, or a store opened to look at documents, reads none)."""
+    from fsm.model import records
+
+    return records
+
+
 def _typed(data: dict[str, Any] | None, number: int) -> Record | JournalRecordError | None:
     """The entry of line ``number`` that parsed as ``data`` (None: it did not parse)."""
     if data is None:
         return None
     try:
-        return parse_record(data, number)
+        return _model().parse_record(data, number)  # type: ignore[no-any-return]
     except JournalRecordError as exc:
         return exc
 
@@ -319,10 +331,12 @@ class TypedRecords:
 
     def records(self: _Typed) -> list[Record]:
         """Every record this fsm can read, first to last (other lines are left out)."""
-        return [r for _, r in self.entries() if isinstance(r, Record)]
+        record_type = _model().Record
+        return [r for _, r in self.entries() if isinstance(r, record_type)]
 
     def records_backwards(self: _Lines) -> Iterator[Record]:
         """The records this fsm can read, last to first."""
+        parse_record = _model().parse_record
         for data in self.backwards():
             try:
                 yield parse_record(data, 0)  # numbered from the end: no line number
@@ -335,10 +349,12 @@ class TypedRecords:
 
     def last_error(self: _Typed) -> ErrorRecord | None:
         """The latest failed-step record not followed by a step that worked, if any."""
+        records = _model()
+        error: type[ErrorRecord] = records.ErrorRecord
         for record in self.records_backwards():
-            if isinstance(record, TransitionRecord):
+            if isinstance(record, records.TransitionRecord):
                 return None
-            if isinstance(record, ErrorRecord):
+            if isinstance(record, error):
                 return record
         return None
 

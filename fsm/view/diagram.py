@@ -31,12 +31,13 @@ the current state and dims what was never taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fsm.base.errors import DiagramRenderError, InputError
+from fsm.coverage.report import machine_section
 from fsm.model.definition import CONTROL_COMMANDS
 from fsm.model.migrations import MIGRATION
 from fsm.model.records import (
@@ -66,6 +67,7 @@ __all__ = [
     "count_visit",
     "diagram_model",
     "journal_records",
+    "overlay_from_coverage",
     "overlay_from_journal",
     "render",
     "to_dot",
@@ -227,6 +229,32 @@ def _carry_over(overlay: RunOverlay, record: MigrateRecord) -> None:
         if isinstance(moved, int) and isinstance(renamed, str):
             by_source[moved, renamed] = by_source.get((moved, renamed), 0) + count
     overlay.edge_source_visits = by_source
+
+
+def overlay_from_coverage(machine: Machine, report: Mapping[str, Any]) -> RunOverlay:
+    """The counts of a coverage report (``pytest --fsm-cov-report=json:PATH``) for ``machine``:
+    each edge and control command with how often the tests took it; states by the edges into
+    them. InputError when the report has no section for the machine."""
+    section = machine_section(report, machine.name, str(machine.path))
+    overlay = RunOverlay("", {}, {}, {})
+    overlay.state_visits[machine.spec.initial] = section["instances"]
+    for edge in section["edges"]:
+        index, count = edge["transition"], edge["count"]
+        overlay.edge_source_visits[(index, edge["source"])] = count
+        overlay.edge_visits[index] = overlay.edge_visits.get(index, 0) + count
+        overlay.state_visits[edge["dest"]] = overlay.state_visits.get(edge["dest"], 0) + count
+    for command in section["control"]:
+        overlay.control_source_visits[(command["command"], command["from"])] = command["count"]
+        total = overlay.control_visits.get(command["command"], 0) + command["count"]
+        overlay.control_visits[command["command"]] = total
+    for final in section["finals"]:  # a stop reaches one without an edge
+        overlay.state_visits[final["state"]] = final["count"]
+    summary = section["summary"]
+    overlay.coverage = "tests took: " + ", ".join(
+        f"{kind} {summary[kind]['taken']}/{summary[kind]['declared']}"
+        for kind in ("edges", "guards", "control", "finals")
+    )
+    return overlay
 
 
 def to_dot(machine: Machine, *, run: RunOverlay | None = None) -> str:

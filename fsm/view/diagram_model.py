@@ -84,6 +84,10 @@ class RunOverlay:
     control_visits: dict[str, int]
     edge_source_visits: dict[tuple[int, str], int] = field(default_factory=dict)
     control_source_visits: dict[tuple[str, str], int] = field(default_factory=dict)
+    coverage: str | None = None
+    """Set when the counts are a test suite's coverage rather than one instance's journal: the
+    title's line (edges and guard outcomes taken of declared); edges never taken are drawn red
+    and dashed, and no state is current."""
 
     def edge_count(self, edge: DiagramEdge) -> int:
         """How many times the journal shows ``edge`` taken."""

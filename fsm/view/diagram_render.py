@@ -42,6 +42,7 @@ FAILURE = ("#fbe0e0", "#c62828")
 CONTROL = "#1f5fbf"
 CURRENT = "#ffd54f"
 DIMMED = "#b0b0b0"
+UNCOVERED = "#d32f2f"
 GROUP = ("#f3f5f8", "#8a94a3")  # fill, border of a box of states sharing transitions
 INITIAL_ID = "_initial"
 CONTROL_CLUSTER = "cluster_control"
@@ -137,7 +138,9 @@ def state_groups(model: DiagramModel) -> list[StateGroup]:
 def dot_text(model: DiagramModel, run: RunOverlay | None = None) -> str:
     """The model as DOT; with ``run``, visit counts, the current state and dimmed untaken edges."""
     title = f"{model.name} (v{model.version})\\n{_escape(_wrap(model.description, 90))}"
-    if run is not None:
+    if run is not None and run.coverage is not None:
+        title += f"\\n{_escape(run.coverage)}"
+    elif run is not None:
         title += f"\\ninstance in state {_escape(run.current_state)}"
     lines = [
         f"digraph {_quote(model.name)} {{",
@@ -218,6 +221,17 @@ def _work_edges(model: DiagramModel, groups: list[StateGroup], run: RunOverlay |
         count = run.edge_visits.get(edge.transition, 0) if run is not None else None
         attrs = _edge_attrs(edge, run, count=count)
         attrs["id"] = f"t{edge.transition}"
+        if run is not None and run.coverage is not None:
+            # One drawn edge stands for every source of the box: name those never taken from.
+            missed = [
+                source
+                for source in group.states
+                if (edge.transition, source) in run.edge_source_visits
+                and not run.edge_source_visits[(edge.transition, source)]
+            ]
+            if missed:
+                attrs["label"] += _wrap(f" (never from {', '.join(missed)})")
+                attrs.update(color=UNCOVERED, fontcolor=UNCOVERED, style="dashed")
         if edge.dest not in group.states:
             attrs["ltail"] = group.cluster
         lines.append(f"  {_quote(group.hub)} -> {_quote(edge.dest)} [{_attrs(attrs)}];")
@@ -272,7 +286,9 @@ def _edge_attrs(
     if run is not None:
         taken = run.edge_count(edge) if count is None else count
         attrs["label"] = f"{attrs['label']} ×{taken}"
-        if taken == 0:
+        if taken == 0 and run.coverage is not None:
+            attrs.update(color=UNCOVERED, fontcolor=UNCOVERED, style="dashed", penwidth="2")
+        elif taken == 0:
             attrs.update(color=DIMMED, fontcolor=DIMMED)
         else:
             attrs["penwidth"] = "2"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fsm.model.records import (
     AGENT_RUNS,
     CHANGED,
+    CommandRecord,
     ControlRecord,
     ErrorRecord,
     MergeRecord,
@@ -32,7 +33,11 @@ def history_line(record: Record) -> str:
     time = record.time or "?"
     if not time.isprintable():
         time = one_line(time)
-    if type(record) is not TransitionRecord or AGENT_RUNS in record.extra:
+    if (
+        type(record) is not TransitionRecord
+        or AGENT_RUNS in record.extra
+        or "reason" in record.extra
+    ):
         return time + _history_rest(record)
     # A journal's steps repeat a few (event, source, dest, actor): each one's text is made
     # once (escaping works character by character, so the parts escape as the whole would).
@@ -58,11 +63,15 @@ def _history_rest(record: Record) -> str:
         extra = f" status {record.status_from} -> {record.status_to} reopened {items}"
     elif isinstance(record, ErrorRecord):
         extra = f" {record.error}"
-    if (
-        isinstance(record, (ControlRecord, MergeRecord, RepairRecord, RetryRecord))
-        and record.reason
-    ):
-        why = f" ({record.reason})"
+    reason = (
+        record.reason
+        if isinstance(
+            record, (ControlRecord, MergeRecord, RepairRecord, RetryRecord, CommandRecord)
+        )
+        else record.extra.get("reason")  # an event fired with a reason
+    )
+    if reason:
+        why = f" ({reason})"
     who = f" by {record.actor}" if record.actor else ""
     runs = ""
     if AGENT_RUNS in record.extra:

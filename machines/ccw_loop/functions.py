@@ -14,6 +14,7 @@ from fsm.outcome import Verdict
 from fsm.registry import Recovery, Registry, Update
 
 from . import attempts, hypotheses, rules
+from .adding import NewTask, add_task
 from .bookkeeping import (
     loop_mode,
     max_errors_of,
@@ -45,6 +46,8 @@ registry = Registry()
 registry.document(LoopState)
 registry.options(LoopOptions)
 registry.inputs(LoopInputs)
+registry.inputs(NewTask)
+registry.hook(add_task)
 registry.codec("loop_phase", LoopCodec())
 
 

@@ -43,6 +43,13 @@ otherwise, these win):
   that starts it to where its brackets balance): a line inside it that looks like a call (a
   ``ccw cli`` in the prompt) is part of it, and the same statement repeated in the same file is
   the same call, reported once at its first line.
+* **A finding is a claim with evidence.** Each finding quotes the lines it rests on (a call
+  from its first line to where its statement ends; for a whole file, what was measured) and
+  says why nothing in the skill excuses it: what the rule looked for and did not find (a
+  ``try`` around it, its section with its lines, the error-handling sections it read and what
+  they speak of). The claims are the issue's ``evidence`` strings (the seeds' shape), the
+  report lists them under each issue, and ``diagnosis/{area}-diagnosis.json`` keeps each
+  finding with its ``quote`` and ``not_excused_because``.
 * **Counts agree.** The report's Issues and Fixes lines are made by the functions that make the
   ``issues`` and ``fixes`` lines of ``fsm status`` (:mod:`.verdict`).
 * **Restoring uses what every machine has**: ``mv SKILL SKILL.tuned && cp -a BACKUP SKILL``, run
@@ -69,6 +76,13 @@ otherwise, these win):
   of the state is not the whole state; a router's alternative modes (no phase names the next,
   SKILL.md routes) are not a pipeline for the memory rules; a phase that writes its output to
   a file has its checkpoint.
+* **Blind labels, held out** (``tests/machines/skill_tuning/blind``, ``scripts/
+  skill_precision.py``): 24 more CCW skills labelled by helpers given only the skill and each
+  rule's description, split in half before any tuning; rules changed looking at the tune half
+  only, then measured once on the other. That measurement per rule is data the machine reads
+  (:mod:`.diagnosis.trust`): a rule under 0.9 has its findings in ``issues_to_review`` (shown
+  with their evidence in the report and ``fsm status``, not counted by the score or the gate,
+  never fixed); a rule with no finding there is unmeasured and counted as before.
 * **No boilerplate fixes.** The checkpoint fix names the skill's run-folder variable (defined
   or given by its environment) or the folder of the state file it writes; a skill with
   neither gets no appended text and the issue is left to judgement.

@@ -12,6 +12,7 @@ from typing import Any
 
 from .backup import ensure_inside, snapshot_tree
 from .bookkeeping import finished
+from .diagnosis import trust
 from .diagnosis.rule import AREAS, ISSUE_TYPES, Area
 from .diagnosis.run import diagnose, number_issues, skipped_result
 from .fixes.apply import apply_by_agent, apply_mechanical, select_batch, settle
@@ -77,34 +78,72 @@ def init(doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
 
 def _diagnosed(
     area: Area, skill: Skill, doc: TuningState, ctx: TuningContext
-) -> tuple[DiagnosisResult, list[Issue]]:
+) -> tuple[DiagnosisResult, list[Issue], list[Issue], list[dict[str, Any]]]:
+    """The area's result, its issues, its issues to review (:mod:`.diagnosis.trust`), and its
+    findings as the claims the side file keeps."""
+    table = trust.current()
     began = ctx.clock.monotonic()
-    result, drafts = diagnose(area, skill)
+    result, drafts = diagnose(area, skill, review=table.to_review)
     elapsed = round((ctx.clock.monotonic() - began) * 1000, 3)
     result = DiagnosisResult.model_validate(
         readable({**result.model_dump(), "execution_time_ms": elapsed})
     )
-    used = [i.id for i in doc.issues] + [i for f in doc.proposed_fixes for i in f.issue_ids]
-    issues = number_issues(drafts, doc.issues, used)
-    return result, [
-        Issue.model_validate(readable(i.model_dump(mode="json", by_alias=True, exclude_unset=True)))
-        for i in issues
+    known = doc.issues + doc.issues_to_review
+    used = [i.id for i in known] + [i for f in doc.proposed_fixes for i in f.issue_ids]
+    issues = number_issues(drafts, known, used)
+    findings = [
+        {
+            "issue": issue.id,
+            "rule": draft.rule.name,
+            "file": finding.file,
+            "line": finding.line,
+            "end": finding.end,
+            "severity": finding.severity,
+            "quote": finding.context,
+            "not_excused_because": finding.reason,
+            "to_review": draft.to_review,
+        }
+        for draft, issue in zip(drafts, issues, strict=True)
+        for finding in draft.findings
     ]
+    counted: list[Issue] = []
+    review: list[Issue] = []
+    for draft, numbered in zip(drafts, issues, strict=True):
+        issue = numbered
+        if draft.to_review:
+            note = f" (to review, not counted by the gate: {table.note(issue.rule)})"
+            issue = issue.model_copy(update={"description": issue.description + note})
+        dumped = readable(issue.model_dump(mode="json", by_alias=True, exclude_unset=True))
+        (review if draft.to_review else counted).append(Issue.model_validate(dumped))
+    return result, counted, review, readable(findings)
 
 
 def diagnose_area(area: Area, doc: TuningState, ctx: TuningContext) -> dict[str, Any]:
-    """Run the rules of ``area`` on the skill; replace that area's issues with what they find."""
+    """Run the rules of ``area`` on the skill; replace that area's issues (and issues to review)
+    with what they find."""
     started = ctx.clock.iso()
     issue_type = ISSUE_TYPES[area]
     others = [issue for issue in doc.issues if issue.type != issue_type]
+    others_review = [issue for issue in doc.issues_to_review if issue.type != issue_type]
     if area not in active_areas(doc):
-        update = {f"diagnosis.{area}": skipped_result(area).model_dump(), **issue_update(others)}
+        update = {
+            f"diagnosis.{area}": skipped_result(area).model_dump(),
+            **issue_update(others, others_review),
+        }
         return finished(doc, ctx, f"diagnose_{area}", started, update, result="skipped")
     skill = read_skill(skill_root(doc, ctx))
-    result, found = _diagnosed(area, skill, doc, ctx)
-    record = {"diagnosis": result.model_dump(mode="json"), "issues": issue_update(found)["issues"]}
+    result, found, review, claims = _diagnosed(area, skill, doc, ctx)
+    record = {
+        "diagnosis": result.model_dump(mode="json"),
+        "issues": issue_update(found)["issues"],
+        "issues_to_review": issue_update(review)["issues"],
+        "findings": claims,
+    }
     written = write_side_file(doc, ctx, f"diagnosis/{area}-diagnosis.json", to_json(record))
-    update = {f"diagnosis.{area}": result.model_dump(mode="json"), **issue_update(others + found)}
+    update = {
+        f"diagnosis.{area}": result.model_dump(mode="json"),
+        **issue_update(others + found, others_review + review),
+    }
     return finished(doc, ctx, f"diagnose_{area}", started, update, output_files=[written])
 
 

@@ -11,8 +11,10 @@ diagnosed as if they ran. So a fenced block's lines are sorted into code and pro
   tag that is mostly such lines is a picture as a whole, and none of its lines is code.
 * **Blocks that are not code as a whole**: a language tag naming a picture or plain text
   (``text``, ``mermaid``, ``markdown``...), a block under a heading that names examples
-  (``## Examples``, ``### Anti-pattern``, ``示例``...), a block introduced by a line such as
-  ``For example:`` or ``❌ Bad:``, or one whose info string says ``example``.
+  (``## Examples``, ``### Anti-pattern``, ``示例``...), a block anywhere in a section of
+  reference material (``## Subagent API Reference`` and its ``### spawn_agent``: what a call
+  looks like, not a step that makes it), a block introduced by a line such as ``For
+  example:`` or ``❌ Bad:``, or one whose info string says ``example``.
 
 Blockquotes and inline code in prose are never code either: the rules only read fenced blocks,
 and a fence inside a blockquote (``> ```js``) does not open one.
@@ -50,6 +52,8 @@ _EXAMPLE_TITLE = re.compile(
     r"|示例|例子|样例|反例",
     re.IGNORECASE,
 )
+_REFERENCE_TITLE = re.compile(r"\bAPI\b|\breference\b", re.IGNORECASE)
+"""Headings of reference material: what a tool's or API's calls look like, not a step."""
 _EXAMPLE_LEAD = re.compile(
     r"(?:\bexamples?\b|\be\.g\.|\bfor instance\b|\bbad\b|\bwrong\b|❌|示例|例如|反例).*:\**\s*$",
     re.IGNORECASE,
@@ -120,19 +124,46 @@ def _diagram_offsets(lines: list[str]) -> set[int]:
     }
 
 
-def _introduced_as_example(lines: list[str], fence: int) -> bool:
-    """Whether the block opening at index ``fence`` sits in an example section or right after
-    a line announcing an example."""
-    lead_checked = False
-    for line in reversed(lines[:fence]):
+def _introduced_as_example(
+    lines: list[str], fence: int, headings: list[tuple[int, int, str]]
+) -> bool:
+    """Whether the block opening at index ``fence`` sits in an example section, in a reference
+    section or one of its subsections (``## Subagent API Reference`` / ``### spawn_agent``), or
+    right after a line announcing an example. ``headings`` are the file's (:func:`_headings`)."""
+    lead = next((line for line in reversed(lines[:fence]) if line.strip()), "")
+    if _EXAMPLE_LEAD.search(lead) and not _HEADING.match(lead):
+        return True
+    level = 7
+    for index, depth, title in reversed(headings):
+        if index >= fence or depth >= level:
+            continue  # a sibling's heading or a deeper one: not a section holding the block
+        if level == 7 and _EXAMPLE_TITLE.search(title):
+            return True
+        if _REFERENCE_TITLE.search(title):
+            return True
+        level = depth
+    return False
+
+
+def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(line index, level, title) of every heading of the text, outside fenced blocks."""
+    found = []
+    fence: str | None = None
+    for index, line in enumerate(lines):
+        opening = _FENCE.match(line)
+        if fence is None and opening is not None:
+            fence = opening.group(1)
+            continue
+        if fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = None
+            continue
         heading = _HEADING.match(line)
         if heading is not None:
-            return _EXAMPLE_TITLE.search(heading.group("title")) is not None
-        if line.strip() and not lead_checked:
-            lead_checked = True
-            if _EXAMPLE_LEAD.search(line):
-                return True
-    return False
+            level = len(line.strip()) - len(line.strip().lstrip("#"))
+            found.append((index, level, heading.group("title")))
+    return found
 
 
 def parse_code_blocks(text: str, *, examples: bool = False) -> tuple[CodeBlock, ...]:
@@ -140,6 +171,7 @@ def parse_code_blocks(text: str, *, examples: bool = False) -> tuple[CodeBlock, 
     ``examples``: every block of the text illustrates (a specification), none is code."""
     blocks: list[CodeBlock] = []
     lines = text.splitlines()
+    headings = _headings(lines)
     index = 0
     while index < len(lines):
         opening = _FENCE.match(lines[index])
@@ -147,7 +179,9 @@ def parse_code_blocks(text: str, *, examples: bool = False) -> tuple[CodeBlock, 
             index += 1
             continue
         fence, lang, info = opening.group(1), opening.group(2).lower(), opening.group(3)
-        example = examples or _introduced_as_example(lines, index) or "example" in info.lower()
+        example = (
+            examples or _introduced_as_example(lines, index, headings) or "example" in info.lower()
+        )
         body: list[str] = []
         index += 1
         start = index + 1

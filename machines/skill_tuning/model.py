@@ -22,6 +22,9 @@ optional:
   handled).
 * ``failure_reason`` (the field of the same name in ccw-loop's ``LoopState``) is the one-line
   reason a run ended ``failed`` or ``user_exit``; null while running and when the run succeeded.
+* ``issues_to_review`` holds the issues of rules whose measured precision is under the
+  threshold (:mod:`.diagnosis.trust`), in the shape of ``issues``: shown with their evidence,
+  not counted by ``issues_by_severity`` or the quality gate, never given a fix.
 
 ``issues_by_severity`` is derived data: a document whose counts disagree with ``issues`` does not
 validate, so an action that changes ``issues`` must write both (``quality.issue_update``).
@@ -246,6 +249,7 @@ class TuningState(BaseModel):
     diagnosis: Diagnosis = Field(default_factory=Diagnosis)
     issues: list[Issue] = Field(default_factory=list)
     issues_by_severity: IssuesBySeverity = Field(default_factory=IssuesBySeverity)
+    issues_to_review: list[Issue] = Field(default_factory=list)
     proposed_fixes: list[Fix] = Field(default_factory=list)
     applied_fixes: list[AppliedFix] = Field(default_factory=list)
     pending_fixes: list[str] = Field(default_factory=list)

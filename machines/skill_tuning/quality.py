@@ -3,7 +3,7 @@
 Score: ``max(0, 100 - 25*critical - 15*high - 5*medium - 1*low)``. Gate: ``fail`` with any
 critical issue, more than 5 high ones, or a score under 60; ``review`` with more than 2 high
 ones or a score under 80; else ``pass``. (CCW's actions used a different, laxer rule; this
-stricter one is fsm's.)
+stricter one is fsm's.) Issues to review (rules measured under 0.9 precision) are not counted.
 """
 
 from __future__ import annotations
@@ -34,9 +34,15 @@ def quality_gate(counts: IssuesBySeverity) -> Gate:
     return "pass"
 
 
-def issue_update(issues: list[Issue]) -> dict[str, Any]:
-    """The update that replaces the issue list, with the severity counts that must match it."""
-    return {
+def issue_update(issues: list[Issue], to_review: list[Issue] | None = None) -> dict[str, Any]:
+    """The update that replaces the issue list, with the severity counts that must match it
+    (and the list of issues to review, outside the counts, when given)."""
+    update = {
         "issues": [issue.model_dump(mode="json", exclude_none=True) for issue in issues],
         "issues_by_severity": count_by_severity(issues).model_dump(),
     }
+    if to_review is not None:
+        update["issues_to_review"] = [
+            issue.model_dump(mode="json", exclude_none=True) for issue in to_review
+        ]
+    return update

@@ -1,16 +1,19 @@
 """The tuning report (``tuning-report.md`` in the work dir), written when an instance ends.
 
 It says how the run ended (the same line ``fsm run`` and ``fsm status`` print), the score and
-gate with the thresholds that produced them, each area's diagnosis, the remaining issues, every
-fix (kept, rolled back and why, not applied, pending, or left for judgement), the errors, and
-how to restore the original skill from its backup. Its issue and fix counts are the ``issues``
+gate with the thresholds that produced them, each area's diagnosis, the remaining issues (each
+with its evidence: the lines quoted and why nothing excuses them) and the issues to review
+(findings of rules measured under the precision threshold, outside the gate), every fix
+(kept, rolled back and why, not applied, pending, or left for judgement), the errors, and how
+to restore the original skill from its backup. Its issue and fix counts are the ``issues``
 and ``fixes`` lines of ``fsm status`` (:mod:`.verdict` makes both).
 """
 
 from __future__ import annotations
 
+from .diagnosis import trust
 from .diagnosis.rule import AREAS
-from .model import AppliedFix, Fix, TuningState
+from .model import AppliedFix, Fix, Issue, TuningState
 from .verdict import fix_tally, issue_counts
 
 __all__ = ["REPORT_NAME", "render_report"]
@@ -51,9 +54,18 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
                 f"{matched} |"
             )
     lines += ["", "## Remaining issues", ""]
-    lines += [
-        f"- **{i.id}** [{i.severity}] {i.description}. Fix: {i.suggested_fix}" for i in doc.issues
-    ] or ["None."]
+    lines += [line for issue in doc.issues for line in _issue_lines(issue)] or ["None."]
+    if doc.issues_to_review:
+        lines += [
+            "",
+            "## To review (not counted by the gate)",
+            "",
+            f"Findings of rules whose precision, measured on CCW skills they were not tuned on, "
+            f"is under {trust.current().threshold:g}: read the evidence and judge each one; no "
+            "fix is proposed for them.",
+            "",
+        ]
+        lines += [line for issue in doc.issues_to_review for line in _issue_lines(issue)]
     lines += ["", "## Fixes", ""]
     applied = {record.fix_id: record for record in doc.applied_fixes}
     lines += [
@@ -67,6 +79,16 @@ def render_report(doc: TuningState, outcome: str, restore_hint: str) -> str:
         lines += [f"- {e.timestamp} {e.action}: {e.message}" for e in doc.errors]
     lines += ["", "## Restoring the original skill", "", restore_hint, ""]
     return "\n".join(lines)
+
+
+def _issue_lines(issue: Issue) -> list[str]:
+    """An issue and, under it, the evidence it rests on: each finding with the lines quoted and
+    why nothing in the skill excuses it."""
+    head = f"- **{issue.id}** [{issue.severity}] {issue.description}. "
+    return [
+        head + f"Fix: {issue.suggested_fix}",
+        *(f"  - {item}" for item in issue.evidence),
+    ]
 
 
 def _fix_line(fix: Fix, record: AppliedFix | None, pending: bool) -> str:

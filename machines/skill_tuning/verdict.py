@@ -35,10 +35,19 @@ def _plural(count: int, word: str) -> str:
 
 
 def issue_counts(doc: TuningState) -> str:
-    """``1 critical, 2 high`` (the non-zero severities), or ``no issues``."""
+    """``1 critical, 2 high`` (the non-zero severities), or ``no issues``; then ``; 2 to
+    review`` when rules measured under the precision threshold found something (those are
+    not counted by the gate)."""
+    return (_severities(doc) or "no issues") + _to_review(doc)
+
+
+def _severities(doc: TuningState) -> str:
     counts = doc.issues_by_severity.model_dump()
-    parts = [f"{count} {severity}" for severity, count in counts.items() if count]
-    return ", ".join(parts) or "no issues"
+    return ", ".join(f"{count} {severity}" for severity, count in counts.items() if count)
+
+
+def _to_review(doc: TuningState) -> str:
+    return f"; {len(doc.issues_to_review)} to review" if doc.issues_to_review else ""
 
 
 def gate_line(doc: TuningState) -> str:
@@ -78,7 +87,7 @@ def fix_tally(doc: TuningState) -> FixTally:
 def success_reason(doc: TuningState) -> str:
     """The one line of a run that passed the gate."""
     tally = fix_tally(doc)
-    left = "no issue left" if not doc.issues else f"{issue_counts(doc)} left"
+    left = ("no issue left" if not doc.issues else f"{_severities(doc)} left") + _to_review(doc)
     if not doc.applied_fixes:
         fixes = "no fix applied"
     else:

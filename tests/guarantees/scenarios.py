@@ -10,7 +10,7 @@ the same settings) and creates one instance in it. The stand-ins answer in milli
   test alone, and ``bin/fix-agent``, a shell stand-in for the codex agent that fixes the median;
 * issue-manager: the sample backlog with its release notes in place (every issue gets done),
   tasks are shell commands, ``plan_agent.py`` plans the fourth issue;
-* skill-tuning: the sample skill with four mechanically fixable problems.
+* skill-tuning: the sample skill with three mechanically fixable problems and one to review.
 """
 
 from __future__ import annotations

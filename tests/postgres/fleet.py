@@ -29,9 +29,11 @@ FINAL = ("done", "failed")
 class Fleet:
     """A workspace whose store is the database at ``url``, and the workers started in it."""
 
-    def __init__(self, path: Path, url: str, lease: float = 2.0) -> None:
+    def __init__(self, path: Path, url: str, lease: float = 2.0, concurrency: int = 1) -> None:
         self.path = path
         self.url = url
+        self.concurrency = concurrency
+        """Instances each worker process drives at a time (``--concurrency``)."""
         path.mkdir(parents=True, exist_ok=True)
         (path / "fsm.toml").write_text(
             f'[store]\nurl = "{url}"\nlease = {lease}\nspace = "project"\n'
@@ -60,8 +62,9 @@ class Fleet:
 
     def worker(self, *arguments: str) -> subprocess.Popen[str]:
         """Start ``fsm worker`` on the machine in the workspace."""
+        threads = ["--concurrency", str(self.concurrency)] if self.concurrency > 1 else []
         process = subprocess.Popen(
-            [str(FSM), "worker", str(MACHINE), *arguments],
+            [str(FSM), "worker", str(MACHINE), *threads, *arguments],
             cwd=self.path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -118,3 +118,33 @@ def test_a_claim_takes_over_an_expired_claim(tmp_path: Path, postgres_store_url:
     assert not first.held()
     assert second.held()
     second.release()
+
+
+def test_a_claim_takes_over_an_abandoned_instance_before_unstarted_ones(
+    tmp_path: Path, postgres_store_url: str
+) -> None:
+    """An instance whose worker was killed mid-run (its holder's lease expired) is the next
+    claim's, ahead of any number of instances nobody started, however long ago they were
+    written: its run was under way (a killed worker's instance waited 26 s behind 150 unstarted
+    ones with a 3 s lease when the oldest write came first)."""
+    fleet = Fleet(tmp_path / "project", postgres_store_url)
+    unstarted = fleet.create(150, limit=2, prefix="u")
+    (abandoned,) = fleet.create(1, limit=2, prefix="k")
+    store = _store(fleet, abandoned)
+    first = store.lease(abandoned)
+    Engine(fleet.instance(abandoned), lease=first).run(max_steps=1)  # under way: written last
+    with psycopg.connect(postgres_store_url, autocommit=True) as conn:
+        # The holder of a worker killed a second ago, its lease run out (not this process's).
+        conn.execute(
+            "WITH killed AS (INSERT INTO fsm_holders (name, expires) VALUES "
+            "('worker pid 1 on elsewhere', statement_timestamp() - interval '1s') RETURNING id) "
+            "UPDATE fsm_instances SET holder = (SELECT id FROM killed) WHERE id = %s",
+            (abandoned,),
+        )
+    second = store.claim(None)
+    assert second is not None and second.instance_id == abandoned
+    assert second.token > first.token
+    third = store.claim(None)  # then the unstarted ones, the one written longest ago first
+    assert third is not None and third.instance_id == unstarted[0]
+    second.release()
+    third.release()

@@ -23,16 +23,22 @@ from tests.serve.conftest import launch_serve, stop_serve
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, postgres_store_url: str) -> Fleet:
-    """A workspace on a database of its own, with a lease of 2 seconds."""
-    return Fleet(tmp_path / "project", postgres_store_url)
+@pytest.fixture(params=[1, 3], ids=["one-at-a-time", "concurrency-3"])
+def fleet(tmp_path: Path, postgres_store_url: str, request: pytest.FixtureRequest) -> Fleet:
+    """A workspace on a database of its own, with a lease of 2 seconds; its workers drive one
+    instance at a time, or three at once on threads (every fault holds for both)."""
+    return Fleet(tmp_path / "project", postgres_store_url, concurrency=request.param)
 
 
 def test_many_workers_never_run_one_instance_twice(fleet: Fleet) -> None:
     """Three worker processes (one of them with two jobs) over 24 instances: every instance
     counts exactly to its limit, each count's work is done once, journals replay and are
-    numbered without a gap; told to stop, every worker exits 0."""
+    numbered without a gap; told to stop, every worker exits 0.
+
+    A lease of six seconds: with two, a heartbeat late on a loaded machine (a load of 17 on 2
+    cores) let the lease lapse, and a claim took the instance over first of all (as it must: its
+    run was under way): the fenced-off step's work was then done twice, as after any fault."""
+    fleet = Fleet(fleet.path.parent / "steady", fleet.url, lease=6.0, concurrency=fleet.concurrency)
     ids = fleet.create(24, limit=4)
     fleet.worker()
     fleet.worker("--jobs", "2")
@@ -225,3 +231,27 @@ def test_a_worker_is_seen_driving_from_another_checkout(fleet: Fleet, tmp_path: 
     finally:
         stop_serve(serve.process)
     fleet.stop_workers()
+
+
+def test_one_worker_process_drives_several_instances_at_once(
+    tmp_path: Path, postgres_store_url: str
+) -> None:
+    """`fsm worker --concurrency 4`: one process runs the commands of four instances at the same
+    time (each under its own claim), and every count's work is still done once."""
+    fleet = Fleet(tmp_path / "project", postgres_store_url)
+    ids = fleet.create(4, limit=2, delay=1.5)
+    worker = fleet.worker("--concurrency", "4")
+    folders = [fleet.instance(instance_id).running_folder for instance_id in ids]
+    fleet.wait_until(
+        lambda: all(any(folder.glob("*.json")) for folder in folders),
+        "a command of each of the four instances running at once",
+    )
+    held = {row["holder"] for row in fleet.rows().values()}
+    assert len(held) == 1 and None not in held  # one process's holder, four claims
+    fleet.wait_until(lambda: fleet.settled(ids), "every instance to end")
+    outputs = fleet.stop_workers()
+    assert worker.returncode == 0
+    for instance_id in ids:
+        fleet.check(instance_id, count=2)
+    assert set(fleet.effects().values()) == {1}
+    assert sum(": completed" in line for line in outputs[0].splitlines()) == 4

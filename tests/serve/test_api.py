@@ -27,7 +27,8 @@ def test_listing_is_fsm_ls_with_progress(api: Api) -> None:
     ]
     assert [row["id"] for row in body["rows"]] == ["new", "old"]
     assert [
-        {k: v for k, v in row.items() if k not in {"progress", "private"}} for row in body["rows"]
+        {k: v for k, v in row.items() if k not in {"progress", "title", "private"}}
+        for row in body["rows"]
     ] == expected
     assert [row["private"] for row in body["rows"]] == [False, False]
     assert body["rows"][0]["progress"] == {"progress": "0/7"}
@@ -65,6 +66,8 @@ def test_status_is_fsm_status_json(api: Api) -> None:
         **status(instance).to_json(),
         "driver": None,
         "run_command": f"fsm -C {api.workspace.path} run counter c1",
+        "retry": False,
+        "commands": [],
     }
     assert answer.json()["control"] == ["start", "stop"]
 
@@ -397,11 +400,12 @@ def test_a_listing_row_has_the_fields_of_fsm_ls_json_and_progress(api: Api) -> N
     assert list(spec["components"]["schemas"]["Row"]["properties"]) == [
         *fields,
         "progress",
+        "title",
         "private",
     ]
     api.counter("c1")
     rows = api.client.get("/api/instances").json()["rows"]
-    assert [list(row) for row in rows] == [[*fields, "progress", "private"]]
+    assert [list(row) for row in rows] == [[*fields, "progress", "title", "private"]]
     assert rows[0]["private"] is False
 
 
@@ -428,3 +432,25 @@ def test_status_and_history_carry_the_agent_runs(api: Api) -> None:
     assert info["last_agent"] == {**AGENT_RUN, "time": record["time"], "event": record["event"]}
     history = api.client.get("/api/instances/counter/c1/history").json()
     assert history["records"][-1]["agents"] == [AGENT_RUN]
+
+
+def test_listing_titles_sorting_and_counts_per_status(api: Api) -> None:
+    """Rows carry their title; ``sort`` orders by any column (``-``: descending, rows without
+    a value last); ``counts`` holds each status's number, the status filter aside."""
+    api.counter("c1", title="Zebra")
+    api.counter("c2", title="apple")
+    api.counter("c3")
+    api.post("/api/instances/counter/c3/start")
+    by_title = api.client.get("/api/instances?sort=title").json()
+    assert [row["id"] for row in by_title["rows"]] == ["c2", "c1", "c3"]
+    assert [row["title"] for row in by_title["rows"]] == ["apple", "Zebra", None]
+    backwards = api.client.get("/api/instances?sort=-title").json()
+    assert [row["id"] for row in backwards["rows"]] == ["c1", "c2", "c3"]
+    by_id = api.client.get("/api/instances?sort=-id").json()
+    assert [row["id"] for row in by_id["rows"]] == ["c3", "c2", "c1"]
+    running = api.client.get("/api/instances?status=running").json()
+    assert [row["id"] for row in running["rows"]] == ["c3"]
+    assert running["counts"] == {"created": 2, "running": 1}
+    refused = api.client.get("/api/instances?sort=titel")
+    assert refused.status_code == 400
+    assert "did you mean 'title'" in refused.json()["error"]

@@ -105,6 +105,7 @@ JS_ROW_LINE = """(text) => {
   return null;
 }"""
 TRAVEL_SHOWN = "() => !document.getElementById('travel').hidden"
+SUMMARY_TOP = "() => document.getElementById('summary').getBoundingClientRect().top"
 JS_VISITS = """(state) => {
   for (const node of document.querySelectorAll('#diagram svg g.node')) {
     if (node.querySelector('title').textContent !== state) continue;
@@ -296,15 +297,20 @@ def test_a_journal_row_shows_the_instance_as_of_that_step(page: Page, server: Se
     )
     assert page.text_content("#diagram-when") == f"as of line {first}"
     assert f"line={first}" in page.url
-    # The changes from the step before it are listed with it.
-    assert "~ /count = 1" in (page.text_content("#travel-changes") or "")
+    # The changes from the step before it are listed with it, each value before and after.
+    assert "~ /count: 0 → 1" in (page.text_content("#travel-changes") or "")
+    # The summary card moves with it (the instance is done now, counting then), and the page
+    # scrolled to it.
+    assert page.inner_text("#state") == "counting"
+    assert page.inner_text("#summary-when").startswith(f"As of journal line {first}")
+    wait_until(page, SUMMARY_TOP, lambda top: -5 <= top <= 60)
     page.click(f"#journal tr[data-line='{second}'] td:nth-child(4)", modifiers=["Shift"])
     wait_until(
         page,
         "() => document.getElementById('travel-changes').textContent",
         lambda text: (
             text.startswith(f"Changes from line {first} to line {second}")
-            and "~ /count = 2" in text
+            and "~ /count: 1 → 2" in text
         ),
     )
     wait_until(page, JS_DOCUMENT_VALUE, "2", "count")  # the later of the two is shown
@@ -318,6 +324,7 @@ def test_a_journal_row_shows_the_instance_as_of_that_step(page: Page, server: Se
     wait_until(page, JS_CURRENT_STATE, "counting")
     page.click("#travel-back")
     wait_until(page, TRAVEL_SHOWN, False)
+    wait_until(page, "() => document.getElementById('state').textContent", "done")
     wait_until(page, JS_DOCUMENT_VALUE, "2", "count")
     wait_until(page, JS_CURRENT_STATE, "done")
     assert "line=" not in page.url

@@ -88,6 +88,19 @@ function ago(date) {
   return seconds < 2 ? "just now" : `${seconds} s ago`;
 }
 
+// A duration as a person reads it: "0.4 ms", "850 ms", "3.9 s", "2 min 5 s", "1 h 3 min".
+export function duration(ms) {
+  if (typeof ms !== "number" || !Number.isFinite(ms)) return "";
+  if (ms < 1) return `${ms.toFixed(1)} ms`; // a step of fsm's own: "0.4 ms", not "0 ms"
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const seconds = ms / 1000;
+  if (seconds < 10) return `${seconds.toFixed(1)} s`;
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min ${Math.round(seconds - minutes * 60)} s`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
 export function when(iso) {
   if (!iso) return el("span", { text: "-" });
   const date = new Date(iso);

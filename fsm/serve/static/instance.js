@@ -1,8 +1,8 @@
 // The instance page: live diagram, status, outcome, legal control commands, journal, document.
 
 import {
-  ApiError, api, apiInstance, badge, clear, el, fillNav, live, machineHref, outcomeBadge, pathParts,
-  post, session, showError, statusBadge, svgElement, when,
+  ApiError, api, apiInstance, badge, clear, duration, el, fillNav, live, machineHref, outcomeBadge,
+  pathParts, post, session, showError, statusBadge, svgElement, when,
 } from "./common.js";
 import { JsonTree } from "./json.js";
 
@@ -11,6 +11,7 @@ const [machine, id] = pathParts();
 const base = apiInstance(machine, id);
 const tree = new JsonTree(document.getElementById("document"), { openDepth: 1 });
 let events = {}; // transition index -> event name, for the journal's guards
+let stateDescriptions = {}; // state -> its description, for the summary as of a journal line
 let mayControl = false;
 let serverDrives = false;
 
@@ -18,17 +19,22 @@ function byId(name) {
   return document.getElementById(name);
 }
 
-function showStatus(info) {
-  byId("state").textContent = info.state;
-  byId("state-description").textContent = info.state_description;
-  clear(byId("status"), statusBadge(info.status));
-  const outcome = info.outcome || info.reason
-    ? [outcomeBadge(info.outcome), " ", el("span", { class: info.outcome === "success" ? "" : "bad-text", text: info.reason || "" })]
-    : [el("span", { class: "muted", text: info.final ? "-" : "not ended yet" })];
+// The summary card's facts: the instance now, or as of the journal line time travel shows.
+function showFacts(facts) {
+  byId("state").textContent = facts.state;
+  byId("state-description").textContent = facts.state_description || "";
+  clear(byId("status"), statusBadge(facts.status));
+  const outcome = facts.outcome || facts.reason
+    ? [outcomeBadge(facts.outcome), " ", el("span", { class: facts.outcome === "success" ? "" : "bad-text", text: facts.reason || "" })]
+    : [el("span", { class: "muted", text: facts.final ? "-" : "not ended yet" })];
   clear(byId("outcome"), outcome);
-  clear(byId("progress"), Object.entries(info.summary).flatMap(([key, value]) => [
+  clear(byId("progress"), Object.entries(facts.summary || {}).flatMap(([key, value]) => [
     el("dt", { text: key }), el("dd", { text: value }),
   ]));
+}
+
+function showStatus(info) {
+  if (travelFacts === null) showFacts(info);
   clear(byId("agent"), info.last_agent
     ? agentRun(info.last_agent)
     : el("span", { class: "muted", text: "none ran" }));
@@ -41,6 +47,7 @@ function showStatus(info) {
   shownInfo = info;
   showDriver(info);
   showControls(info.control);
+  showActions(info);
   document.title = `${id} · ${info.state} · fsm serve`;
 }
 
@@ -109,7 +116,14 @@ function watchDriver() {
 setInterval(() => { if (shownInfo && shownInfo.driver) showDriver(shownInfo); }, 1000);
 
 function showControls(legal) {
-  const buttons = COMMANDS.filter((c) => legal.includes(c)).map((command) =>
+  const wanted = COMMANDS.filter((c) => legal.includes(c));
+  const current = [...byId("control-buttons").querySelectorAll("button")].map((b) => b.id.replace("control-", ""));
+  if (wanted.length && current.join(" ") === wanted.join(" ")) {
+    // The same commands: the buttons stay (one being clicked is not replaced under the pointer).
+    for (const button of byId("control-buttons").querySelectorAll("button")) button.disabled = !mayControl;
+    return;
+  }
+  const buttons = wanted.map((command) =>
     el("button", {
       type: "button",
       id: `control-${command}`,
@@ -126,16 +140,101 @@ function showControls(legal) {
 
 async function control(command) {
   if (command === "stop" && !confirm(`Stop ${id} for good?`)) return;
+  await send(command, `${base}/${command}`, {});
+}
+
+// What the last change asked for came to, when it was refused or failed: beside the controls,
+// kept until the next one (the page's error line is cleared by every live reload).
+function actionError(text) {
+  const line = byId("action-error");
+  line.textContent = text || "";
+  line.hidden = !text;
+}
+
+// Every change the page asks for goes through here: the reason field rides along (the journal
+// keeps it beside the actor, serve), the buttons wait for the answer, a refusal is shown.
+async function send(what, path, body) {
   const reason = byId("control-reason").value.trim() || null;
-  for (const button of byId("control-buttons").querySelectorAll("button")) button.disabled = true;
+  const buttons = byId("summary").querySelectorAll(".controls button");
+  for (const button of buttons) button.disabled = true;
   try {
-    showStatus(await post(`${base}/${command}`, { reason }));
+    const answer = await post(path, { ...body, reason });
     byId("control-reason").value = "";
-    showError(null);
+    if (answer.instance) { // a fired event: its outcome, and the instance now
+      showStatus(answer.instance);
+      actionError(answer.outcome === "failed" ? `${what}: the step failed: ${answer.error}` : null);
+    } else {
+      showStatus(answer);
+      actionError(null);
+    }
+    return answer;
   } catch (error) {
-    showError(error instanceof ApiError ? `${command}: ${error.message}` : error);
+    actionError(error instanceof ApiError ? `${what}: ${error.message}` : String(error.message || error));
     await reload();
+    return null;
   }
+}
+
+// Retry of an instance that ended failed, the machine's manual events, and its own commands
+// (a form per command, its fields from the inputs' JSON Schema).
+function showActions(info) {
+  byId("retry").hidden = !info.retry;
+  byId("control-retry").disabled = !mayControl;
+  const manual = info.final ? [] : info.events.filter((e) => !e.auto);
+  byId("fire").hidden = !manual.length;
+  clear(byId("fire-buttons"), manual.map((e) => el("button", {
+    type: "button",
+    id: `fire-${e.event}`,
+    class: "secondary",
+    disabled: !mayControl || !e.enabled,
+    title: `${e.description}${e.enabled ? "" : " (its guards do not hold now)"}`,
+    onclick: () => fire(e.event),
+    text: `Fire ${e.event}`,
+  })));
+  const commands = byId("commands");
+  const shown = [...commands.children].map((form) => form.dataset.command).join(" ");
+  if (shown === info.commands.map((c) => c.name).join(" ")) { // keep what is being typed
+    for (const button of commands.querySelectorAll("button")) button.disabled = !mayControl;
+    return;
+  }
+  clear(commands, info.commands.map(commandForm));
+}
+
+async function fire(event) {
+  await send(`fire ${event}`, `${base}/events/${encodeURIComponent(event)}`, {});
+}
+
+async function retry() {
+  const items = byId("retry-items").value.split(/[\s,]+/).filter(Boolean);
+  if (await send("retry", `${base}/retry`, { items })) byId("retry-items").value = "";
+}
+
+function commandField(name, property, required) {
+  const choices = property.enum || (property.anyOf || []).flatMap((p) => p.enum || []);
+  const label = `${property.title || name}${required ? "" : " (optional)"}`;
+  const input = choices.length
+    ? el("select", { name }, required ? null : el("option", { value: "", text: "-" }),
+      choices.map((c) => el("option", { value: String(c), selected: c === property.default, text: String(c) })))
+    : el("input", { name, type: "text", required, placeholder: property.description || "" });
+  return el("label", { title: property.description || "" }, label, input);
+}
+
+function commandForm(command) {
+  const schema = command.input_schema || { properties: {} };
+  const required = new Set(schema.required || []);
+  const fields = Object.entries(schema.properties || {}).map(([name, property]) => commandField(name, property, required.has(name)));
+  const form = el("form", { class: "action-form", "data-command": command.name, id: `command-${command.name}` },
+    el("h3", { text: command.name.replaceAll("_", " "), title: command.description }),
+    el("p", { class: "muted", text: command.description }),
+    fields,
+    el("button", { type: "submit", disabled: !mayControl, text: command.name.replaceAll("_", " ") }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const inputs = {};
+    for (const [name, value] of new FormData(form)) if (String(value).trim() !== "") inputs[name] = String(value);
+    if (await send(command.name, `${base}/commands/${encodeURIComponent(command.name)}`, { inputs })) form.reset();
+  });
+  return form;
 }
 
 // One agent run of a step (the record's "agents" entries): who, how it ended, what it changed,
@@ -172,13 +271,35 @@ function guardChips(record) {
   return [el("details", { class: "guards" }, el("summary", { text: `${held}/${guards.length} guards held` }), chips)];
 }
 
-// JSON Patch operations as lines: "+ /path = value", "− /path", "~ /path = value".
-function opsList(ops) {
+// The value at a JSON Pointer (RFC 6901) in ``doc``; undefined when there is none.
+function valueAt(doc, pointer) {
+  if (pointer === "") return doc;
+  let value = doc;
+  for (const part of pointer.slice(1).split("/").map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"))) {
+    if (value === null || typeof value !== "object" || !(part in value)) return undefined;
+    value = value[part];
+  }
+  return value;
+}
+
+function cut(text) {
+  return text.length > 60 ? text.slice(0, 57) + "..." : text;
+}
+
+// JSON Patch operations as lines: "+ /path = value", "− /path (was value)", "~ /path: before →
+// after" when ``before`` (the document the patch applies to) is known.
+function opsList(ops, before) {
   return el("ul", { class: "changes" }, ops.map((op) => {
-    const shown = op.value === undefined || op.op === "remove" ? "" : JSON.stringify(op.value);
+    const after = op.value === undefined || op.op === "remove" ? "" : JSON.stringify(op.value);
+    const old = before === undefined || op.op === "add" ? undefined : valueAt(before, op.path);
+    const was = old === undefined ? "" : JSON.stringify(old);
     const kind = op.op === "add" ? "added" : op.op === "remove" ? "removed" : "replaced";
-    return el("li", { class: kind, title: shown }, `${op.op === "add" ? "+" : op.op === "remove" ? "−" : "~"} ${op.path || "/"}`,
-      shown ? el("span", { class: "muted", text: ` = ${shown.length > 60 ? shown.slice(0, 57) + "..." : shown}` }) : null);
+    const sign = op.op === "add" ? "+" : op.op === "remove" ? "−" : "~";
+    const parts = [`${sign} ${op.path || "/"}`];
+    if (op.op === "remove" && was) parts.push(el("span", { class: "muted", text: " (was " }), el("del", { text: cut(was) }), el("span", { class: "muted", text: ")" }));
+    else if (was && after) parts.push(": ", el("del", { class: "before", text: cut(was) }), " → ", el("ins", { class: "after", text: cut(after) }));
+    else if (after) parts.push(el("span", { class: "muted", text: ` = ${cut(after)}` }));
+    return el("li", { class: kind, title: was ? `before: ${was}\nafter: ${after || "(removed)"}` : after }, parts);
   }));
 }
 
@@ -218,8 +339,8 @@ function journalRow(record, line) {
     if (line === undefined || event.target.closest("details, a")) return;
     // Shift: the changes between the step shown and this one, the later of the two shown.
     const shown = event.shiftKey && travel && travel.line !== line
-      ? travelTo(Math.max(travel.line, line), Math.min(travel.line, line))
-      : travelTo(line, previousLine(line));
+      ? travelTo(Math.max(travel.line, line), Math.min(travel.line, line), { scroll: true })
+      : travelTo(line, previousLine(line), { scroll: true });
     shown.catch(showError);
   };
   return el("tr", {
@@ -238,8 +359,38 @@ function journalRow(record, line) {
     el("td", {}, changeList(record), guardChips(record)),
     el("td", { text: actions }),
     el("td", { text: record.actor || "" }),
-    el("td", { class: "number", text: record.duration_ms !== undefined ? `${record.duration_ms} ms` : "" }),
+    el("td", { class: "number", title: record.duration_ms !== undefined ? `${record.duration_ms} ms` : null, text: duration(record.duration_ms) }),
     el("td", { class: "notes" }, notes));
+}
+
+// The steps as a timeline, oldest first: each a bar as long as its share of the longest step,
+// its duration as a person reads it, and what its agents said (their output is kept per step in
+// the journal record; a step still running shows in the driver line until it is journaled).
+function bar(percent) {
+  const filled = el("span");
+  filled.style.width = `${Math.max(1, percent).toFixed(1)}%`; // CSSOM: allowed by the page's CSP
+  return el("span", { class: "step-bar" }, filled);
+}
+
+function showTimeline() {
+  const steps = journal.filter(([, record]) => typeof record.duration_ms === "number");
+  const longest = Math.max(1, ...steps.map(([, record]) => record.duration_ms));
+  clear(byId("timeline"), steps.length ? steps.map(([line, record]) => {
+    const agents = Array.isArray(record.agents) ? record.agents.filter((r) => r && typeof r === "object") : [];
+    return el("li", {
+      class: `step kind-${String(record.kind).replace(/[^a-z]/g, "")}${travel && travel.line === line ? " selected" : ""}`,
+      "data-line": line,
+      tabindex: 0,
+      title: `line ${line}: ${record.kind} ${record.event || ""} (${moveOf(record)}), ${record.duration_ms} ms`,
+      onclick: (event) => { if (!event.target.closest("details")) travelTo(line, previousLine(line), { scroll: true }).catch(showError); },
+      onkeydown: (event) => { if (event.key === "Enter") travelTo(line, previousLine(line), { scroll: true }).catch(showError); },
+    },
+      el("span", { class: "step-name", text: `${record.event || record.kind} ` }),
+      bar((100 * record.duration_ms) / longest),
+      el("span", { class: "step-time", text: duration(record.duration_ms) }),
+      agents.length ? el("details", { class: "step-output" }, el("summary", { text: `agent output (${agents.length})` }),
+        agents.map((run) => el("pre", { text: [run.final_message, run.output && run.output !== run.final_message ? run.output : null].filter(Boolean).join("\n\n") || "(no output kept)" }))) : null);
+  }) : el("li", { class: "muted", text: "no step yet" }));
 }
 
 function showJournal(history) {
@@ -247,6 +398,7 @@ function showJournal(history) {
   journal = history.records.map((record, index) => [lines[index], record]).filter(([line]) => line !== undefined);
   const newest = history.records.map((record, index) => [record, lines[index]]).reverse();
   clear(byId("journal"), newest.map(([record, line]) => journalRow(record, line)));
+  showTimeline();
   fillCompare();
   byId("journal-count").textContent = `(${history.more ? "latest " : ""}${history.records.length} records, newest first${history.more ? "; fsm history shows all" : ""})`;
 }
@@ -255,6 +407,7 @@ function showJournal(history) {
 // from the journal's changes), and the changes between two records. Kept in the address
 // (?line=N&from=M), so that a link opens the same view; live updates leave it as it is.
 let travel = null; // { line, from } while the page shows an earlier version
+let travelFacts = null; // the summary card's facts as of that version
 let journal = []; // [line, record] of the records shown, oldest first
 
 function previousLine(line) {
@@ -282,13 +435,28 @@ function remember() {
   history.replaceState(null, "", query.size ? `?${query}` : location.pathname);
 }
 
-async function travelTo(line, from) {
+async function travelTo(line, from, { scroll = false } = {}) {
   travel = { line, from: from ?? null };
   remember();
   const requests = [api(`${base}/versions/${line}`), api(`${base}/versions/${line}/diagram.svg`)];
-  if (travel.from !== null) requests.push(api(`${base}/changes?from=${travel.from}&to=${line}`));
-  const [version, svg, changes] = await Promise.all(requests);
+  if (travel.from !== null) {
+    requests.push(api(`${base}/changes?from=${travel.from}&to=${line}`));
+    requests.push(api(`${base}/versions/${travel.from}`).catch(() => null)); // for the before values
+  }
+  const [version, svg, changes, earlier] = await Promise.all(requests);
   if (!travel || travel.line !== line) return; // another row was picked meanwhile
+  travelFacts = {
+    state: version.record.state || version.record.dest || "?",
+    state_description: stateDescriptions[version.record.state || version.record.dest] || "",
+    status: version.record.status,
+    summary: version.summary || {},
+    final: false,
+  };
+  showFacts(travelFacts);
+  const note = byId("summary-when");
+  note.hidden = false;
+  note.textContent = `As of journal line ${line}; the controls act on the instance now.`;
+  byId("summary").classList.add("travelling");
   byId("travel").hidden = false;
   byId("travel-line").textContent = String(line);
   const record = version.record;
@@ -304,16 +472,19 @@ async function travelTo(line, from) {
   byId("diagram").dataset.state = record.state || record.dest || "";
   if (version.document === null) clear(byId("document"), el("p", { class: "muted", text: check.reason || "not known" }));
   else tree.show(version.document);
-  showChanges(changes);
+  showChanges(changes, earlier && earlier.document ? earlier.document : undefined);
   fillCompare();
   for (const row of byId("journal").querySelectorAll("tr")) {
     const shown = Number(row.dataset.line);
     row.classList.toggle("selected", shown === line);
     row.classList.toggle("compared", shown === travel.from);
   }
+  for (const step of byId("timeline").querySelectorAll("li")) step.classList.toggle("selected", Number(step.dataset.line) === line);
+  // What was clicked is shown where the eye is: the summary card, moved with it, then the diff.
+  if (scroll) byId("summary").scrollIntoView({ block: "start", behavior: "smooth" });
 }
 
-function showChanges(changes) {
+function showChanges(changes, before) {
   const target = byId("travel-changes");
   if (!changes) {
     clear(target);
@@ -322,11 +493,14 @@ function showChanges(changes) {
   const heading = el("h3", { text: `Changes from line ${changes.from} to line ${changes.to}` });
   if (!changes.known) clear(target, heading, el("p", { class: "muted", text: `not known: ${changes.reason}` }));
   else if (!changes.changes.length) clear(target, heading, el("p", { class: "muted", text: "none: the two versions are the same" }));
-  else clear(target, heading, opsList(changes.changes));
+  else clear(target, heading, opsList(changes.changes, before));
 }
 
 async function backToNow() {
   travel = null;
+  travelFacts = null;
+  byId("summary-when").hidden = true;
+  byId("summary").classList.remove("travelling");
   remember();
   byId("travel").hidden = true;
   byId("diagram-when").textContent = "now";
@@ -363,6 +537,8 @@ async function start() {
   serverDrives = granted.drives > 0;
   const view = await api(`/api/machines/${encodeURIComponent(machine)}`);
   events = Object.fromEntries(view.transitions.map((t) => [t.index, t.event]));
+  stateDescriptions = Object.fromEntries(view.states.map((s) => [s.name, s.description]));
+  byId("control-retry").addEventListener("click", () => retry().catch(showError));
   byId("travel-back").addEventListener("click", () => backToNow().catch(showError));
   const compare = () => {
     const to = Number(byId("travel-to").value);

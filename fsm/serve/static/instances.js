@@ -18,6 +18,7 @@ const count = document.getElementById("count");
 const more = document.getElementById("more");
 let shown = PAGE;
 let statusesByMachine = {};
+let sort = ""; // a column ("title"), "-" first for descending; "" newest first
 
 function filters() {
   return {
@@ -26,7 +27,17 @@ function filters() {
     status: statusSelect.value,
     outcome: outcomeSelect.value,
     since: sinceInput.value,
+    sort,
   };
+}
+
+// A value from the address that the select does not offer (?status=bogus) is kept as an option
+// of its own, so that the server's refusal is what the page shows, not every instance.
+function choose(select, value) {
+  if (value && ![...select.options].some((o) => o.value === value)) {
+    select.append(el("option", { value, class: "unknown", text: `${value} (unknown)` }));
+  }
+  select.value = value || "";
 }
 
 function progressText(progress) {
@@ -37,31 +48,69 @@ function progressText(progress) {
 }
 
 function row(item) {
+  const text = item.error || item.reason || "";
+  // Long reasons are cut to a few lines; the whole text is the cell's tooltip.
   const reason = item.error
-    ? el("span", { class: "bad-text", text: item.error })
-    : el("span", {}, outcomeBadge(item.outcome), " ", item.reason || "");
+    ? el("span", { class: "bad-text clamp", text: item.error })
+    : el("span", { class: "clamp" }, outcomeBadge(item.outcome), " ", item.reason || "");
   const failed = item.error || item.outcome === "failure";
   return el(
     "tr",
     { class: failed ? "row-failed" : null, "data-id": item.id, "data-machine": item.machine },
-    el("td", {}, item.id === "-" ? "-" : el("a", { href: instanceHref(item.machine, item.id), text: item.id })),
-    el("td", {}, el("a", { href: machineHref(item.machine), text: item.machine })),
-    el("td", {}, badge(item.state, "state")),
-    el("td", {}, statusBadge(item.status)),
-    el("td", {}, progressText(item.progress)),
-    el("td", {}, when(item.updated)),
-    el("td", { class: "reason" }, reason),
+    el("td", { class: "col-id" }, item.id === "-" ? "-" : el("a", { href: instanceHref(item.machine, item.id), text: item.id })),
+    el("td", { class: "col-title", title: item.title || null, text: item.title || "" }),
+    el("td", { class: "col-machine" }, el("a", { href: machineHref(item.machine), text: item.machine })),
+    el("td", { class: "col-state" }, badge(item.state, "state")),
+    el("td", { class: "col-status" }, statusBadge(item.status)),
+    el("td", { class: "col-progress" }, progressText(item.progress)),
+    el("td", { class: "col-updated" }, when(item.updated)),
+    el("td", { class: "reason col-outcome", title: text || null }, reason),
   );
+}
+
+function showCounts(counts) {
+  const entries = Object.entries(counts || {}).sort(([a], [b]) => a.localeCompare(b));
+  clear(document.getElementById("counts"), entries.map(([status, n]) => el("button", {
+    type: "button",
+    class: `count-chip${statusSelect.value === status ? " active" : ""}`,
+    "data-status": status,
+    title: statusSelect.value === status ? "show every status" : `show only ${status}`,
+    onclick: () => {
+      if (status === "-") return;
+      choose(statusSelect, statusSelect.value === status ? "" : status);
+      statusSelect.dispatchEvent(new Event("change"));
+    },
+  }, statusBadge(status === "-" ? "unreadable" : status), ` ${n}`)));
+}
+
+function showSort() {
+  const column = sort.replace(/^-/, "") || "updated";
+  const descending = sort ? sort.startsWith("-") : true;
+  for (const th of document.querySelectorAll("#columns th[data-sort]")) {
+    const active = th.dataset.sort === column;
+    th.setAttribute("aria-sort", active ? (descending ? "descending" : "ascending") : "none");
+  }
 }
 
 async function reload() {
   const query = new URLSearchParams({ limit: String(shown) });
   for (const [key, value] of Object.entries(filters())) if (value) query.set(key, value);
-  const listing = await api(`/api/instances?${query}`);
+  let listing;
+  try {
+    listing = await api(`/api/instances?${query}`);
+  } catch (error) { // a refused filter: say so, and list nothing rather than everything
+    clear(rows, el("tr", {}, el("td", { colspan: 8, class: "muted", text: "No list: the filter was refused (above)." })));
+    clear(document.getElementById("counts"));
+    count.textContent = "";
+    more.hidden = true;
+    throw error;
+  }
+  showCounts(listing.counts);
+  showSort();
   clear(rows, listing.rows.map(row));
   if (!listing.rows.length) {
     const filtered = Object.values(filters()).some(Boolean);
-    rows.append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: filtered ? "No instance matches." : "No instances." })));
+    rows.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: filtered ? "No instance matches." : "No instances." })));
   }
   count.textContent = `${listing.total} instance${listing.total === 1 ? "" : "s"}`;
   more.hidden = listing.total <= listing.rows.length;
@@ -88,10 +137,11 @@ async function start() {
   const views = await Promise.all(machines.map((m) => api(`/api/machines/${encodeURIComponent(m.name)}`)));
   statusesByMachine = Object.fromEntries(views.map((v) => [v.name, v.statuses]));
   const params = new URLSearchParams(location.search);
-  machineSelect.value = params.get("machine") || "";
+  choose(machineSelect, params.get("machine"));
   fillStatuses();
-  statusSelect.value = params.get("status") || "";
-  outcomeSelect.value = params.get("outcome") || "";
+  choose(statusSelect, params.get("status"));
+  choose(outcomeSelect, params.get("outcome"));
+  sort = params.get("sort") || "";
   searchInput.value = params.get("q") || "";
   sinceInput.value = params.get("since") || "";
   const feed = live({}, reload, 500);
@@ -108,6 +158,20 @@ async function start() {
     changed();
   });
   more.addEventListener("click", () => { shown += PAGE; feed.reload(); });
+  for (const th of document.querySelectorAll("#columns th[data-sort]")) {
+    // Click: sort by the column; again: the other way round.
+    const button = el("button", { type: "button", class: "sort", title: `sort by ${th.textContent.toLowerCase()}` }, th.textContent);
+    th.replaceChildren(button);
+    button.addEventListener("click", () => {
+      const column = th.dataset.sort;
+      const current = sort.replace(/^-/, "") || "updated";
+      const descending = sort ? sort.startsWith("-") : true;
+      const first = column === "updated" ? "-" : ""; // newest first, other columns A to Z
+      sort = current === column ? (descending ? column : `-${column}`) : `${first}${column}`;
+      if (sort === "-updated") sort = "";
+      changed();
+    });
+  }
 }
 
 start().catch(showError);

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ..skill import CodeBlock, Skill, SkillFile
-from .handling import Handling, failure_handling
+from .handling import Handling, failure_handling, unhandled_reason
 from .rule import Finding, Rule, statement_end
 
 __all__ = ["AGENT_CALL", "RULES", "AgentCall", "agent_calls", "call_handling"]
@@ -29,10 +29,16 @@ _ASSIGNED_CALL = re.compile(
     r"(?:(?:const|let|var)\s+)?(?P<var>[A-Za-z_]\w*)\s*=\s*(?:await\s+)?[A-Za-z_][\w.]*\s*\("
 )
 _CHECK = re.compile(r"\bif\b|validat|assert|\bthrow\b|\braise\b|schema|\?\.")
+_HANDLE = re.compile(r"\bspawn_agent\s*\(|\brun_in_background\s*[:=]\s*[Tt]rue\b")
+"""A call that returns a handle to a running agent, not its result (``spawn_agent`` returns an
+id; the result comes from a later ``wait``): there is no result to check at the call."""
 _NESTED_PROSE = re.compile(
-    r"(?:spawn|launch|start|call)\s+(?:a|an|another)\s+(?:sub-?)?agent|use the Task tool",
+    r"(?:spawn|launch|start|call)\s+(?:a|an|another)\s+(?:sub-?)?agent|use the Task tool"
+    r"|\b(?:gemini|codex|qwen|claude)\s+cli\b",
     re.IGNORECASE,
 )
+"""A prompt telling its agent to start another one: in words, or by naming an agent CLI for it
+to run (``**Step 2: Semantic Analysis** (Gemini CLI)``)."""
 
 
 def _span(block: CodeBlock, start: int) -> tuple[int, str]:
@@ -85,7 +91,14 @@ def call_handling(skill: Skill, skill_file: SkillFile, call: AgentCall) -> Handl
 
 def _call_without_error_handling(skill: Skill) -> list[Finding]:
     return [
-        Finding(skill_file.path, call.line, call.text.strip(), "high")
+        Finding(
+            skill_file.path,
+            call.line,
+            call.text.strip(),
+            "high",
+            end=statement_end(call.block, call.line),
+            reason=unhandled_reason(skill, skill_file, call.block, call.line),
+        )
         for skill_file in skill.workflow_files
         for call in agent_calls(skill_file)
         if call_handling(skill, skill_file, call) is None
@@ -97,18 +110,29 @@ def _result_unvalidated(skill: Skill) -> list[Finding]:
     for skill_file in skill.workflow_files:
         for call in agent_calls(skill_file):
             assigned = _ASSIGNED_CALL.search(call.text)
-            if assigned is None:
+            if assigned is None or _HANDLE.search(call.statement):
                 continue
             end = statement_end(call.block, call.line)
             var = assigned.group("var")
             uses = re.compile(rf"\b{re.escape(var)}\b")
-            checked = any(
-                uses.search(t) and _CHECK.search(t) for n, t in call.block.numbered() if n > end
-            )
-            if not checked:
+            later = [(n, t) for n, t in call.block.numbered() if n > end and uses.search(t)]
+            if not any(_CHECK.search(t) for _n, t in later):
                 data = {"var": var, "lang": call.block.lang, "end": str(end)}
+                used = f"used on line {later[0][0]}" if later else "not read again in its block"
+                reason = (
+                    f"{var}, the call's result, is {used}, and no line of the block after the "
+                    f"call checks it (if, validate, assert, throw, schema, ?.)"
+                )
                 findings.append(
-                    Finding(skill_file.path, call.line, call.text.strip(), "medium", data)
+                    Finding(
+                        skill_file.path,
+                        call.line,
+                        call.text.strip(),
+                        "medium",
+                        data,
+                        end=end,
+                        reason=reason,
+                    )
                 )
     return findings
 
@@ -118,9 +142,24 @@ def _nested_agent_call(skill: Skill) -> list[Finding]:
     for skill_file in skill.workflow_files:
         for call in agent_calls(skill_file):
             first = AGENT_CALL.search(call.statement)
-            rest = call.statement[first.end() :] if first is not None else ""
-            if AGENT_CALL.search(rest) or _NESTED_PROSE.search(rest):
-                findings.append(Finding(skill_file.path, call.line, call.text.strip(), "high"))
+            offset = first.end() if first is not None else len(call.statement)
+            inner = AGENT_CALL.search(call.statement, offset) or _NESTED_PROSE.search(
+                call.statement, offset
+            )
+            if inner is None:
+                continue
+            end = statement_end(call.block, call.line)
+            numbers = [n for n, _t in call.block.numbered() if call.line <= n <= end]
+            line = numbers[min(call.statement.count("\n", 0, inner.start()), len(numbers) - 1)]
+            reason = (
+                f"the prompt of this call starts another agent: '{inner.group(0)}' on line "
+                f"{line}, inside the call's own statement"
+            )
+            findings.append(
+                Finding(
+                    skill_file.path, call.line, call.text.strip(), "high", end=end, reason=reason
+                )
+            )
     return findings
 
 

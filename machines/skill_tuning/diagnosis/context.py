@@ -122,16 +122,29 @@ def _unbounded_history(skill: Skill) -> list[Finding]:
             not _in_loop(block, number) or _one_pass(block, number, target)
         ):
             continue
-        if not (
-            _HISTORY_NAME.search(target)
-            or target.lower().startswith("state.")
-            or _pasted(skill_file.text, target)
-        ):
+        if _HISTORY_NAME.search(target):
+            reaches = "its name says it is a history the prompts carry"
+        elif target.lower().startswith("state."):
+            reaches = "it is kept in the state, which every later step reads"
+        elif _pasted(skill_file.text, target):
+            reaches = "the file pastes it into text (${...}, .join( or .map()"
+        else:
             continue
         in_loop = _LOOP.search(block.text) is not None
         severity: Severity = "critical" if in_loop else "high"
         data = {"target": target, "op": match.group("op"), "lang": block.lang}
-        findings.append(Finding(skill_file.path, number, text.strip(), severity, data))
+        made = (
+            "made afresh in the block but filled in a loop that reads it as it grows"
+            if _declared_here(block, target)
+            else "not made afresh in this block, so it keeps what earlier turns added"
+        )
+        reason = (
+            f"{target} grows by {match.group('op')} and no line of the block trims it (slice, "
+            f"splice, shift, pop(0), [-n:], del, a limit); it is {made}; {reaches}"
+        )
+        findings.append(
+            Finding(skill_file.path, number, text.strip(), severity, data, reason=reason)
+        )
     return findings
 
 
@@ -153,7 +166,7 @@ def _file_read_into_prompt(skill: Skill) -> list[Finding]:
     findings: list[Finding] = []
     for skill_file in skill.workflow_files:
         for block in skill_file.code_blocks:
-            read_vars: set[str] = set()
+            read_vars: dict[str, int] = {}
             written = {
                 name
                 for _n, line in block.numbered()
@@ -164,17 +177,34 @@ def _file_read_into_prompt(skill: Skill) -> list[Finding]:
                 assigned = _READ_ASSIGN.search(text)
                 if assigned is not None and _READ_INLINE.search(text) is None:
                     if _OWN_INSTRUCTIONS.search(text) is None:
-                        read_vars.add(assigned.group("var"))
+                        read_vars[assigned.group("var")] = number
                     continue
                 into = _READ_ASSIGN_ANY.search(text)
                 if into is not None and into.group("var") in written:
                     continue  # file content edited and written back, not a prompt
-                pasted = any(
-                    re.search(rf"\$\{{\s*{var}\s*\}}|\+\s*{var}\b|\b{var}\s*\+", text)
+                pasted = [
+                    var
                     for var in read_vars
+                    if re.search(rf"\$\{{\s*{var}\s*\}}|\+\s*{var}\b|\b{var}\s*\+", text)
+                ]
+                inline = _READ_INLINE.search(text)
+                if inline is None and not pasted:
+                    continue
+                if inline is not None:
+                    what = f"the whole content of {inline.group(0).strip('${}+ ')} is put into text"
+                else:
+                    var = pasted[0]
+                    what = (
+                        f"{var} holds the whole file read on line {read_vars[var]} and is put "
+                        "into text"
+                    )
+                reason = (
+                    f"{what}, not its path or a summary; the file is not one of the skill's own "
+                    "phases, and the text is not written back to a file"
                 )
-                if _READ_INLINE.search(text) or pasted:
-                    findings.append(Finding(skill_file.path, number, text.strip(), "high"))
+                findings.append(
+                    Finding(skill_file.path, number, text.strip(), "high", reason=reason)
+                )
     return findings
 
 
@@ -188,9 +218,16 @@ recommends instead."""
 
 def _state_dumped_into_prompt(skill: Skill) -> list[Finding]:
     return [
-        Finding(skill_file.path, number, text.strip(), "medium")
+        Finding(
+            skill_file.path,
+            number,
+            text.strip(),
+            "medium",
+            reason=f"{dump.group(0).lstrip('${+ ')} puts the whole state into the text, not "
+            "the fields the step needs nor the state file's path",
+        )
         for skill_file, _block, number, text in code_lines(skill)
-        if _STATE_DUMP.search(text)
+        if (dump := _STATE_DUMP.search(text)) is not None
     ]
 
 
@@ -202,6 +239,8 @@ def _oversized_phase_file(skill: Skill) -> list[Finding]:
             f"{len(phase.text)} characters in {len(phase.lines)} lines "
             f"(more than {MAX_PHASE_CHARS} characters)",
             "medium",
+            reason=f"{len(phase.text)} characters counted exactly, over the limit of "
+            f"{MAX_PHASE_CHARS}: the whole file is read into the context when its phase runs",
         )
         for phase in skill.files
         if phase.role == "phase" and len(phase.text) > MAX_PHASE_CHARS

@@ -2,7 +2,7 @@
 
 The symptoms looked for: the state is written to several places (which one is the truth?), the same
 field is spelled differently in different places (``iteration_count`` here, ``iterationCount``
-there), and JSON is parsed and used without any validation.
+there), and JSON is parsed and used without any validation (its judgement is :mod:`.parses`).
 
 Two spellings of one field are not always a mistake. A line that maps one onto the other
 (``fix_example: rule.fixExample``: the rule files say ``fixExample``, the findings the skill
@@ -16,11 +16,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..skill import Skill
-from .handling import inside_try
+from ..skill import CodeBlock, Skill
+from .parses import json_parse_unvalidated
 from .rule import SKILL_WIDE, Finding, Rule, code_lines
 
-__all__ = ["RULES", "canonical", "field_spellings", "mapped_concepts", "state_write_targets"]
+__all__ = [
+    "RULES",
+    "canonical",
+    "field_spellings",
+    "mapped_concepts",
+    "state_write_targets",
+    "tool_argument_lines",
+]
 
 _WRITES = (
     re.compile(r"\bWrite\(\s*(?P<q>[`'\"])(?P<path>.+?)(?P=q)"),
@@ -54,10 +61,18 @@ def state_write_targets(skill: Skill) -> list[tuple[str, int, str, str]]:
 
 def _state_written_to_several_places(skill: Skill) -> list[Finding]:
     writes = state_write_targets(skill)
-    if len({target for *_rest, target in writes}) < 2:
+    targets: dict[str, str] = {}
+    for path, number, _text, target in writes:
+        targets.setdefault(target, f"{path}:{number}")
+    if len(targets) < 2:
         return []
+    listed = ", ".join(f"{target} ({where})" for target, where in targets.items())
+    reason = (
+        f"the state is written to {len(targets)} different files: {listed}; none of them is a "
+        "backup, checkpoint or snapshot"
+    )
     return [
-        Finding(path, number, text, "high", {"target": target}, anchor=SKILL_WIDE)
+        Finding(path, number, text, "high", {"target": target}, anchor=SKILL_WIDE, reason=reason)
         for path, number, text, target in writes
     ]
 
@@ -67,12 +82,42 @@ _JSON_KEY = re.compile(r"[\"'](?P<name>[A-Za-z_]\w*)[\"']\s*:")
 _OBJECT_KEY = re.compile(r"(?:^|[{,])\s*(?P<name>[A-Za-z_]\w*)\??\s*:(?![:/])")
 
 
+_TOOL_CALL = re.compile(
+    r"(?<![\w.$])(?:mcp__[\w-]+|[A-Z]\w*|spawn_agents?\w*|wait_agent|send_input|followup_task"
+    r"|close_agent|request_user_input)\s*\(\s*\{"
+)
+"""A call of an agent tool (``mcp__ccw-tools__session_manager({``, ``Task({``,
+``AskUserQuestion({``, ``spawn_agent({``) whose argument is an object: its keys are the tool's
+parameters, spelled as the tool wants them, not fields of the skill's own data."""
+
+
+def tool_argument_lines(block: CodeBlock) -> set[int]:
+    """The lines of ``block`` inside the object argument of an agent tool's call."""
+    skeleton = block.skeleton()
+    inside: set[int] = set()
+    depth = 0
+    for number, text in skeleton:
+        code = text
+        if depth <= 0:
+            opening = _TOOL_CALL.search(text)
+            if opening is None:
+                continue
+            code = text[opening.end() - 1 :]
+        inside.add(number)
+        depth += code.count("{") - code.count("}")
+    return inside
+
+
 def field_spellings(skill: Skill) -> dict[str, Counter[str]]:
     """Field names used in code blocks, grouped by concept (lower case without ``_``): each
-    concept maps its spellings to how often they occur."""
+    concept maps its spellings to how often they occur. The keys of an agent tool's object
+    argument are the tool's parameters and are left out (its prompt's ``state.x`` is not)."""
     concepts: dict[str, Counter[str]] = {}
-    for _file, _block, _number, text in code_lines(skill, specs=True):
-        for pattern in (_STATE_FIELD, _JSON_KEY, _OBJECT_KEY):
+    arguments: dict[int, set[int]] = {}
+    for _file, block, number, text in code_lines(skill, specs=True):
+        tool = arguments.setdefault(id(block), tool_argument_lines(block))
+        keys = () if number in tool else (_JSON_KEY, _OBJECT_KEY)
+        for pattern in (_STATE_FIELD, *keys):
             for match in pattern.finditer(text):
                 name = match.group("name")
                 if name[0].islower():
@@ -138,7 +183,17 @@ def _inconsistent_field_names(skill: Skill) -> list[Finding]:
                 path, number, text = place
                 context = f"{variant!r} and {keep!r} name the same field: {text}"
                 data = {"rename": variant, "to": keep}
-                findings.append(Finding(path, number, context, "medium", data, anchor=SKILL_WIDE))
+                kept = _first_use(skill, keep)
+                at = f", first at {kept[0]}:{kept[1]}" if kept is not None else ""
+                pinned = "; the skill's JSON data uses it" if keep in skill.data_keys else ""
+                reason = (
+                    f"{variant!r} is used {spellings[variant]} time(s), {keep!r} "
+                    f"{spellings[keep]} time(s){at}{pinned}; no line maps one spelling onto "
+                    "the other"
+                )
+                findings.append(
+                    Finding(path, number, context, "medium", data, anchor=SKILL_WIDE, reason=reason)
+                )
     return findings
 
 
@@ -148,66 +203,6 @@ def _first_use(skill: Skill, name: str) -> tuple[str, int, str] | None:
         if word.search(text):
             return skill_file.path, number, text.strip()
     return None
-
-
-_PARSE = re.compile(r"JSON\.parse\(|json\.loads?\(")
-_PARSED_INTO = re.compile(
-    r"(?:(?:const|let|var)\s+)?(?P<var>[A-Za-z_]\w*)\s*=\s*(?:await\s+)?(?:JSON\.parse|json\.loads?)\("
-)
-_VALIDATION = re.compile(
-    r"validat|schema|assert|isinstance|typeof|Array\.isArray|hasOwnProperty|\brequired\b|zod"
-)
-_OPTIONAL = re.compile(r"\?\.|\?\?")
-
-
-_LITERAL_READ = re.compile(r"""(?:Read|readFileSync|open)\(\s*['"]([\w./-]+\.json)['"]""")
-
-
-def _checked_later(block_lines: list[tuple[int, str]], line: int, var: str) -> bool:
-    """Whether the parse's line or a later one checks the parsed value ``var``'s shape: a test
-    of the value itself (``if (!data)``, ``typeof``, ``isinstance``), of its required fields
-    (``if (data.summary && data.task_ids)``), optional chaining or a default (``data?.x``,
-    ``data.x ?? []``); using it in a condition (``if (data.status === 'done')``) is not one."""
-    if not var:
-        return False
-    name = re.escape(var)
-    check = re.compile(
-        rf"\bif\s*\(?\s*(?:!|not\s+)\s*{name}\b|\b{name}\s*[!=]==?\s*(?:null|undefined|None)"
-        rf"|\b{name}\??\.\w+\s*(?:&&|\?\?|\|\|)|\b{name}(?:\??\.\w+)*\?\.|typeof\s+{name}\b"
-        rf"|isArray\(\s*{name}\b|isinstance\(\s*{name}\b|validat\w*\(\s*{name}\b"
-        rf"|\bin\s+{name}\b|\b{name}\s+is\s+None\b"
-    )
-    return any(check.search(text) for number, text in block_lines if number >= line)
-
-
-def _json_parse_unvalidated(skill: Skill) -> list[Finding]:
-    """Parses whose result nothing checks: not validated (a schema, a type test, an ``if`` on
-    the value, optional chaining), not inside a ``try`` whose ``catch`` handles a malformed
-    document, and not of a JSON file the skill ships (those are checked as the skill's data)."""
-    findings: list[Finding] = []
-    for skill_file in skill.workflow_files:
-        for block in skill_file.code_blocks:
-            if _VALIDATION.search(block.text):
-                continue
-            numbered = block.numbered()
-            for number, text in numbered:
-                if not _PARSE.search(text):
-                    continue
-                into = _PARSED_INTO.search(text)
-                var = into.group("var") if into else ""
-                own = _LITERAL_READ.search(text)
-                parsed = _PARSE.search(text)
-                rest = text[parsed.end() :] if parsed is not None else ""
-                if (
-                    (own is not None and own.group(1) in skill.paths)
-                    or _OPTIONAL.search(rest)
-                    or inside_try(block, number) is not None
-                    or _checked_later(numbered, number, var)
-                ):
-                    continue
-                data = {"var": var, "lang": block.lang}
-                findings.append(Finding(skill_file.path, number, text.strip(), "medium", data))
-    return findings
 
 
 RULES: tuple[Rule, ...] = (
@@ -240,6 +235,6 @@ RULES: tuple[Rule, ...] = (
         "the cause.",
         suggested_fix="Validate parsed JSON against the expected schema before using it.",
         strategy="schema_enforcement",
-        check=_json_parse_unvalidated,
+        check=json_parse_unvalidated,
     ),
 )

@@ -14,7 +14,7 @@ A skill is instructions for an agent as much as code, so failure handling is fou
   on a line that names the failure of an agent, a tool or a timeout (a table row ``Review
   failed/timeout | Ask the user whether to retry``), or the file, or the skill's SKILL.md, has
   an error-handling section (a heading such as ``Error Handling``, ``Recovery``, ``错误处理``)
-  that speaks of agents, tools or timeouts.
+  that speaks of agents, tools, workflow nodes or timeouts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..markdown import CodeBlock
 from ..skill import Skill, SkillFile
 
-__all__ = ["Handling", "failure_handling", "inside_try"]
+__all__ = ["Handling", "failure_handling", "inside_try", "unhandled_reason"]
 
 _SLASH = frozenset({"js", "javascript", "ts", "typescript", "jsx", "tsx", "mjs", "cjs", ""})
 _PY = frozenset({"python", "py"})
@@ -36,9 +36,12 @@ _ERROR_SECTION = re.compile(
     r"error|fail|recover|fallback|resilien|exception|错误|异常|失败|容错|降级", re.IGNORECASE
 )
 _AGENT_WORDS = re.compile(
-    r"agent|\bcli\b|gemini|codex|qwen|claude|\btask\b|\btool\b|worker|time ?out|超时|代理|子任务",
+    r"agent|\bcli\b|gemini|codex|qwen|claude|\btask\b|\btool\b|worker|\bnodes?\b|time ?out"
+    r"|超时|代理|子任务",
     re.IGNORECASE,
 )
+"""What runs a call, in words: an agent, a tool, a worker, a workflow's node (``Node failed
+(on_fail=retry) | Retry once, then abort``), a timeout."""
 _FAILURE_PROSE = re.compile(
     r"(?:\bif\b|\bwhen(?:ever)?\b|\bin case\b|如果|若|当)[^.\n。]{0,80}?"
     r"(?:\bfail\w*|\berror\w*|\btime[sd]?\s?out\b|\btimeout\w*|\bcrash\w*|\bunavailable\b"
@@ -74,6 +77,48 @@ def failure_handling(
         or _error_section(skill_file)
         or (None if skill_file.path == "SKILL.md" else _skill_error_section(skill))
     )
+
+
+def unhandled_reason(skill: Skill, skill_file: SkillFile, block: CodeBlock, start: int) -> str:
+    """What :func:`failure_handling` looked for around the statement starting on ``start`` and
+    did not find, in one line: the evidence that the failure is really unhandled."""
+    looked = [
+        text
+        for langs, text in (
+            (_SLASH, "a try whose catch does something, a .catch( or allSettled("),
+            (_PY, "a try whose except does something"),
+            (_SHELL, "a test of its exit status (||, if, $?)"),
+        )
+        if block.lang in langs
+    ]
+    code = f"nothing in its {block.lang or 'untagged'} block handles a failure" + (
+        f" (looked for {', '.join(looked)})" if looked else ""
+    )
+    around = [s for s in _sections(skill_file) if s[0] <= start <= s[1]]
+    if around:
+        first, last, title, _level = max(around, key=lambda s: s[0])
+        section = (
+            f"its section '{title}' (lines {first}-{last}) and the step after it say nothing "
+            "of what to do on failure"
+        )
+    else:
+        section = "it lies in no section, and no prose around it speaks of failure"
+    files = [skill_file] + [
+        main for main in [skill.file("SKILL.md")] if main is not None and main is not skill_file
+    ]
+    silent = [
+        f"'{title}' (line {first}) speaks of no agent, tool or timeout"
+        for f in files
+        for first, _last, title, _level in _sections(f)
+        if _ERROR_SECTION.search(title)
+    ]
+    names = " or ".join(f.path for f in files)
+    errors = (
+        f"of the error sections of {names}, {'; '.join(silent)}"
+        if silent
+        else f"no error-handling section in {names}"
+    )
+    return f"{code}; {section}; {errors}"
 
 
 def _in_code(skill_file: SkillFile, block: CodeBlock, start: int, end: int) -> Handling | None:

@@ -48,13 +48,20 @@ def hands_over(skill: Skill) -> bool:
     no phase names the phase after it (its file, ``02-plan``, or ``Phase 2``) and the skill
     speaks of routing to them (CCW's memory-manage: a router picks one mode, each returns to
     it); the memory rules, about what one phase passes to the next, do not apply then."""
+    return _handover(skill) is not None
+
+
+def _handover(skill: Skill) -> str | None:
+    """Why the phases form a pipeline (:func:`hands_over`), or None when they do not."""
     sequence = skill.phase_sequence
     for index, (phase, following) in enumerate(itertools.pairwise(sequence)):
         stem = following.path.rsplit("/", 1)[-1].removesuffix(".md")
         if stem in phase.text or re.search(rf"\bPhase\s+{index + 2}\b", phase.text):
-            return True
+            return f"{phase.path} names the phase after it"
     main = skill.file("SKILL.md")
-    return not _ROUTER.search(main.text if main is not None else "")
+    if _ROUTER.search(main.text if main is not None else ""):
+        return None
+    return "SKILL.md speaks of no router picking one of them"
 
 
 def persists_output(phase: SkillFile) -> bool:
@@ -87,7 +94,8 @@ def constraints_of(phase: SkillFile) -> list[str]:
 
 def _constraints_not_propagated(skill: Skill) -> list[Finding]:
     sequence = skill.phase_sequence
-    if len(sequence) < 2 or not hands_over(skill):
+    pipeline = _handover(skill) if len(sequence) >= 2 else None
+    if pipeline is None:
         return []
     first, later = sequence[0], sequence[1:]
     constraints = constraints_of(first)
@@ -98,17 +106,34 @@ def _constraints_not_propagated(skill: Skill) -> list[Finding]:
         if missing:
             context = f"{len(missing)} constraint(s) of {first.path} missing, e.g. {missing[0]!r}"
             data = {"source": first.path, "missing": "\n".join(missing)}
-            findings.append(Finding(phase.path, None, context, "high", data))
+            shown = "; ".join(repr(c) for c in missing[:3]) + ("; ..." if len(missing) > 3 else "")
+            reason = (
+                f"{first.path} lists {len(constraints)} constraint(s) under a constraints "
+                f"heading and this phase neither repeats nor names {len(missing)} of them "
+                f"(compared without markup or case): {shown}; the phases run in sequence "
+                f"({pipeline})"
+            )
+            findings.append(Finding(phase.path, None, context, "high", data, reason=reason))
     return findings
 
 
 def _phase_without_checkpoint(skill: Skill) -> list[Finding]:
     sequence = skill.phase_sequence
-    if len(sequence) < MIN_PHASES_FOR_CHECKPOINTS or not hands_over(skill):
+    pipeline = _handover(skill) if len(sequence) >= MIN_PHASES_FOR_CHECKPOINTS else None
+    if pipeline is None:
         return []
+    reason = (
+        f"{len(sequence)} phases run in sequence ({pipeline}); this one writes no file "
+        "(Write(, writeFileSync(, open(..., 'w'), a shell redirection), says nowhere that it "
+        "saves to a named file, and names no checkpoint, snapshot or savepoint"
+    )
     return [
         Finding(
-            phase.path, None, f"{phase.path} saves no checkpoint before the next phase", "medium"
+            phase.path,
+            None,
+            f"{phase.path} saves no checkpoint before the next phase",
+            "medium",
+            reason=reason,
         )
         for phase in sequence[:-1]
         if _CHECKPOINT.search(phase.text) is None and not persists_output(phase)

@@ -41,7 +41,11 @@ SKILL_WIDE = "SKILL.md"
 
 @dataclass(frozen=True)
 class Finding:
-    """One match of a rule: where it is, the text there, how bad it is.
+    """One match of a rule, as a claim with its evidence: where it is (``line`` to ``end``; no
+    line for a whole file), the text it rests on (``context``: the offending line, or for a
+    whole file what was measured), how bad it is, and ``reason``: why nothing in the skill
+    excuses it, i.e. what the rule looked for and did not find ("no try/catch around it; its
+    section 'Step 2' (lines 30-41) says nothing of failure; ...").
 
     ``data`` carries what a mechanical fixer needs (a variable name, a language); ``anchor`` is
     the file the resulting issue is filed under (the finding's own file unless the problem spans
@@ -54,11 +58,32 @@ class Finding:
     severity: Severity
     data: Mapping[str, str] = field(default_factory=dict)
     anchor: str | None = None
+    end: int | None = None
+    reason: str = field(kw_only=True)
 
     @property
     def issue_file(self) -> str:
         """The file the issue for this finding is located in."""
         return self.anchor or self.file
+
+    @property
+    def where(self) -> str:
+        """``file``, ``file:12`` or ``file:12-18``."""
+        if self.line is None:
+            return self.file
+        if self.end is None or self.end <= self.line:
+            return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line}-{self.end}"
+
+    @property
+    def claim(self) -> str:
+        """The finding in one line: where, the text quoted, and why it is not excused."""
+        return f"{self.where}: `{_shortened(self.context)}` (not excused: {self.reason})"
+
+
+def _shortened(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,17 @@
 """Running the rules of one area over a skill, and turning findings into issues.
 
-Findings of one rule in one file become one issue (its evidence lists every line), so a fix for
-that file addresses exactly one issue. An issue keeps its id across rounds: a re-diagnosis that
-finds the same rule in the same file again reuses the id the document already has, and new
-problems get numbers never used before. That is what lets verification ask "is the issue this
-fix addressed still there?" by id.
+Findings of one rule in one file become one issue (its evidence lists every finding as a claim:
+the lines quoted and why nothing excuses them), so a fix for that file addresses exactly one
+issue; its location spans the lines of its findings, first to last. An issue keeps its id
+across rounds: a re-diagnosis that finds the same rule in the same file again reuses the id the
+document already has, and new problems get numbers never used before. That is what lets
+verification ask "is the issue this fix addressed still there?" by id.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..model import (
@@ -52,6 +53,7 @@ class Draft:
     rule: Rule
     file: str
     findings: tuple[Finding, ...]
+    to_review: bool = False
 
     @property
     def severity(self) -> Severity:
@@ -60,7 +62,9 @@ class Draft:
 
     def to_issue(self, issue_id: str) -> Issue:
         """The issue, with its id."""
-        lines = [f.line for f in self.findings if f.file == self.file and f.line is not None]
+        here = [f for f in self.findings if f.file == self.file and f.line is not None]
+        lines = [f.line for f in here if f.line is not None]
+        ends = [max(f.line, f.end or 0) for f in here if f.line is not None]
         shown = f" (line {', '.join(map(str, lines[:5]))})" if lines else ""
         return Issue(
             id=issue_id,
@@ -70,13 +74,13 @@ class Draft:
             location=IssueLocation(
                 file=self.file,
                 line_start=min(lines) if lines else None,
-                line_end=max(lines) if lines else None,
+                line_end=max(ends) if ends else None,
                 phase=self.file.split("/")[-1].removesuffix(".md")
                 if self.file.startswith("phases/")
                 else None,
             ),
             description=f"{self.rule.title} in {self.file}{shown}",
-            evidence=[_evidence_line(f) for f in self.findings],
+            evidence=[f.claim for f in self.findings],
             root_cause=self.rule.root_cause,
             impact=self.rule.impact,
             suggested_fix=self.rule.suggested_fix,
@@ -84,15 +88,15 @@ class Draft:
         )
 
 
-def _evidence_line(finding: Finding) -> str:
-    where = f"{finding.file}:{finding.line}" if finding.line is not None else finding.file
-    return f"{where}: {finding.context}"
-
-
 def diagnose(
-    area: Area, skill: Skill, elapsed_ms: float = 0.0
+    area: Area,
+    skill: Skill,
+    elapsed_ms: float = 0.0,
+    review: Callable[[str], bool] = lambda _rule: False,
 ) -> tuple[DiagnosisResult, list[Draft]]:
-    """Run every rule of ``area`` on ``skill``: the area's result and its issue drafts."""
+    """Run every rule of ``area`` on ``skill``: the area's result and its issue drafts. The
+    drafts of a rule ``review`` names are only to review: the result's count and severity
+    leave them out, as the quality gate does."""
     rules = RULES_BY_AREA[area]
     drafts: list[Draft] = []
     evidence: list[Evidence] = []
@@ -104,18 +108,24 @@ def diagnose(
         matched.append(rule.name)
         evidence.extend(
             Evidence(
-                file=f.file, line=f.line, pattern=rule.name, context=f.context, severity=f.severity
+                file=f.file,
+                line=f.line,
+                pattern=rule.name,
+                context=f"{f.context} (not excused: {f.reason})",
+                severity=f.severity,
             )
             for f in findings
         )
         by_file: dict[str, list[Finding]] = {}
         for finding in findings:
             by_file.setdefault(finding.issue_file, []).append(finding)
-        drafts.extend(Draft(rule, file, tuple(group)) for file, group in by_file.items())
-    worst = min((d.severity for d in drafts), key=SEVERITIES.index, default=None)
+        doubtful = review(rule.name)
+        drafts.extend(Draft(rule, file, tuple(group), doubtful) for file, group in by_file.items())
+    counted = [d for d in drafts if not d.to_review]
+    worst = min((d.severity for d in counted), key=SEVERITIES.index, default=None)
     result = DiagnosisResult(
         status="completed",
-        issues_found=len(drafts),
+        issues_found=len(counted),
         severity=worst or "none",
         execution_time_ms=elapsed_ms,
         details=DiagnosisDetails(

@@ -8,6 +8,7 @@ an instance on a skill folder, ``context`` gives the context its actions get.
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Mapping
@@ -16,8 +17,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
+from fsm_machines.skill_tuning.diagnosis import trust
 from fsm_machines.skill_tuning.model import TuningState
 from fsm_machines.skill_tuning.options import TuningOptions
+from fsm_machines.skill_tuning.skill import Skill, read_skill
 
 from fsm.model.context import Context
 from fsm.process.executor import AgentCommand
@@ -168,6 +172,62 @@ JUDGEMENT_SKILL: dict[str, str] = {
 }
 """Two agent calls without error handling (two high issues, score 70, gate review): fixes that
 need judgement, for the fix agent."""
+
+
+def ccw_skills() -> Path | None:
+    """A folder of CCW's skills for the measurements on them: ``CCW_SKILLS``, else
+    ``../shared/ccw-skills`` beside the repository; None when neither is a folder."""
+    named = os.environ.get("CCW_SKILLS")
+    repository = Path(__file__).resolve().parents[3]
+    for candidate in (Path(named) if named else None, repository.parent / "shared" / "ccw-skills"):
+        if candidate is not None and candidate.is_dir():
+            return candidate
+    return None
+
+
+PROBE_SKILL = "---\nname: probe\n---\n# Probe skill\n"
+"""The SKILL.md of the small skills the rule tests are made of."""
+
+
+def phase(code: str, lang: str = "javascript", prose: str = "") -> str:
+    """A phase file whose code block starts on line 4 (``code`` line 1 is file line 4)."""
+    return f"# Phase\n\n```{lang}\n{code}\n```\n{prose}"
+
+
+@pytest.fixture
+def skill_of(make_skill: Callable[..., Path]) -> Callable[[dict[str, str]], Skill]:
+    """Read a skill made of the probe SKILL.md plus the given files."""
+    return lambda files: read_skill(make_skill({"SKILL.md": PROBE_SKILL, **files}))
+
+
+def precision_table(path: Path, **precisions: float | None) -> Path:
+    """Write a precision table (rule name, dots as ``__``, to its measured precision) to
+    ``path`` and make the machine read it; return the path."""
+    rules = {
+        name.replace("__", "."): {"findings": 4, "matched": 0, "precision": value}
+        for name, value in precisions.items()
+    }
+    path.write_text(
+        yaml.safe_dump({"measured": "2026-01-01", "threshold": 0.9, "rules": rules}),
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture(autouse=True)
+def every_rule_counted(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The machine's tests run with a precision table that marks no rule to review: they pin
+    its mechanics, not the figures measured on CCW's skills (which change when the rules are
+    measured again). A module that sets ``SHIPPED_PRECISION = True`` runs with the shipped
+    table."""
+    if getattr(request.module, "SHIPPED_PRECISION", False):
+        return
+    path = precision_table(tmp_path_factory.mktemp("precision") / "precision.yaml")
+    monkeypatch.setattr(trust, "PRECISION_FILE", path)
 
 
 @pytest.fixture

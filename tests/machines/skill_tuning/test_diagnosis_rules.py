@@ -1,22 +1,17 @@
-"""Every diagnosis rule: a small skill that triggers it and one that does not."""
+"""Every diagnosis rule: a small skill that triggers it and one that does not (with the lessons
+of the blind labels' tune half, :mod:`.blind_cases`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pytest
 from fsm_machines.skill_tuning.diagnosis.context import MAX_PHASE_CHARS
 from fsm_machines.skill_tuning.diagnosis.run import RULES, diagnose, number_issues
-from fsm_machines.skill_tuning.skill import Skill, read_skill
+from fsm_machines.skill_tuning.skill import Skill
 
-SKILL = "---\nname: probe\n---\n# Probe skill\n"
-
-
-def phase(code: str, lang: str = "javascript", prose: str = "") -> str:
-    """A phase file whose code block starts on line 4 (``code`` line 1 is file line 4)."""
-    return f"# Phase\n\n```{lang}\n{code}\n```\n{prose}"
-
+from tests.machines.skill_tuning.blind_cases import BLIND_QUIET, BLIND_TRIGGERS
+from tests.machines.skill_tuning.conftest import phase
 
 CONSTRAINED = "# Phase 1\n\n## Constraints\n\n- Keep the API stable\n- Never delete tests\n"
 CARRIED = "# Phase 2\n\nStill: keep the API stable. Never delete tests.\n"
@@ -257,12 +252,6 @@ QUIET: list[tuple[str, dict[str, str]]] = [
 ]
 
 
-@pytest.fixture
-def skill_of(make_skill: Callable[..., Path]) -> Callable[[dict[str, str]], Skill]:
-    """Read a skill made of SKILL.md plus the given files."""
-    return lambda files: read_skill(make_skill({"SKILL.md": SKILL, **files}))
-
-
 def _ids(table: Sequence[tuple[object, ...]]) -> list[str]:
     seen: dict[str, int] = {}
     ids = []
@@ -273,7 +262,11 @@ def _ids(table: Sequence[tuple[object, ...]]) -> list[str]:
     return ids
 
 
-@pytest.mark.parametrize(("rule", "files", "where"), TRIGGERS, ids=_ids(TRIGGERS))
+@pytest.mark.parametrize(
+    ("rule", "files", "where"),
+    TRIGGERS + BLIND_TRIGGERS,
+    ids=_ids(TRIGGERS) + [f"blind-{i}" for i in _ids(BLIND_TRIGGERS)],
+)
 def test_rule_triggers(
     rule: str,
     files: dict[str, str],
@@ -286,7 +279,11 @@ def test_rule_triggers(
     assert (findings[0].file, findings[0].line) == where
 
 
-@pytest.mark.parametrize(("rule", "files"), QUIET, ids=_ids(QUIET))
+@pytest.mark.parametrize(
+    ("rule", "files"),
+    QUIET + BLIND_QUIET,
+    ids=_ids(QUIET) + [f"blind-{i}" for i in _ids(BLIND_QUIET)],
+)
 def test_rule_stays_quiet(
     rule: str, files: dict[str, str], skill_of: Callable[[dict[str, str]], Skill]
 ) -> None:

@@ -5,12 +5,12 @@ chosen set of CCW's skills, before and after the precision work, each judged tru
 reading the skill, with the reason. The skills themselves are not this project's and are not
 copied into the repository: the measurement runs when ``CCW_SKILLS`` names a folder of CCW's
 skills (``CCW_SKILLS=/path/to/ccw-skills pytest tests/machines/skill_tuning/test_precision.py``)
-and is skipped, saying so, otherwise; the labels' own consistency is checked always.
+or ``../shared/ccw-skills`` beside the repository is one, and is skipped, saying so,
+otherwise; the labels' own consistency is checked always.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ import yaml
 from fsm_machines.skill_tuning.diagnosis.run import RULES
 from fsm_machines.skill_tuning.skill import read_skill
 
+from tests.machines.skill_tuning.conftest import ccw_skills
+
 LABELS = Path(__file__).parent / "labels"
-_NAMED = os.environ.get("CCW_SKILLS")
-CORPUS = Path(_NAMED) if _NAMED and Path(_NAMED).is_dir() else None
+CORPUS = ccw_skills()
 
 Key = tuple[str, str, int | None, str]
 

@@ -174,7 +174,7 @@ def test_an_agent_call_a_phase_repeats_is_one_finding(
     make_skill: Callable[..., Path], tuning: Tuning
 ) -> None:
     """A call whose prompt mentions ``ccw cli``, written again in a retry section, is one call:
-    each agent rule reports it once, at its first line."""
+    each agent rule reports it once, located at its statement (first line to last)."""
     instance = tune(tuning, make_skill(REPEATED_SKILL), max_iterations=1)
     instance.run(max_steps=200)
     doc = instance.doc
@@ -183,7 +183,7 @@ def test_an_agent_call_a_phase_repeats_is_one_finding(
     for rule in ("agent.call_without_error_handling", "agent.nested_agent_call"):
         issue = by_rule[rule]
         assert len(issue.evidence) == 1, issue.evidence
-        assert (issue.location.line_start, issue.location.line_end) == (18, 18)
+        assert (issue.location.line_start, issue.location.line_end) == (18, 21)
     agent = doc.diagnosis.agent
     assert agent is not None and len(agent.details.evidence) == 3
 
