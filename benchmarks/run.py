@@ -37,6 +37,10 @@ to its budget, so that it means the same on a fast laptop and on a loaded CI box
   ``fsm replay`` (2x: it rebuilds and checks every version) and ``fsm history`` (1.25x) of a
   100,000-record journal whose every record makes a new version, vs the same journal without
   its patches.
+* a replay of decisions (``decisions_bench``): ``fsm replay --decisions`` of a counter's
+  20,000-step journal against the installed definition (every guard's recorded value reused,
+  2x) and against a copy whose guard's code changed (evaluated at every step, 4x), vs the plain
+  replay of the same journal; the lines show steps a second (the issue's target: 10,000).
 * what ``pytest --fsm-cov`` costs (``coverage_bench``, run with ``--only coverage``: it runs
   test sessions and is left out of the default list): 200 counter runs with the journal watched
   vs unwatched, CPU time (1.10x), and a pytest session of the project's own tests with
@@ -65,6 +69,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 import cli_bench
 import coverage_bench
+import decisions_bench
 import engine_bench
 import fleet_bench
 import patch_bench
@@ -83,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (rougher)")
     parser.add_argument(
         "--only",
-        default="engine,status,ls,journal,fleet,serve,patches,postgres",
+        default="engine,status,ls,journal,fleet,serve,patches,decisions,postgres",
         help="comma-separated parts to run (default: engine,status,ls,journal,fleet,serve,"
-        "patches,postgres)",
+        "patches,decisions,postgres)",
     )
     parser.add_argument(
         "--repeat",
@@ -118,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "fleet": lambda f: fleet_bench.fleet(f, rounds),
         "serve": lambda f: serve_bench.instances_page(f, times),
         "postgres": lambda f: _postgres(f, rounds, args.quick),
+        "decisions": lambda f: decisions_bench.decisions(f, max(3, times // 2)),
         "coverage": lambda f: coverage_bench.coverage(f, max(3, times // 3)),
         "patches": lambda f: [
             *patch_bench.persisted_step(f),

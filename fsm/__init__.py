@@ -51,6 +51,7 @@ from fsm.base.errors import (
     UnknownMachineError,
     UnsafePathError,
     UnwritableDocumentError,
+    VersionMismatchError,
 )
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ __all__ = [
     "UnwritableDocumentError",
     "Update",
     "Verdict",
+    "VersionMismatchError",
     "Workspace",
     "retry",
 ]

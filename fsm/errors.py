@@ -33,6 +33,7 @@ from fsm.base.errors import (
     UnknownMachineError,
     UnsafePathError,
     UnwritableDocumentError,
+    VersionMismatchError,
 )
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "UnknownMachineError",
     "UnsafePathError",
     "UnwritableDocumentError",
+    "VersionMismatchError",
 ]

@@ -148,7 +148,7 @@ def _schema_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     ``states.<name>.final``, ``transitions[].auto``)."""
     keys: list[str] = []
     for name, info in model.model_fields.items():
-        key = f"{prefix}{name}"
+        key = f"{prefix}{info.alias or name}"  # the key as written (``from``)
         keys.append(key)
         annotation = info.annotation
         origin = typing.get_origin(annotation)

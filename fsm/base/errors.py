@@ -70,6 +70,7 @@ __all__ = [
     "UnknownMachineError",
     "UnsafePathError",
     "UnwritableDocumentError",
+    "VersionMismatchError",
 ]
 
 
@@ -119,6 +120,11 @@ class MissingRequirementError(InputError):
     def __init__(self, subject: str, missing: Sequence[str]) -> None:
         self.missing = list(missing)
         super().__init__(f"{subject} cannot run: " + "; ".join(self.missing))
+
+
+class VersionMismatchError(InputError):
+    """The installed definition of a machine cannot run an instance started under another one
+    (no migration from its version, a newer version, or a state the new graph lacks)."""
 
 
 class DefinitionError(InputError):

@@ -32,7 +32,6 @@ __all__ = [
     "cmd_ls",
     "cmd_new",
     "cmd_recover",
-    "cmd_replay",
     "cmd_retry",
     "cmd_run",
     "cmd_serve",
@@ -372,6 +371,8 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
         from fsm.process.agent_runs import run_line
 
         out(one_line(f"  agent:   {run_line(info.last_agent)} (at {info.last_agent['time']})"))
+    if info.definition is not None:
+        out(one_line(f"  version: {version_line(info.definition)}"))
     driver = driver_line(info.driver, info.runnable, f"fsm run {args.machine} {info.id}")
     if driver:
         out(one_line(f"  driver:  {driver}"))
@@ -381,6 +382,22 @@ def cmd_status(args: argparse.Namespace, values: dict[str, Any]) -> int:
         out(f"  control: {', '.join(info.control)}")
     out(f"  file:    {info.document}")
     return 0
+
+
+def version_line(definition: dict[str, Any]) -> str:
+    """``2 (graph 78d54974)``, with what the installed definition does with it when it is not
+    the one the instance runs under (see :func:`fsm.view.inspect.definition_of`)."""
+    installed = f"{definition['installed_version']} (graph {definition['installed_graph'][:8]})"
+    if definition["graph"] is None:
+        return f"not recorded (created before versions were); installed {installed}"
+    runs = f"{definition['version']} (graph {definition['graph'][:8]})"
+    if definition["graph"] == definition["installed_graph"]:
+        return runs
+    if definition["problem"]:
+        return f"{runs}; the installed {installed} cannot run it: {definition['problem']}"
+    if definition["migrates"]:
+        return f"{runs}; its next run migrates it to the installed {installed}"
+    return f"{runs}; the installed {installed} runs it (same version, another graph)"
 
 
 def driver_line(
@@ -427,6 +444,7 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
         check_status_filter(
             args.status_filter, names, path.resolve(), items, lambda: _workspace(values)
         )
+    rows = _unserved(rows, names, values)
     if args.json:
         emit_json([row.to_json() for row in rows])
         return 0
@@ -440,8 +458,65 @@ def cmd_ls(args: argparse.Namespace, values: dict[str, Any]) -> int:
         shown = row.error or f"{row.status or '-':<10} {row.state or '-':<12} {row.updated}"
         if row.outcome == "failure" and not row.error:
             shown += f"  {row.reason}"
+        if row.runs:
+            shown += f"  [{row.runs}]"
         out(one_line(f"{row.machine:<14} {row.id:<44} {shown}"))
     return 0
+
+
+def _unserved(rows: list[Any], targets: list[str], values: dict[str, Any]) -> list[Any]:
+    """``rows`` with the runnable instances of a version no live worker runs flagged, for
+    machines whose store knows its workers (PostgreSQL) and that some live worker runs."""
+    from dataclasses import replace
+
+    if not rows or not _workers_store(values):
+        return rows
+    from fsm.base.errors import FsmError
+    from fsm.engine.rules import runnable
+
+    workspace = _workspace(values)
+    served: dict[str, tuple[Any, set[str] | None]] = {}
+    for target in targets:
+        try:
+            machine = workspace.machine(target)
+            ask = getattr(workspace.store_for(machine), "served_versions", None)
+        except FsmError:  # its rows say what is wrong with it
+            continue
+        served[machine.name] = (machine, ask() if ask is not None else None)
+    flagged = []
+    for row in rows:
+        if row.machine not in served:
+            flagged.append(row)
+            continue
+        machine, versions = served[row.machine]
+        version = row.version or str(machine.spec.version)
+        if (
+            versions is not None
+            and version not in versions
+            and row.error is None
+            and row.state is not None
+            and runnable(machine, row.state, row.status)
+        ):
+            note = f"no live worker runs {row.machine} {version}"
+            flagged.append(replace(row, runs=f"{row.runs}; {note}" if row.runs else note))
+        else:
+            flagged.append(row)
+    return flagged
+
+
+def _workers_store(values: dict[str, Any]) -> bool:
+    """Whether the workspace may use a store other than its files (``FSM_STORE``, or a
+    ``[store]`` table): only then are its workers asked what they run (a plain listing reads
+    no configuration)."""
+    import os
+
+    if os.environ.get("FSM_STORE"):
+        return True
+    toml = Path(values.get("workspace", ".")) / "fsm.toml"
+    try:
+        return "[store]" in toml.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def cmd_history(args: argparse.Namespace, values: dict[str, Any]) -> int:
@@ -528,17 +603,6 @@ def _safe_as_written(line: str) -> bool:
 
 def _json_line(record: dict[str, Any]) -> str:
     return json_text(record, separators=(",", ":"))
-
-
-def cmd_replay(args: argparse.Namespace, values: dict[str, Any]) -> int:
-    """Replay check."""
-    from fsm.view.inspect import check_replay
-
-    report = check_replay(instance_from(args, values))
-    for note in report.notes:
-        out(f"note: {note}")
-    out(f"{args.id}: journal of {report.records} records reproduces state '{report.state}'")
-    return 0
 
 
 def cmd_recover(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -79,10 +79,29 @@ def cmd_check(args: argparse.Namespace, values: dict[str, Any]) -> int:
         else:
             for finding in report.findings:
                 out(finding.render())
-        if not report.findings:
+        history = _history_findings(report.target, values) if report.exit_code == 0 else []
+        for line in history:
+            out(printable(line))
+        if not report.findings and not history:
             out(f"{report.target}: ok")
-        code = max(code, report.exit_code)
+        code = max(code, report.exit_code, 1 if history else 0)
     return code
+
+
+def _history_findings(target: str, values: dict[str, Any]) -> list[str]:
+    """The findings of a machine that checked clean against the definitions its instances in
+    the workspace run under (:mod:`fsm.engine.history_check`), as ``path: error: ...``."""
+    from fsm.base.errors import FsmError
+    from fsm.cli.command_values import workspace_from
+    from fsm.engine.history_check import check_history
+
+    try:
+        workspace = workspace_from(values)
+        machine = workspace.machine(target)
+        findings = check_history(workspace, machine)
+    except FsmError:  # no instances to check against (a store that cannot be opened)
+        return []
+    return [f"{machine.path}: error: {finding}" for finding in findings]
 
 
 def cmd_diagram(args: argparse.Namespace, values: dict[str, Any]) -> int:

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsm.cli import agent_commands, commands, completion, machine_commands, store_commands
+from fsm.cli import (
+    agent_commands,
+    commands,
+    completion,
+    machine_commands,
+    store_commands,
+    version_commands,
+)
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -223,6 +230,56 @@ def _retry_arguments(p: argparse.ArgumentParser) -> None:
         metavar="ITEM",
         help="what to retry, in the machine's words, e.g. ISS-2 ISS-3 for issue-manager "
         "(default: everything that failed)",
+    )
+
+
+def _replay_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "machine",
+        help="machine name (e.g. ccw-loop; 'fsm machines' lists them) or machine.yaml path",
+    )
+    p.add_argument(
+        "ids",
+        nargs="*",
+        metavar="ID",
+        help="instance id ('fsm ls' lists them); with --decisions any number (default: all)",
+    )
+    p.add_argument(
+        "--decisions",
+        action="store_true",
+        help="replay the journals' steps against a definition and report, per journal, the "
+        "first step it would decide otherwise; then forecast the unfinished instances",
+    )
+    p.add_argument(
+        "--definition",
+        type=Path,
+        metavar="PATH",
+        help="the changed machine.yaml to replay against (default: the installed one)",
+    )
+    p.add_argument(
+        "--journals",
+        type=Path,
+        metavar="DIR",
+        help="replay the journals (*.ndjson) in DIR, fixtures exported with "
+        "fsm.testing.export_journals, instead of the workspace's",
+    )
+
+
+def _migrate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("machine", help="machine name (e.g. ccw-loop) or machine.yaml path")
+    p.add_argument(
+        "id", nargs="?", help="instance id, as printed by 'fsm new' ('fsm ls' lists them)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        dest="run_all",
+        help="every instance of the machine that runs under an earlier version",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show each migration (old and new state, the document's changes) without applying",
     )
 
 
@@ -648,9 +705,17 @@ COMMANDS: dict[str, Command] = {
         ),
         Command(
             "replay",
-            "check that the journal reproduces the document",
-            _instance_arguments,
-            commands.cmd_replay,
+            "check that the journal reproduces the document; with --decisions, whether a changed "
+            "definition would have taken the steps the journals took",
+            _replay_arguments,
+            version_commands.cmd_replay,
+        ),
+        Command(
+            "migrate",
+            "move instances started under an earlier version of their machine to the installed "
+            "one, as its machine file's migrations say (--dry-run shows them)",
+            _migrate_arguments,
+            version_commands.cmd_migrate,
         ),
         Command(
             "recover",

@@ -44,16 +44,34 @@ from fsm.base.errors import (
     MissingRequirementError,
     UnsafePathError,
     UnwritableDocumentError,
+    VersionMismatchError,
 )
-from fsm.base.update import apply_update
+from fsm.base.update import apply_update, to_json_value
 from fsm.engine.control import ControlPlane
 from fsm.engine.instance import Instance, Loaded
+from fsm.engine.migration import (
+    MigrationPlan,
+    apply_migration,
+    compatibility,
+    masked_options,
+    plan_migration,
+    refusal,
+)
 from fsm.engine.rules import DocumentRules
 from fsm.model.context import Context
 from fsm.model.definition import describe_validation
+from fsm.model.identity import DEFINITION
 from fsm.model.machine import FieldCodec, GuardRef, Machine, Transition, event_options
 from fsm.model.outcome import RUN_ENDED_EVENTS, Choice, Chooser, RunOutcome, RunResult, StepResult
-from fsm.model.records import AGENT_RUNS, ErrorRecord, GuardResult, TransitionRecord
+from fsm.model.records import (
+    AGENT_RUNS,
+    FIRED,
+    OBSERVED,
+    OPTIONS,
+    ErrorRecord,
+    GuardResult,
+    TransitionRecord,
+)
 from fsm.process import orphans
 from fsm.process.agent_runs import AgentRecorder
 from fsm.store.heartbeat import Pulse, heartbeats_of
@@ -344,23 +362,45 @@ class Engine:
         # A codec of the machine's own may read the document to write the state: it gets the
         # validated result of the actions. The field codec only writes the state.
         self._codec_reads_document = not isinstance(self.machine.codec, FieldCodec)
+        self._definition_checked = False
+        self._observed: dict[str, Any] = {}
+        """What the step under way observed (:meth:`fsm.model.context.Context.observe`)."""
+        self._fired = False
+        """Whether the step under way was fired by name."""
+        self._new_graph: dict[str, Any] = {}
+        """What the run's first step record adds: the options it runs with and the identity of
+        the definition it runs under."""
 
     def context(self) -> Context:
         """The context of this engine's guards, actions and hooks (built once)."""
         if self._ctx is None:
             ctx = self.instance.context(interactive=self.interactive, reconfigure=self.reconfigure)
             self._agents = AgentRecorder(ctx.executor, ctx.log)
-            self._ctx = replace(ctx, executor=self._agents)
+            self._ctx = replace(ctx, executor=self._agents, observer=self._observe)
         return self._ctx
 
     def _record_extra(self) -> dict[str, Any]:
-        """The ``extra`` of the step's record: the agent runs of the step, when it ran any, and
-        the reason it was fired for, when one was given."""
+        """The ``extra`` of the step's record: the agent runs of the step, when it ran any, the
+        reason it was fired for, when one was given, what it observed, whether it was fired,
+        and (the run's first step) the definition and options it ran with."""
         runs = self._agents.runs if self._agents is not None else []
         extra: dict[str, Any] = {AGENT_RUNS: list(runs)} if runs else {}
         if self._reason is not None:
             extra["reason"] = self._reason
+        if self._observed:
+            extra[OBSERVED] = self._observed
+        if self._fired:
+            extra[FIRED] = True
+        if self._new_graph:
+            extra.update(self._new_graph)
+            self._new_graph = {}
         return extra
+
+    def _observe(self, name: str, read: Callable[[], Any]) -> Any:
+        """Read through ``read`` and keep the step's first value of ``name`` for its record."""
+        value = to_json_value(read())
+        self._observed.setdefault(name, value)
+        return value
 
     def _transition_context(self, transition: Transition, source: str) -> Context:
         key = (transition.index, source)
@@ -377,6 +417,7 @@ class Engine:
         until the instance is started (``fsm start`` or :class:`~fsm.engine.control.ControlPlane`).
         """
         with self._run_lock():
+            self._under_installed_definition(actor)
             return self._step(None, actor)
 
     def fire(self, event: str, *, actor: str = "cli", reason: str | None = None) -> StepResult:
@@ -384,11 +425,52 @@ class Engine:
         ``reason`` (why a person fired it) is journaled with the step, as a control command's
         is."""
         with self._run_lock():
+            self._under_installed_definition(actor)
             self._reason = reason
             try:
                 return self._step(event, actor)
             finally:
                 self._reason = None
+
+    def migrate(self, *, dry_run: bool = False, actor: str = "migrate") -> MigrationPlan | None:
+        """Migrate the instance to the installed definition when it runs under an earlier
+        version with a declared migration (:mod:`fsm.engine.migration`); return what was (or,
+        with ``dry_run``, would be) done, None when nothing needs to be. Raises
+        VersionMismatchError when it cannot be run or migrated."""
+        with self._run_lock():
+            found = compatibility(self.instance)
+            refused = refusal(self.instance, found)
+            if refused:
+                raise VersionMismatchError(refused)
+            if found.kind != "migrate":
+                return None
+            plan = plan_migration(self.instance, found)
+            if not dry_run:
+                apply_migration(self.instance, plan, actor=actor)
+            return plan
+
+    def _under_installed_definition(self, actor: str) -> None:
+        """Refuse an instance the installed definition cannot run, migrate one it can run by
+        migrating (see :mod:`fsm.engine.migration`); the run's first step record names the
+        definition it ran under. Once per engine."""
+        if self._definition_checked or not self.instance.exists():
+            return
+        # The run's first step record names the definition and the options it runs with: the
+        # next run finds what it runs under a few records back, not at the journal's start.
+        self._new_graph = {
+            OPTIONS: masked_options(self.instance.options),
+            DEFINITION: self.machine.identity.to_json(),
+        }
+        found = compatibility(self.instance)
+        refused = refusal(self.instance, found)
+        if refused:
+            self.instance.log.info("run_refused", reason=refused)
+            raise VersionMismatchError(refused)
+        if found.kind == "migrate":
+            plan = plan_migration(self.instance, found)
+            apply_migration(self.instance, plan, actor=actor)
+            self.instance.log.warning("migrated_before_run", migration=plan.text(self.machine.name))
+        self._definition_checked = True
 
     @contextlib.contextmanager
     def _run_lock(self) -> Iterator[None]:
@@ -491,6 +573,7 @@ class Engine:
         step taken (progress display).
         """
         with self._run_lock():
+            self._under_installed_definition(actor)
             loaded = self.instance.load()
             will_work = self.control.is_active(loaded) or self.control.needs_start(loaded)
             if will_work and not self.machine.is_final(loaded.state):
@@ -618,6 +701,8 @@ class Engine:
         ctx = self.context()
         if self._agents is not None:
             self._agents.clear()
+        self._observed = {}
+        self._fired = event is not None
         if event is not None and not self.kernel.accepts(state, event):
             allowed = ", ".join(self.machine.events_from(state)) or "none"
             raise EventNotAllowedError(

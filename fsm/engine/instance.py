@@ -39,12 +39,14 @@ from fsm.base.files import confined_to
 from fsm.base.ids import validate_id
 from fsm.base.log import EventLog, get_logger
 from fsm.base.update import apply_update
+from fsm.engine.definitions import keep_definition
 from fsm.engine.rules import DocumentRules, Loaded
 from fsm.engine.transaction import Transaction
 from fsm.model.config import WorkspaceConfig, load_config, resolve_options
 from fsm.model.context import Context
 from fsm.model.definition import describe_validation, did_you_mean
 from fsm.model.discovery import open_machine
+from fsm.model.identity import DEFINITION
 from fsm.model.machine import Machine
 from fsm.model.paths import value_at
 from fsm.model.records import CreateRecord, Record
@@ -140,6 +142,10 @@ class Workspace:
             settings=store_settings(self.config.store),
             space=self.space,
             queue=self.space if machine.spec.needs_workspace else None,
+            runs=(
+                str(machine.spec.version),
+                *(str(m.from_version) for m in machine.spec.migrations),
+            ),
         )
 
     @property
@@ -473,8 +479,12 @@ class Instance:
                 dest=initial,
                 actor=actor,
                 duration_ms=round((time.monotonic() - started) * 1000, 3),
-                extra={QUEUE: queue} if queue is not None else {},
+                extra={
+                    DEFINITION: self.machine.identity.to_json(),
+                    **({QUEUE: queue} if queue is not None else {}),
+                },
             )
             loaded = self.commit(data, record, base=None, locked=True)
+        keep_definition(self.folders, self.machine, self.workspace.path, self.store)
         self.log.info("instance_created", state=loaded.state, status=loaded.status)
         return loaded

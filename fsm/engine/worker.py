@@ -50,7 +50,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from fsm.base.clock import SystemClock
-from fsm.base.errors import FsmError, LockHeldError
+from fsm.base.errors import CorruptDocumentError, FsmError, LockHeldError
 from fsm.base.ids import validate_id
 from fsm.engine.driving import Driven, belongs_to, end_with_parent
 from fsm.engine.rules import DocumentRules, runnable
@@ -318,8 +318,13 @@ def _drive(
             workspace, machine, validate_id(instance_id), store=source.store, options=source.options
         )
         # The document the claim read in its own statement is the run's first read.
-        loaded = instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
-        if not runnable(machine, loaded.state, loaded.status):
+        try:
+            loaded = instance.take_claimed(claim.raw) if claim.raw is not None else instance.load()
+        except CorruptDocumentError:
+            # Perhaps in a state of an earlier version: the run migrates it first, or refuses
+            # it naming the versions (or finds it corrupt, as this read did).
+            loaded = None
+        if loaded is not None and not runnable(machine, loaded.state, loaded.status):
             # Its row said runnable, its document says not (another program wrote it, a
             # pause by SQL): not claimed again until it changes, or for a while.
             claim.release()

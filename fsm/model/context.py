@@ -79,6 +79,20 @@ class Context(Generic[OptionsT_co]):
     )
     """What :meth:`side_file_mode` asks (the instance's store)."""
 
+    observer: Callable[[str, Callable[[], Any]], Any] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """What :meth:`observe` calls (the engine's recorder of a step's observations, or a
+    decision replay serving recorded ones back)."""
+
+    def observe(self, name: str, read: Callable[[], Any]) -> Any:
+        """``read()``'s value (JSON: lists, dicts, text, numbers), recorded in the step's
+        journal record under ``name``: what a guard reads besides the document and the options
+        (a side file, a task list). ``fsm replay --decisions`` serves the recorded value back
+        instead of reading again, so a changed guard can be judged on what the step saw. The
+        first value of a name in a step is the one kept."""
+        return read() if self.observer is None else self.observer(name, read)
+
     def side_file_mode(self) -> int:
         """The permission bits for a new file the machine writes for this instance (a report, a
         backup manifest): what the umask gives a new file, and no more than the stored

@@ -31,6 +31,8 @@ The shape, with every key::
     exclusive: [[tests_passed, tests_failed]]   # guards of which at most one can hold
     needs_workspace: false        # its work needs no files of the workspace: any worker runs it
     hooks: {create: new_counter, on_error: record_error}
+    migrations:                   # from earlier versions, oldest first (see fsm.model.migrations)
+      - {from: 1, states: {waiting: idle, legacy: null}, events: {start: go}, update: upgrade}
     states:
       idle: {description: ...}
       done: {description: ..., final: true, tags: [success], status: completed}
@@ -69,6 +71,7 @@ __all__ = [
     "ControlSpec",
     "HooksSpec",
     "MachineSpec",
+    "MigrationSpec",
     "Problem",
     "StateBinding",
     "StateSpec",
@@ -202,6 +205,23 @@ class HooksSpec(_Spec):
     retry: Name | None = None
 
 
+class MigrationSpec(_Spec):
+    """How instances of an earlier ``version:`` become instances of the next one (see
+    :mod:`fsm.model.migrations`): state and event renames (a state renamed to ``null`` cannot
+    migrate), and an optional registered hook that updates the document."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, defer_build=True, populate_by_name=True
+    )
+    from_version: int | Text = Field(alias="from")
+    states: dict[Name, Name | None] = Field(default_factory=dict)
+    events: dict[Name, Name] = Field(default_factory=dict)
+    update: Name | None = None
+    """A registered hook ``(data, ctx) -> Update`` run on the document's JSON data before its
+    state is renamed."""
+    description: Text | None = None
+
+
 class MachineSpec(_Spec):
     """A whole machine file."""
 
@@ -226,6 +246,8 @@ class MachineSpec(_Spec):
     hooks: HooksSpec = Field(default_factory=HooksSpec)
     states: dict[Name, StateSpec]
     transitions: list[TransitionSpec]
+    migrations: list[MigrationSpec] = Field(default_factory=list)
+    """From each earlier version to the next, oldest first: the last leads to ``version``."""
 
 
 class Problem(typing.NamedTuple):

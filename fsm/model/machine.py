@@ -36,6 +36,8 @@ from fsm.model.definition import (
     guard_name,
     read_definition,
 )
+from fsm.model.identity import Identity, code_digest, graph_digest
+from fsm.model.migrations import chain_from
 from fsm.model.outcome import Verdict
 from fsm.model.paths import annotation_at, value_at
 from fsm.model.registry import Action, Codec, GuardInfo, Hooks, Registry, Update
@@ -163,6 +165,13 @@ class Machine:
         """True for a final state tagged ``success``."""
         spec = self.spec.states.get(state)
         return spec is not None and spec.final and "success" in spec.tags
+
+    @cached_property
+    def identity(self) -> Identity:
+        """Its version, graph digest and code digest (:mod:`fsm.model.identity`)."""
+        spec = self.spec
+        code = code_digest(spec.module, self.path)
+        return Identity(spec.version, graph_digest(spec), code)
 
     @cached_property
     def document_keys(self) -> frozenset[str]:
@@ -406,6 +415,7 @@ def resolve(
                 loc: list[str | int] = ["control", "commands", command, "actions", position]
                 resolved.append((action, lookup("action", registry.actions, action, loc)))
             control_actions[command] = tuple(resolved)
+    _check_migrations(spec, registry, problem)
     commands: dict[str, MachineCommand] = {}
     for name, declared in spec.commands.items():
         where: list[str | int] = ["commands", name]
@@ -442,6 +452,37 @@ def resolve(
         commands=commands,
     )
     return machine, problems
+
+
+def _check_migrations(
+    spec: MachineSpec,
+    registry: Registry,
+    problem: Callable[[Sequence[str | int], str], None],
+) -> None:
+    """Each migration's versions, hook and renames: a ``from`` once and not the file's own
+    version, a registered hook, and every state a chain of migrations renames to (composed
+    through the later ones) a state of this definition."""
+    seen: set[str] = set()
+    for index, migration in enumerate(spec.migrations):
+        loc: list[str | int] = ["migrations", index]
+        version = str(migration.from_version)
+        if version in seen or version == str(spec.version):
+            problem([*loc, "from"], f"version {version} is this file's own or migrated twice")
+        seen.add(version)
+        hook = migration.update
+        if hook is not None and hook not in registry.hooks:
+            problem([*loc, "update"], f"unknown hook '{hook}'{did_you_mean(hook, registry.hooks)}")
+        chain = chain_from(spec, migration.from_version)
+        if chain is None:
+            continue
+        for old, new in migration.states.items():
+            final = chain.states.get(old, new)
+            if final is not None and final not in spec.states:
+                problem(
+                    [*loc, "states", old],
+                    f"renames '{old}' to '{final}', which is no state of version {spec.version}"
+                    f"{did_you_mean(final, spec.states)}",
+                )
 
 
 def _status_values(spec: MachineSpec) -> list[tuple[list[str | int], str]]:

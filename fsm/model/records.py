@@ -10,7 +10,8 @@ document in journals written before failed steps were stamped), and ``format``. 
 ============  ===========================================================================
 kind          its own fields
 ============  ===========================================================================
-create        ``machine`` (absent before fsm ls told machines sharing a folder apart)
+create        ``machine`` (absent before fsm ls told machines sharing a folder apart); the
+              definition it was created under in ``extra`` (:mod:`fsm.model.identity`)
 transition    ``transition`` (index in the definition), ``guards`` (each evaluated guard:
               ``transition``, ``guard``, ``result``), ``actions`` (names run), and
               ``agents`` when the step ran an agent (see :func:`agent_runs`)
@@ -22,6 +23,9 @@ repair        ``reason`` (what a crash repair did)
 recover       ``machine``, ``notes``, ``moved_aside`` (the corrupt document kept aside)
 retry         ``status_from``, ``status_to``, ``items`` (what was reopened), ``reason``: a failed
               instance reopened from its final state (``event`` is ``retry``)
+migrate       ``reason``: the instance moved from state ``source`` of an earlier ``version:``
+              to ``dest`` of the installed one (``event`` is ``migrate``; its ``migration``
+              and ``definition`` in ``extra``, see :mod:`fsm.model.migrations`)
 command       ``inputs``, ``reason``: a command of the machine's own (``event`` is its name,
               e.g. ccw-loop's ``add_task``), the state unchanged
 ============  ===========================================================================
@@ -83,13 +87,18 @@ __all__ = [
     "CHAINED",
     "CHANGED",
     "CHANGES",
+    "DEFINITION",
+    "FIRED",
     "FORMAT",
+    "OBSERVED",
+    "OPTIONS",
     "CommandRecord",
     "ControlRecord",
     "CreateRecord",
     "ErrorRecord",
     "GuardResult",
     "MergeRecord",
+    "MigrateRecord",
     "Record",
     "RecoverRecord",
     "RepairRecord",
@@ -100,6 +109,7 @@ __all__ = [
     "changed_paths",
     "parse_record",
     "record_changes",
+    "version_named",
 ]
 
 FORMAT = 3
@@ -337,6 +347,19 @@ class RetryRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MigrateRecord(Record):
+    """The instance was migrated from state ``source`` of an earlier version of its machine to
+    ``dest`` of the installed one (``reason`` says what changed)."""
+
+    KIND: ClassVar[str] = "migrate"
+    kind: Literal["migrate"] = field(default="migrate", init=False)
+    event: str = "migrate"
+    source: str
+    dest: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CommandRecord(Record):
     """A command of the machine's own (``fsm command``): ``event`` its name, in state
     ``source`` (= ``dest``); its inputs, as validated, ride in ``extra`` under ``inputs``."""
@@ -370,6 +393,7 @@ _KINDS: dict[str, type[Record]] = {
         RepairRecord,
         RecoverRecord,
         RetryRecord,
+        MigrateRecord,
         CommandRecord,
     )
 }
@@ -525,6 +549,36 @@ journals with it."""
 CHANGED = "changed"
 """The key of the paths (JSON Pointers) a record changed, written instead of :data:`CHANGES`
 when the patch was larger than :data:`fsm.model.patch.PATCH_LIMIT`."""
+
+
+OBSERVED = "observed"
+"""The key of a step record's observations (:meth:`fsm.model.context.Context.observe`): an object
+of names to the JSON values the step's guards and actions read besides the document, the first
+read of each name. Written only when the step observed something; kept in ``extra``."""
+OPTIONS = "options"
+"""The key of the machine's options (their JSON, secrets masked) in the first step record of
+each run, as the run's guards and actions saw them: what ``fsm replay --decisions`` evaluates a
+changed guard with. Kept in ``extra``."""
+FIRED = "fired"
+"""The key a step record has (``true``) when its event was fired by name (``fsm fire``, a menu)
+rather than chosen among the automatic transitions; kept in ``extra``."""
+
+
+DEFINITION = "definition"
+"""The key of a record's definition identity (``{"version", "graph", "code"}``: see
+:mod:`fsm.model.identity`), kept in ``extra`` like a step's changes: journals with it read as
+before in every fsm."""
+
+
+def version_named(record: Mapping[str, Any]) -> str | None:
+    """The ``version:`` (as text) a journal record's JSON object names under
+    :data:`DEFINITION`; None when it names none."""
+    found = record.get(DEFINITION)
+    if isinstance(found, Mapping):
+        version = found.get("version")
+        if isinstance(version, int | str) and not isinstance(version, bool):
+            return str(version)
+    return None
 
 
 def record_changes(record: Record) -> list[dict[str, Any]] | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fsm.base import jsonio
 from fsm.base.errors import InstanceHeldError
+from fsm.model.records import version_named
 from fsm.postgres.database import CHANGES
 
 if TYPE_CHECKING:
@@ -123,12 +124,13 @@ def _write(
         "start": start,
         "queue": queue if isinstance(queue, str) else default_queue,
         "creator": creator,
+        "definition": _definition(lines),
     }
     conn.execute(
         "UPDATE fsm_instances SET raw = %(raw)s, version = version + 1, "
         "state = %(state)s, status = %(status)s, runnable = %(runnable)s, "
         "records = %(count)s, queue = %(queue)s, creator = %(creator)s, "
-        "modified = clock_timestamp() "
+        "definition = %(definition)s, modified = clock_timestamp() "
         "WHERE space = %(space)s AND machine = %(machine)s AND id = %(id)s",
         values,
     )
@@ -147,3 +149,13 @@ def _parsed(line: str) -> dict[str, Any] | None:
     except jsonio.JsonError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def _definition(lines: Sequence[str]) -> str | None:
+    """The version of its machine the journal ``lines`` say the instance runs under last."""
+    for line in reversed(lines):
+        found = _parsed(line)
+        named = version_named(found) if found is not None else None
+        if named is not None:
+            return named
+    return None

@@ -171,6 +171,24 @@ ALTER TABLE fsm_kept ADD CONSTRAINT fsm_kept_kind_check
 ALTER TABLE fsm_kept ADD COLUMN journal text;
 """,
     ),
+    (
+        4,
+        "the version of its machine each instance runs under, which workers claim by, the "
+        "versions each worker runs, and the definitions instances ran under",
+        """
+ALTER TABLE fsm_instances ADD COLUMN definition text;
+ALTER TABLE fsm_holders ADD COLUMN serves text[];
+
+CREATE TABLE fsm_definitions (
+    space text NOT NULL,
+    machine text NOT NULL,
+    graph text NOT NULL,
+    text text NOT NULL,
+    kept timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (space, machine, graph)
+);
+""",
+    ),
 ]
 """(number, what it does, SQL), in order."""
 

@@ -52,6 +52,7 @@ from fsm.base.errors import (
     UnknownInstanceError,
 )
 from fsm.base.ids import validate_id
+from fsm.model.identity import DEFINITION
 from fsm.model.records import Record
 from fsm.postgres.copies import import_instance
 from fsm.postgres.database import CHANGES, WORK, Database, Holder, Settings, database
@@ -120,7 +121,8 @@ WITH {lock} target AS (
         state = %(state)s, status = %(status)s, runnable = %(runnable)s,
         records = i.records + %(count)s,
         queue = CASE WHEN i.records = 0 THEN %(queue)s ELSE i.queue END,
-        creator = coalesce(i.creator, %(creator)s)
+        creator = coalesce(i.creator, %(creator)s),
+        definition = coalesce(%(definition)s, i.definition)
     WHERE i.space = %(space)s AND i.machine = %(machine)s AND i.id = %(id)s
       AND i.version = %(version)s AND i.records = %(records)s
     {fenced} {locked}
@@ -241,6 +243,7 @@ _CANDIDATE = """
       AND c.runnable AND c.raw IS NOT NULL AND c.workspace = c.space
       AND (%(any)s OR c.queue IS NULL OR c.queue = ANY(%(queues)s))
       AND NOT c.id = ANY(%(skip)s)
+      AND (%(any_version)s OR c.definition IS NULL OR c.definition = ANY(%(versions)s))
       AND {which}
     ORDER BY c.modified
     LIMIT 1
@@ -292,6 +295,16 @@ def _creator(records: Sequence[Record]) -> str | None:
         if record.kind == "create":
             machine = getattr(record, "machine", None)
             return machine if isinstance(machine, str) else None
+    return None
+
+
+def _definition_of(records: Sequence[Record]) -> str | None:
+    """The ``version:`` the newest of ``records`` naming a definition names (None: none does),
+    as text: what the ``definition`` column keeps and claims compare."""
+    for record in reversed(records):
+        found = record.extra.get(DEFINITION) if record.extra else None
+        if isinstance(found, dict) and isinstance(found.get("version"), int | str):
+            return str(found["version"])
     return None
 
 
@@ -523,6 +536,9 @@ class PostgresStore:
         self.settings = settings
         self.db: Database = database(settings)
         self.queue = layout.queue
+        self.runs = layout.runs
+        self.key_prefix = f"{self.space}/{self.machine}"
+        self._announced: int | None = None
         self._files = FileStore.from_layout(layout)
         self._known: dict[str, tuple[bytes | None, int]] = {}
         """What this handle last saw of each instance: its bytes and version."""
@@ -710,6 +726,7 @@ class PostgresStore:
             "lines": json.dumps(lines),
             "queue": _queue_of(proposal.records, self.queue),
             "creator": _creator(proposal.records),
+            "definition": _definition_of(proposal.records),
             "holder": holder,
             "fence": token,
         }
@@ -1131,7 +1148,7 @@ class PostgresStore:
         """The document, when it was written, and the machine its create record names."""
         validate_id(instance_id)
         sql = (
-            "SELECT raw, (extract(epoch FROM modified) * 1000000)::bigint, creator "
+            "SELECT raw, (extract(epoch FROM modified) * 1000000)::bigint, creator, definition "
             "FROM fsm_instances WHERE space = %s AND machine = %s AND id = %s"
         )
         row = self.db.run(
@@ -1140,7 +1157,7 @@ class PostgresStore:
         if row is None or row[0] is None:
             creator = None if row is None else row[2]
             return Listed(None, 0, creator, f"no instance '{instance_id}'")
-        return Listed(_bytes(row[0]), int(row[1]) * 1000, row[2])
+        return Listed(_bytes(row[0]), int(row[1]) * 1000, row[2], None, row[3])
 
     def stamp(self, instance_id: str) -> list[int] | None:
         """The document's version and the journal's length (from the last listing when it
@@ -1226,8 +1243,11 @@ class PostgresStore:
                 "any": queues is None,
                 "queues": list(queues or ()),
                 "skip": list(skip),
+                "any_version": self.runs is None,
+                "versions": list(self.runs or ()),
             }
 
+            self._announce(holder)
             row = self.db.run(functools.partial(self._claim_any, params))
             while row is not None and not _valid_id(str(row[0])):
                 # A row fsm cannot run (written by another program): marked not runnable, so
@@ -1242,6 +1262,54 @@ class PostgresStore:
                 return None
             holder.mark_lost()
         return None
+
+    def _announce(self, holder: Holder) -> None:
+        """Say, once per holder, which versions of this machine its worker runs (``fsm ls``
+        names the instances of a version no live worker runs)."""
+        if self._announced == holder.id or self.runs is None:
+            return
+        keys = [f"{self.key_prefix}={version}" for version in self.runs]
+        self.db.run(
+            lambda conn: conn.execute(
+                "UPDATE fsm_holders SET serves = ARRAY(SELECT DISTINCT unnest("
+                "coalesce(serves, '{}') || %s::text[])) WHERE id = %s",
+                (keys, holder.id),
+            )
+        )
+        self._announced = holder.id
+
+    def keep_definition(self, graph: str, text: str) -> None:
+        """Keep the text of this machine's definition with graph digest ``graph`` (once)."""
+        self.db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO fsm_definitions (space, machine, graph, text) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (self.space, self.machine, graph, text),
+            )
+        )
+
+    def stored_definition(self, graph: str) -> str | None:
+        """The kept text of this machine's definition with graph digest ``graph``."""
+        row = self.db.run(
+            lambda conn: conn.execute(
+                "SELECT text FROM fsm_definitions WHERE space = %s AND machine = %s AND graph = %s",
+                (self.space, self.machine, graph),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def served_versions(self) -> set[str] | None:
+        """The versions of this machine the live workers of this space run (None: no live
+        worker runs this machine)."""
+        prefix = f"{self.key_prefix}="
+        rows = self.db.run(
+            lambda conn: conn.execute(
+                "SELECT DISTINCT unnest(serves) FROM fsm_holders "
+                "WHERE expires > statement_timestamp() AND serves IS NOT NULL"
+            ).fetchall()
+        )
+        found = {str(row[0])[len(prefix) :] for row in rows if str(row[0]).startswith(prefix)}
+        return found or None
 
     def _set_aside(self, instance_id: str, token: int, conn: Any) -> None:
         conn.execute(

@@ -183,6 +183,10 @@ class InstanceInfo(BaseModel):
     """The run driving it now (None: nobody)."""
     runnable: bool = False
     """Whether a run would drive it now: with no driver, it waits for one."""
+    definition: dict[str, Any] | None = None
+    """The definition it runs under (``version``, ``graph``) against the installed one
+    (``installed_version``, ``installed_graph``), whether the installed one runs it
+    (``runnable_here``, migrating it first when ``migrates``) and why not (``problem``)."""
     run_command: str
     """The command that would drive it."""
     retry: bool = False

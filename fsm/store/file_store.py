@@ -56,6 +56,7 @@ from fsm.base.files import (
 )
 from fsm.base.ids import ID_PATTERN, is_valid_id, validate_id
 from fsm.base.jsonrender import render_document
+from fsm.model.records import Record, version_named
 from fsm.store.file_swap import FileSwap
 from fsm.store.journal import Journal
 from fsm.store.protocol import (
@@ -534,12 +535,14 @@ class FileStore:
         """The document's bytes and modification time, and the machine the journal's first
         record names (read no further than its first line)."""
         document, journal = self.locations(instance_id)
-        creator = None if self._without_journal(document, journal) else _creator(journal)
+        creator = version = None
+        if not self._without_journal(document, journal):
+            creator, version = _creator(journal)
         try:
             raw, info = read_file(document)
         except (OSError, FsmError) as exc:
-            return Listed(None, 0, creator, str(exc))
-        return Listed(raw, info.st_mtime_ns, creator)
+            return Listed(None, 0, creator, str(exc), version)
+        return Listed(raw, info.st_mtime_ns, creator, None, version)
 
     def stamp(self, instance_id: str) -> list[list[int] | None] | None:
         """The inode, size, modification and change times of the document and of the journal;
@@ -634,19 +637,21 @@ def stamp_of(path: str) -> list[int] | None:
     return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
-def _creator(journal: str) -> str | None:
-    """The machine the first record of ``journal`` names (None when there is no journal or
-    its first line names none)."""
+def _creator(journal: str) -> tuple[str | None, str | None]:
+    """The machine the first record of ``journal`` names, and the version of its definition
+    (each None when there is no journal or its first line names none)."""
     try:
         first = _first_line(journal)
     except OSError:
-        return None
+        return None, None
     try:
         record = jsonio.loads_quick(first.decode("utf-8", errors="replace"))
     except jsonio.JsonError:
-        return None
-    owner = record.get("machine") if isinstance(record, dict) else None
-    return owner if isinstance(owner, str) else None
+        return None, None
+    if not isinstance(record, dict):
+        return None, None
+    owner = record.get("machine")
+    return owner if isinstance(owner, str) else None, version_named(record)
 
 
 def _first_line(path: str) -> bytes:

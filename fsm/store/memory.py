@@ -38,7 +38,7 @@ from fsm.base.errors import (
     UnknownInstanceError,
 )
 from fsm.base.ids import validate_id
-from fsm.model.records import Record
+from fsm.model.records import Record, version_named
 from fsm.store import chain
 from fsm.store.journal import JournalRead, TypedRecords, line_bytes
 from fsm.store.protocol import (
@@ -360,10 +360,11 @@ class MemoryStore:
             document = self.documents.get(validate_id(instance_id))
             journal = self.journals.get(instance_id)
             first = journal.lines[0] if journal is not None and journal.lines else None
-        creator = json.loads(first).get("machine") if first is not None else None
+        record = json.loads(first) if first is not None else {}
+        creator, version = record.get("machine"), version_named(record)
         if document is None:
-            return Listed(None, 0, creator, f"no instance '{instance_id}'")
-        return Listed(document.raw, document.modified_ns, creator)
+            return Listed(None, 0, creator, f"no instance '{instance_id}'", version)
+        return Listed(document.raw, document.modified_ns, creator, None, version)
 
     def stamp(self, instance_id: str) -> list[int] | None:
         """The document's version and the journal's length."""

@@ -164,6 +164,9 @@ class Listed:
     modified_ns: int
     creator: str | None
     error: str | None = None
+    definition: str | None = None
+    """The ``version:`` of its machine the instance runs under, as far as a cheap read tells
+    (the journal's first record, or a store's column): None when not recorded."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,11 @@ class Layout:
     """The queue of the instances created here, unless ``fsm new --queue`` names another: the
     space; None for machines whose instances need no workspace (any worker of the space runs
     them). Stores shared by several workspaces keep it; workers claim by it."""
+    runs: tuple[str, ...] | None = None
+    """The ``version:`` values of the machine whose instances the installed definition can run
+    (its own, and every version a declared migration starts from; :mod:`fsm.model.migrations`):
+    a store whose workers claim (PostgreSQL) claims only instances of these, or of no recorded
+    version. None: any."""
 
 
 class Lease(Protocol):

@@ -20,6 +20,10 @@ simulated; calls no rule answers run for real (through a
 :class:`~fsm.process.executor.SubprocessExecutor` with the harness's agent tables), unless the
 harness is given ``executor=ScriptedExecutor()``, which refuses them.
 
+For definitions that change: :func:`replay_decisions` replays journals of real runs, kept as
+fixtures by :func:`export_journals`, against the definition in the checkout, and its report's
+``assert_same()`` fails on the first step each would decide otherwise.
+
 For stores: :class:`MemoryStorage` keeps documents and journals in memory (``Harness(...,
 storage=MemoryStorage())``, ``Workspace(..., storage=MemoryStorage())``), and
 :class:`~fsm.testing.contract.StoreContract` is the conformance suite every store runs
@@ -31,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.store.memory import MemoryJournal, MemoryLease, MemoryStorage, MemoryStore
+from fsm.testing._decisions import export_journals, replay_decisions
 from fsm.testing._driver import Driver, applied
 from fsm.testing._harness import Harness
 from fsm.testing._scripted import Answer, Call, Matcher, Reply, ScriptedExecutor
@@ -48,6 +53,8 @@ __all__ = [
     "Reply",
     "ScriptedExecutor",
     "applied",
+    "export_journals",
+    "replay_decisions",
 ]
 
 

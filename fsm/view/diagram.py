@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from fsm.base.errors import DiagramRenderError, InputError
 from fsm.coverage.report import machine_section
 from fsm.model.definition import CONTROL_COMMANDS
+from fsm.model.migrations import MIGRATION
 from fsm.model.records import (
     ControlRecord,
     CreateRecord,
+    MigrateRecord,
     Record,
     RecoverRecord,
     RetryRecord,
@@ -181,6 +183,8 @@ def count_visit(overlay: RunOverlay, record: Record) -> None:
         bump(overlay.edge_visits, record.transition)
         bump(overlay.edge_source_visits, (record.transition, record.source))
         bump(overlay.state_visits, record.dest)
+    elif isinstance(record, MigrateRecord):
+        _carry_over(overlay, record)
     elif isinstance(record, ControlRecord):
         bump(overlay.control_visits, record.event)
         if record.status_from is not None:
@@ -195,6 +199,36 @@ def journal_records(journal: Any) -> Iterator[Record]:
     for _, record in journal.entries():
         if isinstance(record, Record):
             yield record
+
+
+def _carry_over(overlay: RunOverlay, record: MigrateRecord) -> None:
+    """Count what came before a migration under the names and transitions of the definition it
+    migrated to (the migration's renames, and the transitions it found again); transitions the
+    new definition no longer has are no longer counted."""
+    details = record.extra.get(MIGRATION)
+    if not isinstance(details, dict):
+        return
+    found_states, found_edges = details.get("states"), details.get("edges")
+    states: dict[str, Any] = found_states if isinstance(found_states, dict) else {}
+    edges: dict[str, Any] = found_edges if isinstance(found_edges, dict) else {}
+    visits: dict[str, int] = {}
+    for state, count in overlay.state_visits.items():
+        renamed = states.get(state, state)
+        if isinstance(renamed, str):
+            visits[renamed] = visits.get(renamed, 0) + count
+    overlay.state_visits = visits
+    edge_visits: dict[int, int] = {}
+    for index, count in overlay.edge_visits.items():
+        moved = edges.get(str(index))
+        if isinstance(moved, int):
+            edge_visits[moved] = edge_visits.get(moved, 0) + count
+    overlay.edge_visits = edge_visits
+    by_source: dict[tuple[int, str], int] = {}
+    for (index, source), count in overlay.edge_source_visits.items():
+        moved, renamed = edges.get(str(index)), states.get(source, source)
+        if isinstance(moved, int) and isinstance(renamed, str):
+            by_source[moved, renamed] = by_source.get((moved, renamed), 0) + count
+    overlay.edge_source_visits = by_source
 
 
 def overlay_from_coverage(machine: Machine, report: Mapping[str, Any]) -> RunOverlay:

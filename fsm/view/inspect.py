@@ -6,7 +6,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fsm.base.errors import JournalMismatchError, JournalRecordError
+from fsm.base.errors import (
+    CorruptDocumentError,
+    JournalMismatchError,
+    JournalRecordError,
+    VersionMismatchError,
+)
 from fsm.base.update import bytes_hash
 from fsm.engine.control import ControlPlane
 from fsm.engine.instance import Instance
@@ -81,15 +86,55 @@ class InstanceStatus:
     runnable: bool = False
     """Whether a run would drive it now (not final; running, or waiting for a run to start it):
     with no ``driver``, it waits for one."""
+    definition: dict[str, Any] | None = None
+    """The definition it runs under against the installed one (see :func:`definition_of`)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
         return asdict(self)
 
 
+def definition_of(instance: Instance) -> dict[str, Any]:
+    """The definition ``instance`` runs under and the installed one: ``version`` and ``graph``
+    (None: created before journals said), ``installed_version``, ``installed_graph``,
+    ``runnable_here`` (whether the installed definition runs it, migrating it first when
+    ``migrates``), and ``problem``, why it cannot (empty when it can)."""
+    from fsm.engine.migration import compatibility, refusal
+
+    found = compatibility(instance)
+    recorded, installed = found.recorded, found.installed
+    problem = refusal(instance, found)
+    return {
+        "version": None if recorded is None else recorded.version,
+        "graph": None if recorded is None else recorded.graph,
+        "installed_version": installed.version,
+        "installed_graph": installed.graph,
+        "runnable_here": not problem,
+        "migrates": found.kind == "migrate",
+        "problem": problem,
+    }
+
+
 def status(instance: Instance) -> InstanceStatus:
-    """The state, status, summary and allowed events of ``instance``."""
-    loaded = instance.load()
+    """The state, status, summary and allowed events of ``instance``.
+
+    An instance whose document the installed definition cannot read (a state its graph lacks)
+    is refused with the versions it runs under (VersionMismatchError), not as a corrupt
+    document."""
+    definition = definition_of(instance)
+    try:
+        loaded = instance.load()
+    except CorruptDocumentError as exc:
+        if definition["problem"]:
+            raise VersionMismatchError(definition["problem"]) from exc
+        if definition["migrates"]:
+            name = instance.machine.name
+            raise VersionMismatchError(
+                f"instance '{instance.id}' runs under {name} {definition['version']}: its next "
+                f"run migrates it to {name} {definition['installed_version']} "
+                f"('fsm migrate {name} {instance.id} --dry-run' shows how)"
+            ) from exc
+        raise
     machine = instance.machine
     options = event_options(machine, loaded.state, loaded.doc, instance.context())
     events = [EventInfo(o.event, o.description, o.enabled, o.auto) for o in options]
@@ -123,6 +168,7 @@ def status(instance: Instance) -> InstanceStatus:
         last_agent=last_agent_run(instance),
         driver=beat.to_json() if beat is not None and beat.alive() else None,
         runnable=runnable(machine, loaded.state, loaded.status),
+        definition=definition,
     )
 
 

@@ -53,6 +53,11 @@ class ListedInstance:
     error: str | None = None
     outcome: str | None = None
     reason: str | None = None
+    version: str | None = None
+    """The ``version:`` of its machine it runs under (None: not recorded)."""
+    runs: str | None = None
+    """What the installed definition does with it when it runs under another version (it
+    migrates it, or cannot run it and why); None when it runs it as it is."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -157,12 +162,48 @@ def row_of(
     state, invalid, doc = _checked(machine, data)
     seconds, nanoseconds = divmod(found.modified_ns, 1_000_000_000)
     updated = _updated(seconds + nanoseconds * 1e-9)  # st_mtime's float, as the OS module makes it
+    version = found.definition
+    if version is not None and version != str(machine.spec.version):
+        version = _newest_version(store, instance_id) or version  # migrated since?
     listed = ListedInstance(
-        machine.name, instance_id, machine.status_of(data), state, updated, invalid
+        machine.name,
+        instance_id,
+        machine.status_of(data),
+        state,
+        updated,
+        invalid,
+        version=version,
+        runs=_runs(machine, version),
     )
     if invalid is None and state is not None and machine.is_final(state):
         listed = _with_verdict(machine, listed, doc)
     return Row(listed, found.modified_ns, stamp)
+
+
+def _newest_version(store: Store, instance_id: str) -> str | None:
+    """The version the newest record naming a definition names (journals read from their end:
+    only instances created under another version than the installed one pay for it)."""
+    from fsm.model.records import version_named
+
+    for data in store.journal(instance_id).backwards():
+        found = version_named(data)
+        if found is not None:
+            return found
+    return None
+
+
+def _runs(machine: Machine, version: str | None) -> str | None:
+    """What the installed definition does with an instance of ``version`` (None: runs it)."""
+    installed = str(machine.spec.version)
+    if version is None or version == installed:
+        return None
+    if any(str(m.from_version) == version for m in machine.spec.migrations):
+        return f"runs under {machine.name} {version}: its next run migrates it to {installed}"
+    if version.isdigit() and installed.isdigit() and int(version) > int(installed):
+        return f"runs under {machine.name} {version}, newer than the installed {installed}"
+    return (
+        f"runs under {machine.name} {version}: the installed {installed} has no migration from it"
+    )
 
 
 def _updated(mtime: float) -> str:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["list_indexed"]
 
-FORMAT = "2"
+FORMAT = "3"
 """The shape of an index; an index of another shape is not read."""
 
 MAX_CODE_FILES = 500
@@ -158,6 +158,7 @@ class _Index:
             "settings": dict(layout.settings),
             "space": layout.space,
             "queue": layout.queue,
+            "runs": None if layout.runs is None else list(layout.runs),
         }
         index = cls(key, saved, code, {})
         index.changed = True
@@ -183,6 +184,7 @@ class _Index:
             settings=saved["settings"],
             space=saved.get("space", ""),
             queue=saved.get("queue"),
+            runs=None if saved.get("runs") is None else tuple(saved["runs"]),
         )
         store = stores.factory(saved["store"])(layout)
         loaded: Machine | None = None
@@ -223,12 +225,16 @@ def _entry(row: Row) -> list[Any]:
         listed.outcome,
         listed.reason,
         row.modified,
+        listed.version,
+        listed.runs,
     ]
 
 
 def _indexed_row(entry: list[Any], instance_id: str) -> Row:
-    _, _, machine, status, state, updated, error, outcome, reason, modified = entry
-    listed = ListedInstance(machine, instance_id, status, state, updated, error, outcome, reason)
+    _, _, machine, status, state, updated, error, outcome, reason, modified, version, runs = entry
+    listed = ListedInstance(
+        machine, instance_id, status, state, updated, error, outcome, reason, version, runs
+    )
     return Row(listed, modified, None)
 
 

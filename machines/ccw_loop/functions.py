@@ -68,16 +68,25 @@ def _next(doc: LoopState, ctx: LoopContext) -> rules.Next:
     """The next work the phase rules choose (tasks added to the task-list file count)."""
     state = _state(doc)
     known = [task.id for task in state.develop.tasks]
-    waiting = waiting_task_ids(
-        ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
+    # What the rules read besides the document goes through ctx.observe: the step's journal
+    # record keeps it, and fsm replay --decisions serves it back.
+    waiting = ctx.observe(
+        "waiting_tasks",
+        lambda: waiting_task_ids(
+            ctx.instance_dir, ctx.instance_id, known, fallback=fallback_task_list(ctx)
+        ),
     )
-    interrupted = attempts.interrupted_fix(progress_of(doc, ctx).folder, state)
+
+    def interrupted_id() -> str | None:
+        attempt = attempts.interrupted_fix(progress_of(doc, ctx).folder, state)
+        return attempt.task.id if attempt is not None else None
+
     return rules.next_work(
         state,
         waiting=waiting,
         max_attempts=max_fix_attempts_of(doc, ctx),
         can_fix=_can_fix(doc, ctx),
-        interrupted=interrupted.task.id if interrupted is not None else None,
+        interrupted=ctx.observe("interrupted_fix", interrupted_id),
     )
 
 

@@ -43,11 +43,36 @@ function showStatus(info) {
     ? enabled.map((e) => badge(e.auto ? e.event : `${e.event} (manual)`, "event"))
     : el("span", { class: "muted", text: "none" }));
   byId("document-path").textContent = info.document;
+  showVersion(info.definition);
   shownInfo = info;
   showDriver(info);
   showControls(info.control);
   showActions(info);
   document.title = `${id} · ${info.state} · fsm serve`;
+}
+
+// The version of its machine the instance runs under, flagged when the installed one differs.
+function showVersion(definition) {
+  const line = byId("version");
+  if (!definition) {
+    clear(line, el("span", { class: "muted", text: "-" }));
+    return;
+  }
+  const installed = `${definition.installed_version} (graph ${definition.installed_graph.slice(0, 8)})`;
+  if (definition.graph === null) {
+    clear(line, el("span", { class: "muted", text: `not recorded; installed ${installed}` }));
+    return;
+  }
+  const runs = `${definition.version} (graph ${definition.graph.slice(0, 8)})`;
+  if (definition.graph === definition.installed_graph) {
+    clear(line, runs);
+  } else if (definition.problem) {
+    clear(line, el("span", { class: "bad-text", text: `${runs}: ${definition.problem}` }));
+  } else if (definition.migrates) {
+    clear(line, `${runs}; its next run migrates it to ${installed}`);
+  } else {
+    clear(line, `${runs}; the installed ${installed} runs it`);
+  }
 }
 
 // Who drives the instance: the run's heartbeat, or the command that would drive it.
