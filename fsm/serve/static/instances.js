@@ -47,6 +47,18 @@ function progressText(progress) {
   return el("span", { class: "progress", title: title || null, text: text || "-" });
 }
 
+// The version an instance runs under, when it is not the installed one: flagged (it migrates at
+// its next run, or the installed definition cannot run it), with the whole text as the tooltip.
+function versionNote(item) {
+  if (!item.runs) return null;
+  const migrates = item.runs.includes("migrates");
+  return el("span", {
+    class: migrates ? "muted version-note" : "bad-text version-note",
+    title: item.runs,
+    text: ` v${item.version}${migrates ? " (migrates)" : " (cannot run)"}`,
+  });
+}
+
 function row(item) {
   const text = item.error || item.reason || "";
   // Long reasons are cut to a few lines; the whole text is the cell's tooltip.
@@ -59,7 +71,7 @@ function row(item) {
     { class: failed ? "row-failed" : null, "data-id": item.id, "data-machine": item.machine },
     el("td", { class: "col-id" }, item.id === "-" ? "-" : el("a", { href: instanceHref(item.machine, item.id), text: item.id })),
     el("td", { class: "col-title", title: item.title || null, text: item.title || "" }),
-    el("td", { class: "col-machine" }, el("a", { href: machineHref(item.machine), text: item.machine })),
+    el("td", { class: "col-machine" }, el("a", { href: machineHref(item.machine), text: item.machine }), versionNote(item)),
     el("td", { class: "col-state" }, badge(item.state, "state")),
     el("td", { class: "col-status" }, statusBadge(item.status)),
     el("td", { class: "col-progress" }, progressText(item.progress)),
