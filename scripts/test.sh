@@ -37,4 +37,9 @@ done
 if [ -z "$chosen" ]; then
   set -- --fsm-cov=ccw-loop,issue-manager,skill-tuning,review-queue "$@"
 fi
+# The skill-tuning precision measurements run on CCW's own skills, which are not this project's:
+# named by CCW_SKILLS, or found beside the checkout (as CI has them); skipped, saying so, without.
+if [ -z "${CCW_SKILLS:-}" ] && [ -d "$root/../shared/ccw-skills" ]; then
+  export CCW_SKILLS="$(cd "$root/../shared/ccw-skills" && pwd)"
+fi
 "$venv/bin/python" -m pytest "$@"

@@ -56,7 +56,6 @@ from fsm.base.files import (
 )
 from fsm.base.ids import ID_PATTERN, is_valid_id, validate_id
 from fsm.base.jsonrender import render_document
-from fsm.model.records import Record, version_named
 from fsm.store.file_swap import FileSwap
 from fsm.store.journal import Journal
 from fsm.store.protocol import (
@@ -651,6 +650,9 @@ def _creator(journal: str) -> tuple[str | None, str | None]:
     if not isinstance(record, dict):
         return None, None
     owner = record.get("machine")
+    # Imported here: a listing from its index imports no record type (fsm ls stays light).
+    from fsm.model.records import version_named
+
     return owner if isinstance(owner, str) else None, version_named(record)
 
 

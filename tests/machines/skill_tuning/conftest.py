@@ -175,13 +175,12 @@ need judgement, for the fix agent."""
 
 
 def ccw_skills() -> Path | None:
-    """A folder of CCW's skills for the measurements on them: ``CCW_SKILLS``, else
-    ``../shared/ccw-skills`` beside the repository; None when neither is a folder."""
+    """A folder of CCW's skills for the measurements on them: ``CCW_SKILLS`` (scripts/test.sh
+    names the CCW skills it finds beside the checkout, as CI has them); None when it names no
+    folder. The suite itself never reaches outside the repository."""
     named = os.environ.get("CCW_SKILLS")
-    repository = Path(__file__).resolve().parents[3]
-    for candidate in (Path(named) if named else None, repository.parent / "shared" / "ccw-skills"):
-        if candidate is not None and candidate.is_dir():
-            return candidate
+    if named and Path(named).is_dir():
+        return Path(named)
     return None
 
 

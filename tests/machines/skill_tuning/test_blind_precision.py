@@ -2,7 +2,7 @@
 
 The labels are checked always; the figures before the rules were tuned are pinned from the
 findings recorded then (``blind/before-findings.json``); the figures of the rules as they are
-need CCW's skills (``CCW_SKILLS``, or ``../shared/ccw-skills`` beside the repository) and are
+need CCW's skills (``CCW_SKILLS``, which scripts/test.sh sets when it finds them) and are
 pinned at what was measured: a change that lowers the held-out precision or recall fails, and
 so does a change of the figures the machine reads (``precision.yaml``) without measuring again.
 """

@@ -4,9 +4,9 @@ The labels (``labels/*.yaml``, this project's data) hold every finding the diagn
 chosen set of CCW's skills, before and after the precision work, each judged true or false by
 reading the skill, with the reason. The skills themselves are not this project's and are not
 copied into the repository: the measurement runs when ``CCW_SKILLS`` names a folder of CCW's
-skills (``CCW_SKILLS=/path/to/ccw-skills pytest tests/machines/skill_tuning/test_precision.py``)
-or ``../shared/ccw-skills`` beside the repository is one, and is skipped, saying so,
-otherwise; the labels' own consistency is checked always.
+skills (``CCW_SKILLS=/path/to/ccw-skills pytest tests/machines/skill_tuning/test_precision.py``;
+scripts/test.sh sets it when it finds them), and is skipped, saying so, otherwise; the labels'
+own consistency is checked always.
 """
 
 from __future__ import annotations
