@@ -80,18 +80,29 @@ def parse_set_values(
     return result
 
 
-def _structure(annotation: Any) -> str | None:
-    """``"an object"`` or ``"a list"`` when a field of this type holds only that (None allowed),
-    so that a value that is not JSON cannot be meant as text; else None."""
+def _alternatives(annotation: Any) -> list[Any]:
+    """The types a field of this type may hold, ``Annotated`` and unions unwrapped and ``None``
+    left out (``list[str] | None`` -> ``[list[str]]``)."""
     if annotation is None:
-        return None
+        return []
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _structure(args[0])
+        return _alternatives(args[0])
     if origin in (typing.Union, types.UnionType):
-        kinds = {_structure(arg) for arg in args if arg is not type(None)}
-        return kinds.pop() if len(kinds) == 1 else None
+        return [kind for arg in args if arg is not type(None) for kind in _alternatives(arg)]
+    return [annotation]
+
+
+def _structure(annotation: Any) -> str | None:
+    """``"an object"`` or ``"a list"`` when a field of this type holds only that (None allowed),
+    so that a value that is not JSON cannot be meant as text; else None."""
+    kinds = {_structure_of(kind) for kind in _alternatives(annotation)}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _structure_of(annotation: Any) -> str | None:
+    origin = typing.get_origin(annotation)
     if origin in (dict, Mapping) or annotation is dict:
         return "an object"
     if origin in (list, tuple, set, frozenset, Sequence) or annotation is list:
@@ -114,19 +125,15 @@ def _json_problem(text: str) -> str:
 
 def _wants_text(annotation: Any) -> bool:
     """True when a field of this type holds text only (None allowed): its value is the text."""
-    if annotation is None:
-        return False
+    kinds = _alternatives(annotation)
+    return bool(kinds) and all(_is_text(kind) for kind in kinds)
+
+
+def _is_text(annotation: Any) -> bool:
     if annotation is str:
         return True
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _wants_text(args[0])
-    if origin is typing.Literal:
-        return all(isinstance(arg, str) for arg in args)
-    if origin in (typing.Union, types.UnionType):
-        kinds = [arg for arg in args if arg is not type(None)]
-        return bool(kinds) and all(_wants_text(arg) for arg in kinds)
+    if typing.get_origin(annotation) is typing.Literal:
+        return all(isinstance(arg, str) for arg in typing.get_args(annotation))
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return all(isinstance(member.value, str) for member in annotation)
     return False
